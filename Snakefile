@@ -1,0 +1,35 @@
+# llmqueue: the whole study, from profiling data to figures and the claims table.
+# Paper: arXiv 2407.05347. Run: `make reproduce` (or `.venv/bin/snakemake --cores all`).
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
+
+from llmqueue.checks import check_config
+from llmqueue.errors import InputError
+
+try:
+    check_config(config, workflow.basedir)
+except InputError as err:
+    raise WorkflowError(f"config/config.yaml: {err}")
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/calibration.smk"
+include: "workflow/rules/profiling.smk"
+include: "workflow/rules/token_limit.smk"
+include: "workflow/rules/batching.smk"
+include: "workflow/rules/claims.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),
+        "results/claims.csv",

@@ -1,0 +1,5 @@
+import sys
+
+from llmqueue.cli import main
+
+sys.exit(main())

@@ -1,0 +1,644 @@
+"""Output-token laws: the random number N of tokens a request asks for.
+
+Every law offers the same small interface (after SciPy's distributions), so analytic code never
+branches on the law's type:
+
+- ``sample(rng, size)``: i.i.d. draws (tokens, float64);
+- ``cdf(x)``, ``sf(x)``, ``ppf(q)``, ``prob_below(x)`` (= P(N < x));
+- ``clipped_moment(limit, k)``: E[min(N, l)^k], exact (closed form or exact sum), Eq. (2)-(5);
+- ``expected_max(b)``: E[max of b i.i.d. draws] = E[L_b], Eq. (19), (23);
+- ``order_stat_means(b)``: E[N_(1:b)], ..., E[N_(b:b)] (elastic batching, Eq. 26).
+
+Convention (equations.md, Eq. 18): N counts the tokens after the first one; no "- 1" appears in
+any formula. Continuous laws treat token counts as real numbers, as the paper does.
+
+One spec string parses to a law (:func:`parse_law`)::
+
+    lognormal:mu=7,sigma=0.7            LogNormal(mu, sigma) of ln N
+    uniform:low=0,high=2000             U(low, high)
+    truncnorm:mean=800,sd=20,high=1600  N(mean, sd^2) truncated to [low, high] (low=0, high=2*mean)
+    exponential:mean=500                Exp with the given mean
+    deterministic:value=500             N = value
+    trace:PATH:COLUMN                   empirical law of a CSV column (e.g. the Azure trace)
+
+Any spec takes ``cap=L`` (``lognormal:mu=7,sigma=0.7,cap=4096``, ``trace:PATH:COLUMN:cap=L``):
+the law of min(N, L), e.g. a model's context limit.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import integrate, special, stats
+
+from llmqueue.errors import InputError
+
+FloatArray = NDArray[np.float64]
+
+__all__ = [
+    "TokenLaw",
+    "LogNormalLaw",
+    "UniformLaw",
+    "TruncNormLaw",
+    "ExponentialLaw",
+    "DeterministicLaw",
+    "EmpiricalLaw",
+    "ClippedLaw",
+    "parse_law",
+    "read_trace_column",
+    "LAW_FORMS",
+]
+
+
+def _scalar_or_array(values: FloatArray, like: ArrayLike) -> Any:
+    return float(values) if np.ndim(like) == 0 else values
+
+
+class TokenLaw(ABC):
+    """A law of the output-token count N >= 0 (tokens)."""
+
+    spec: str
+
+    # ---- distribution -------------------------------------------------------------------
+    @abstractmethod
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        """Draw `size` i.i.d. token counts (float64)."""
+
+    @abstractmethod
+    def cdf(self, x: ArrayLike) -> Any:
+        """P(N <= x)."""
+
+    def sf(self, x: ArrayLike) -> Any:
+        """P(N > x)."""
+        return 1.0 - np.asarray(self.cdf(x))
+
+    def prob_below(self, x: ArrayLike) -> Any:
+        """P(N < x); equals cdf(x) for continuous laws."""
+        return self.cdf(x)
+
+    @abstractmethod
+    def ppf(self, q: ArrayLike) -> Any:
+        """Quantile function (inverse of the cdf)."""
+
+    @property
+    @abstractmethod
+    def support(self) -> tuple[float, float]:
+        """(lowest, highest) possible value; highest may be inf."""
+
+    # ---- moments ------------------------------------------------------------------------
+    @abstractmethod
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        """E[min(N, l)^k] for a limit l (tokens; may be inf, may be an array). Eq. (2)."""
+
+    def mean(self) -> float:
+        return float(self.clipped_moment(math.inf, 1))
+
+    def var(self) -> float:
+        return float(self.clipped_moment(math.inf, 2)) - self.mean() ** 2
+
+    # ---- batch order statistics ----------------------------------------------------------
+    def expected_max(self, b: int) -> float:
+        """E[L_b] = E[max of b i.i.d. draws] = lo + integral of (1 - F(x)^b) dx. Eq. (19), (23)."""
+        _check_batch(b)
+        return float(self.order_stat_means(b)[-1])
+
+    def order_stat_means(self, b: int) -> FloatArray:
+        """E[N_(i:b)] for i = 1..b (ascending): the integral of P(N_(i:b) > x) over x >= lo.
+
+        P(N_(i:b) > x) = P(Binomial(b, F(x)) <= i - 1). Numeric quadrature for continuous laws.
+        """
+        _check_batch(b)
+        lo, hi = self.support
+        out = np.empty(b)
+        for i in range(1, b + 1):
+            out[i - 1] = lo + _integrate_tail(
+                lambda x, i=i: stats.binom.cdf(i - 1, b, self.cdf(x)), lo, hi, self
+            )
+        return out
+
+
+def _check_batch(b: int) -> None:
+    if int(b) != b or b < 1:
+        raise InputError(f"batch size b must be an integer >= 1, got {b!r}")
+
+
+def _integrate_tail(func: Any, lo: float, hi: float, law: TokenLaw) -> float:
+    """Integral of a tail function over [lo, hi] (hi may be inf) with quantile breakpoints."""
+    if math.isfinite(hi):
+        pts = sorted({float(law.ppf(q)) for q in (0.1, 0.5, 0.9, 0.99)} - {lo, hi})
+        val, _ = integrate.quad(func, lo, hi, points=pts or None, limit=400, epsabs=1e-10, epsrel=1e-10)
+        return float(val)
+    edges = [lo] + [float(law.ppf(q)) for q in (0.5, 0.9, 0.99, 0.9999, 1 - 1e-8)]
+    total = 0.0
+    for a, c in zip(edges[:-1], edges[1:], strict=True):
+        if c > a:
+            total += integrate.quad(func, a, c, limit=400, epsabs=1e-10, epsrel=1e-10)[0]
+    total += integrate.quad(func, edges[-1], math.inf, limit=400, epsabs=1e-12, epsrel=1e-10)[0]
+    return float(total)
+
+
+def _require(cond: bool, spec: str, msg: str) -> None:
+    if not cond:
+        raise InputError(f"token law {spec!r}: {msg}")
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LogNormalLaw(TokenLaw):
+    """ln N ~ Normal(mu, sigma^2). Closed-form clipped moments (equations.md, Eq. 3-5):
+
+    E[min(N,l)^k] = e^{k mu + k^2 sigma^2/2} Phi((ln l - mu - k sigma^2)/sigma)
+                    + l^k (1 - Phi((ln l - mu)/sigma)).
+    """
+
+    mu: float
+    sigma: float
+    spec: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.spec:
+            object.__setattr__(self, "spec", f"lognormal:mu={self.mu:g},sigma={self.sigma:g}")
+        _require(math.isfinite(self.mu), self.spec, "mu must be a finite number")
+        _require(self.sigma > 0 and math.isfinite(self.sigma), self.spec, "sigma must be > 0")
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (0.0, math.inf)
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return rng.lognormal(self.mu, self.sigma, size)
+
+    def cdf(self, x: ArrayLike) -> Any:
+        xa = np.asarray(x, dtype=float)
+        with np.errstate(divide="ignore"):
+            z = (np.log(np.maximum(xa, 0.0)) - self.mu) / self.sigma
+        return _scalar_or_array(special.ndtr(z), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        qa = np.asarray(q, dtype=float)
+        return _scalar_or_array(np.exp(self.mu + self.sigma * special.ndtri(qa)), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        la = np.asarray(limit, dtype=float)
+        mu, s = self.mu, self.sigma
+        raw = math.exp(k * mu + 0.5 * k * k * s * s)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lnl = np.log(la)
+            body = raw * special.ndtr((lnl - mu - k * s * s) / s)
+            tail = np.where(np.isinf(la), 0.0, la**k * special.ndtr(-(lnl - mu) / s))
+        out = np.where(la <= 0, 0.0, body + tail)
+        return _scalar_or_array(out, limit)
+
+    def order_stat_means(self, b: int) -> FloatArray:
+        # Substitute x = exp(mu + sigma z): the integrand decays like a Gaussian in z.
+        _check_batch(b)
+        out = np.empty(b)
+        for i in range(1, b + 1):
+
+            def f(z: float, i: int = i) -> float:
+                return float(stats.binom.cdf(i - 1, b, special.ndtr(z))) * self.sigma * math.exp(
+                    self.mu + self.sigma * z
+                )
+
+            out[i - 1] = integrate.quad(f, -np.inf, np.inf, limit=400, epsabs=1e-10, epsrel=1e-11)[0]
+        return out
+
+    def expected_max(self, b: int) -> float:
+        _check_batch(b)
+
+        def f(z: float) -> float:
+            return -math.expm1(b * math.log(max(special.ndtr(z), 1e-300))) * self.sigma * math.exp(
+                self.mu + self.sigma * z
+            )
+
+        val = integrate.quad(f, -np.inf, np.inf, limit=400, epsabs=1e-10, epsrel=1e-11)[0]
+        return float(val)
+
+
+@dataclass(frozen=True)
+class UniformLaw(TokenLaw):
+    """N ~ U(low, high). E[L_b] = low + (high - low) b/(b + 1) (Eq. 19 with low = 0)."""
+
+    low: float
+    high: float
+    spec: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.spec:
+            object.__setattr__(self, "spec", f"uniform:low={self.low:g},high={self.high:g}")
+        _require(self.low >= 0, self.spec, "low must be >= 0 tokens")
+        _require(self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf")
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (self.low, self.high)
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return rng.uniform(self.low, self.high, size)
+
+    def cdf(self, x: ArrayLike) -> Any:
+        xa = np.asarray(x, dtype=float)
+        return _scalar_or_array(np.clip((xa - self.low) / (self.high - self.low), 0.0, 1.0), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        qa = np.asarray(q, dtype=float)
+        return _scalar_or_array(self.low + qa * (self.high - self.low), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        la = np.minimum(np.asarray(limit, dtype=float), self.high)
+        lo, w = self.low, self.high - self.low
+        inside = (la ** (k + 1) - lo ** (k + 1)) / ((k + 1) * w) + la**k * (self.high - la) / w
+        out = np.where(la <= lo, np.maximum(la, 0.0) ** k, inside)
+        return _scalar_or_array(out, limit)
+
+    def expected_max(self, b: int) -> float:
+        _check_batch(b)
+        return self.low + (self.high - self.low) * b / (b + 1)
+
+    def order_stat_means(self, b: int) -> FloatArray:
+        _check_batch(b)
+        return self.low + (self.high - self.low) * np.arange(1, b + 1) / (b + 1)
+
+
+@dataclass(frozen=True)
+class TruncNormLaw(TokenLaw):
+    """N ~ Normal(mean, sd^2) truncated to [low, high] (Eq. 21-23); default high = 2*mean."""
+
+    mean_param: float
+    sd: float
+    low: float = 0.0
+    high: float = math.nan
+    spec: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if math.isnan(self.high):
+            object.__setattr__(self, "high", 2.0 * self.mean_param)
+        if not self.spec:
+            object.__setattr__(
+                self,
+                "spec",
+                f"truncnorm:mean={self.mean_param:g},sd={self.sd:g},low={self.low:g},high={self.high:g}",
+            )
+        _require(self.sd > 0, self.spec, "sd must be > 0 tokens")
+        _require(self.low >= 0, self.spec, "low must be >= 0 tokens")
+        _require(self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf")
+
+    @cached_property
+    def _ab(self) -> tuple[float, float, float]:
+        a = (self.low - self.mean_param) / self.sd
+        b = (self.high - self.mean_param) / self.sd
+        z = float(special.ndtr(b) - special.ndtr(a))
+        if z <= 0:
+            raise InputError(f"token law {self.spec!r}: [low, high] holds no probability mass")
+        return a, b, z
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (self.low, self.high)
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        a, b, z = self._ab
+        u = rng.random(size)
+        return np.clip(self.mean_param + self.sd * special.ndtri(special.ndtr(a) + u * z), self.low, self.high)
+
+    def cdf(self, x: ArrayLike) -> Any:
+        a, _, z = self._ab
+        xa = np.clip(np.asarray(x, dtype=float), self.low, self.high)
+        return _scalar_or_array((special.ndtr((xa - self.mean_param) / self.sd) - special.ndtr(a)) / z, x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        a, _, z = self._ab
+        qa = np.asarray(q, dtype=float)
+        v = np.clip(self.mean_param + self.sd * special.ndtri(special.ndtr(a) + qa * z), self.low, self.high)
+        return _scalar_or_array(v, q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        if k not in (1, 2):
+            la = np.atleast_1d(np.asarray(limit, dtype=float))
+            vals = np.array(
+                [
+                    self.low**k
+                    + integrate.quad(lambda x: k * x ** (k - 1) * self.sf(x), self.low, min(lv, self.high))[0]
+                    for lv in la
+                ]
+            )
+            return _scalar_or_array(vals.reshape(np.shape(limit)), limit)
+        a, _, z = self._ab
+        m, s = self.mean_param, self.sd
+        la = np.clip(np.asarray(limit, dtype=float), self.low, self.high)
+        beta = (la - m) / s
+        dphi = special.ndtr(beta) - special.ndtr(a)
+        pdf_a, pdf_b = stats.norm.pdf(a), stats.norm.pdf(beta)
+        if k == 1:
+            partial = m * dphi - s * (pdf_b - pdf_a)
+        else:
+            partial = m * m * dphi - 2 * m * s * (pdf_b - pdf_a) + s * s * (dphi - (beta * pdf_b - a * pdf_a))
+        out = partial / z + la**k * (1.0 - dphi / z)
+        return _scalar_or_array(out, limit)
+
+
+@dataclass(frozen=True)
+class ExponentialLaw(TokenLaw):
+    """N ~ Exp(mean). Used for the M/M/1 limits in tests and for the De Kok-Tijms reading."""
+
+    mean_tokens: float
+    spec: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.spec:
+            object.__setattr__(self, "spec", f"exponential:mean={self.mean_tokens:g}")
+        _require(self.mean_tokens > 0 and math.isfinite(self.mean_tokens), self.spec, "mean must be > 0")
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (0.0, math.inf)
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return rng.exponential(self.mean_tokens, size)
+
+    def cdf(self, x: ArrayLike) -> Any:
+        xa = np.maximum(np.asarray(x, dtype=float), 0.0)
+        return _scalar_or_array(-np.expm1(-xa / self.mean_tokens), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        return _scalar_or_array(-self.mean_tokens * np.log1p(-np.asarray(q, dtype=float)), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        m = self.mean_tokens
+        la = np.maximum(np.asarray(limit, dtype=float), 0.0)
+        r = la / m
+        with np.errstate(invalid="ignore"):
+            e = np.where(np.isinf(r), 0.0, np.exp(-r))
+            # E[min(N,l)^k] = k! m^k P(Gamma(k+1) <= l/m) + l^k e^{-l/m}
+            body = math.factorial(k) * m**k * special.gammainc(k + 1, r)
+            tail = np.where(np.isinf(la), 0.0, la**k * e)
+        return _scalar_or_array(body + tail, limit)
+
+    def expected_max(self, b: int) -> float:
+        _check_batch(b)
+        return self.mean_tokens * float(np.sum(1.0 / np.arange(1, b + 1)))
+
+
+@dataclass(frozen=True)
+class DeterministicLaw(TokenLaw):
+    """N = value with probability 1 (the M/D/1 limit)."""
+
+    value: float
+    spec: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.spec:
+            object.__setattr__(self, "spec", f"deterministic:value={self.value:g}")
+        _require(self.value >= 0 and math.isfinite(self.value), self.spec, "value must be >= 0")
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (self.value, self.value)
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return np.full(size, float(self.value))
+
+    def cdf(self, x: ArrayLike) -> Any:
+        return _scalar_or_array((np.asarray(x, dtype=float) >= self.value).astype(float), x)
+
+    def prob_below(self, x: ArrayLike) -> Any:
+        return _scalar_or_array((np.asarray(x, dtype=float) > self.value).astype(float), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        return _scalar_or_array(np.full(np.shape(q), float(self.value)), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        la = np.asarray(limit, dtype=float)
+        return _scalar_or_array(np.minimum(la, self.value) ** k, limit)
+
+    def order_stat_means(self, b: int) -> FloatArray:
+        _check_batch(b)
+        return np.full(b, float(self.value))
+
+
+@dataclass(frozen=True, eq=False)
+class EmpiricalLaw(TokenLaw):
+    """The empirical law of observed token counts (e.g. a trace column). Exact sums throughout."""
+
+    values: FloatArray  # sorted distinct values
+    probs: FloatArray
+    spec: str = ""
+
+    @classmethod
+    def from_samples(cls, samples: ArrayLike, spec: str = "") -> EmpiricalLaw:
+        x = np.asarray(samples, dtype=float)
+        spec = spec or "empirical"
+        _require(x.size > 0, spec, "no observations")
+        _require(bool(np.all(np.isfinite(x))), spec, "observations must be finite numbers")
+        _require(bool(np.all(x >= 0)), spec, "token counts must be >= 0")
+        vals, counts = np.unique(x, return_counts=True)
+        return cls(vals, counts / counts.sum(), spec)
+
+    @cached_property
+    def _cum(self) -> FloatArray:
+        return np.cumsum(self.probs)
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (float(self.values[0]), float(self.values[-1]))
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        idx = np.searchsorted(self._cum, rng.random(size) * self._cum[-1], side="right")
+        return self.values[np.minimum(idx, self.values.size - 1)]
+
+    def cdf(self, x: ArrayLike) -> Any:
+        idx = np.searchsorted(self.values, np.asarray(x, dtype=float), side="right")
+        c = np.concatenate([[0.0], self._cum])
+        return _scalar_or_array(np.minimum(c[idx], 1.0), x)
+
+    def prob_below(self, x: ArrayLike) -> Any:
+        idx = np.searchsorted(self.values, np.asarray(x, dtype=float), side="left")
+        c = np.concatenate([[0.0], self._cum])
+        return _scalar_or_array(np.minimum(c[idx], 1.0), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        idx = np.searchsorted(self._cum, np.asarray(q, dtype=float) - 1e-15, side="left")
+        return _scalar_or_array(self.values[np.minimum(idx, self.values.size - 1)], q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        la = np.asarray(limit, dtype=float)
+        idx = np.searchsorted(self.values, la, side="left")
+        partial = np.concatenate([[0.0], np.cumsum(self.probs * self.values**k)])
+        below = np.concatenate([[0.0], self._cum])
+        with np.errstate(invalid="ignore"):
+            tail = np.where(np.isinf(la), 0.0, la**k * np.maximum(1.0 - below[idx], 0.0))
+        return _scalar_or_array(partial[idx] + tail, limit)
+
+    def order_stat_means(self, b: int) -> FloatArray:
+        _check_batch(b)
+        cdf = np.minimum(self._cum, 1.0)
+        cdf_prev = np.concatenate([[0.0], cdf[:-1]])
+        i = np.arange(1, b + 1)[:, None]
+        # P(N_(i:b) <= v_j) = P(Binomial(b, F(v_j)) >= i)
+        upto = stats.binom.sf(i - 1, b, cdf[None, :])
+        upto_prev = stats.binom.sf(i - 1, b, cdf_prev[None, :])
+        return np.asarray((upto - upto_prev) @ self.values, dtype=float)
+
+    def expected_max(self, b: int) -> float:
+        _check_batch(b)
+        cdf = np.minimum(self._cum, 1.0)
+        cdf_prev = np.concatenate([[0.0], cdf[:-1]])
+        return float(np.dot(self.values, cdf**b - cdf_prev**b))
+
+
+@dataclass(frozen=True, eq=False)
+class ClippedLaw(TokenLaw):
+    """The law of min(N, cap): a max-token limit or a model's context limit (Eq. 2)."""
+
+    base: TokenLaw
+    cap: float
+    spec: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.spec:
+            object.__setattr__(self, "spec", f"{self.base.spec},cap={self.cap:g}")
+        _require(self.cap > 0 and math.isfinite(self.cap), self.spec, "cap must be a number > 0 tokens")
+
+    @property
+    def support(self) -> tuple[float, float]:
+        lo, hi = self.base.support
+        return (min(lo, self.cap), min(hi, self.cap))
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return np.minimum(self.base.sample(rng, size), self.cap)
+
+    def cdf(self, x: ArrayLike) -> Any:
+        xa = np.asarray(x, dtype=float)
+        return _scalar_or_array(np.where(xa >= self.cap, 1.0, self.base.cdf(xa)), x)
+
+    def prob_below(self, x: ArrayLike) -> Any:
+        xa = np.asarray(x, dtype=float)
+        return _scalar_or_array(np.where(xa > self.cap, 1.0, self.base.prob_below(xa)), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        return _scalar_or_array(np.minimum(np.asarray(self.base.ppf(q)), self.cap), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        return self.base.clipped_moment(np.minimum(np.asarray(limit, dtype=float), self.cap), k)
+
+    def truncation_mass(self) -> float:
+        """P(N > cap) under the base law: the probability mass the cap removes."""
+        return float(self.base.sf(self.cap))
+
+
+# ---------------------------------------------------------------------------------------------
+LAW_FORMS = {
+    "lognormal": "lognormal:mu=M,sigma=S (sigma > 0)",
+    "uniform": "uniform:low=A,high=B (0 <= A < B)",
+    "truncnorm": "truncnorm:mean=M,sd=S[,low=0][,high=2*M] (sd > 0, 0 <= low < high)",
+    "exponential": "exponential:mean=M (M > 0)",
+    "deterministic": "deterministic:value=V (V >= 0)",
+    "trace": "trace:PATH:COLUMN (a CSV file and one of its numeric columns)",
+}
+_PARAMS = {
+    "lognormal": ({"mu", "sigma"}, set()),
+    "uniform": ({"low", "high"}, set()),
+    "truncnorm": ({"mean", "sd"}, {"low", "high"}),
+    "exponential": ({"mean"}, set()),
+    "deterministic": ({"value"}, set()),
+}
+
+
+def _forms() -> str:
+    return "; ".join(LAW_FORMS.values()) + "; any of them may add cap=L"
+
+
+def read_trace_column(path: str | Path, column: str) -> FloatArray:
+    """Read one numeric column of a CSV trace; clear errors for a missing file or column."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"trace file {str(p)!r} does not exist")
+    try:
+        header = pd.read_csv(p, nrows=0)
+    except Exception as exc:  # pandas raises many types for a broken CSV
+        raise InputError(f"trace file {str(p)!r} is not a readable CSV: {exc}") from None
+    if column not in header.columns:
+        raise InputError(
+            f"trace file {str(p)!r} has no column {column!r}; its columns are {list(header.columns)}"
+        )
+    col = pd.to_numeric(pd.read_csv(p, usecols=[column])[column], errors="coerce")
+    if col.isna().any():
+        bad = int(col.isna().sum())
+        raise InputError(f"trace file {str(p)!r}, column {column!r}: {bad} values are not numbers")
+    values = col.to_numpy(dtype=float)
+    if values.size == 0:
+        raise InputError(f"trace file {str(p)!r}, column {column!r}: no rows")
+    if np.any(values < 0):
+        raise InputError(f"trace file {str(p)!r}, column {column!r}: token counts must be >= 0")
+    return values
+
+
+def _parse_number(spec: str, key: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"token law {spec!r}: {key}={text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise InputError(f"token law {spec!r}: {key} must be finite")
+    return value
+
+
+def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
+    """Parse a law spec (see the module docstring). Relative trace paths resolve from base_dir."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise InputError(f"token law {spec!r} is malformed; allowed forms: {_forms()}")
+    kind, _, rest = spec.strip().partition(":")
+    kind = kind.strip().lower()
+    if kind == "trace":
+        parts = rest.split(":")
+        cap = None
+        if len(parts) >= 3 and parts[-1].startswith("cap="):
+            cap = _parse_number(spec, "cap", parts[-1][4:])
+            parts = parts[:-1]
+        if len(parts) < 2 or not parts[-1] or not ":".join(parts[:-1]):
+            raise InputError(f"token law {spec!r} is malformed; expected {LAW_FORMS['trace']}")
+        path = Path(":".join(parts[:-1]))
+        if base_dir is not None and not path.is_absolute():
+            path = Path(base_dir) / path
+        law: TokenLaw = EmpiricalLaw.from_samples(read_trace_column(path, parts[-1]), spec=spec)
+        return ClippedLaw(law, cap, spec=spec) if cap is not None else law
+    if kind not in _PARAMS:
+        raise InputError(f"token law {spec!r}: unknown law {kind!r}; allowed forms: {_forms()}")
+    params: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in rest.split(","))):
+        key, eq, val = item.partition("=")
+        if not eq:
+            raise InputError(f"token law {spec!r}: {item!r} is not key=value; expected {LAW_FORMS[kind]}")
+        key = key.strip()
+        if key in params:
+            raise InputError(f"token law {spec!r}: {key} given twice")
+        params[key] = _parse_number(spec, key, val.strip())
+    cap = params.pop("cap", None)
+    required, optional = _PARAMS[kind]
+    missing = required - params.keys()
+    unknown = params.keys() - required - optional
+    if missing or unknown:
+        what = f"missing {sorted(missing)}" if missing else f"unknown {sorted(unknown)}"
+        raise InputError(f"token law {spec!r}: {what}; expected {LAW_FORMS[kind]} [,cap=L]")
+    if kind == "lognormal":
+        law = LogNormalLaw(params["mu"], params["sigma"], spec=spec)
+    elif kind == "uniform":
+        law = UniformLaw(params["low"], params["high"], spec=spec)
+    elif kind == "truncnorm":
+        law = TruncNormLaw(
+            params["mean"], params["sd"], params.get("low", 0.0), params.get("high", math.nan), spec=spec
+        )
+    elif kind == "exponential":
+        law = ExponentialLaw(params["mean"], spec=spec)
+    else:
+        law = DeterministicLaw(params["value"], spec=spec)
+    return ClippedLaw(law, cap, spec=spec) if cap is not None else law

@@ -1,0 +1,16 @@
+# Calibration from the paper's published numbers: the Table I least-squares fit S = a*N + b0
+# (four rows with input 128, equations.md) that the token-limit study uses by default.
+
+
+rule fit_table1:
+    input:
+        table=config["data"]["table1"],
+        code=lib("latency.py"),
+    output:
+        "results/profiling/paper/llama2-7b-chat/fit.json",
+    params:
+        input_tokens=128,
+    log:
+        "logs/calibration/fit_table1.log",
+    script:
+        "../scripts/fit_table1.py"

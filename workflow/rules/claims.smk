@@ -1,0 +1,13 @@
+# The study's verdict: every study's claims rows gathered into results/claims.csv.
+
+
+rule gather_claims:
+    input:
+        CLAIM_TABLES,
+        code=lib("claims.py"),
+    output:
+        "results/claims.csv",
+    log:
+        "logs/claims/gather.log",
+    script:
+        "../scripts/gather_claims.py"
