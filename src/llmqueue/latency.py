@@ -139,8 +139,8 @@ def fit_linear_latency(x: ArrayLike, y: ArrayLike) -> LinearFit:
     r2 = float(res.rvalue**2) if n > 2 else 1.0
     if n > 2:
         t = float(stats.t.ppf(0.975, n - 2))
-        s_ci = (res.slope - t * res.stderr, res.slope + t * res.stderr)
-        i_ci = (res.intercept - t * res.intercept_stderr, res.intercept + t * res.intercept_stderr)
+        s_ci = (float(res.slope - t * res.stderr), float(res.slope + t * res.stderr))
+        i_ci = (float(res.intercept - t * res.intercept_stderr), float(res.intercept + t * res.intercept_stderr))
     else:
         s_ci = (math.nan, math.nan)
         i_ci = (math.nan, math.nan)
