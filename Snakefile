@@ -20,12 +20,16 @@ except InputError as err:
     raise WorkflowError(f"config/config.yaml: {err}")
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/calibration.smk"
 include: "workflow/rules/profiling.smk"
 include: "workflow/rules/token_limit.smk"
 include: "workflow/rules/batching.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/notebooks.smk"
 
 
 rule all:
