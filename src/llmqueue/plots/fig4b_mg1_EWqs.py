@@ -1,0 +1,14 @@
+"""Fig. 4b: mean wait of served users W_qs vs limit l, impatient users (M/G/1+D, Eq. 6-8)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from llmqueue.plots._impatient import plot_impatient
+
+
+def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
+    return plot_impatient(inputs, params, "wqs", "mean wait of served users $W_{qs}$ (s)")

@@ -1,0 +1,1 @@
+"""Study tables: pure functions that turn config values into the DataFrames the pipeline caches."""
