@@ -64,7 +64,7 @@ def _parse_limits(text: str) -> tuple[np.ndarray, bool]:
         raise InputError(f"--limit {text!r}: a range is START:STOP:STEP")
     start, stop, step = values
     if not (start > 0 and step > 0 and stop >= start):
-        raise InputError(f"--limit {text!r}: need 0 < START <= STOP and STEP > 0 (tokens)")
+        raise InputError(f"--limit {text!r}: a range START:STOP:STEP needs 0 < START <= STOP and STEP > 0 (tokens)")
     n = int(math.floor((stop - start) / step + 1e-9)) + 1
     if n > 100_000:
         raise InputError(f"--limit {text!r}: {n} points; at most 100000")

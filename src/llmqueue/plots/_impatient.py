@@ -30,7 +30,7 @@ def plot_impatient(inputs: Mapping[str, Any], params: Mapping[str, Any], quantit
     ax.set_ylabel(ylabel)
     imp = sec["impatient"]
     ax.set_title(f"M/G/1+D, λ = {imp['rate_per_s']:g}/s, τ = {imp['patience_s']:g} s, {sec['tokens']}")
-    ax.legend(loc="lower right" if quantity == "loss" else "best")
+    ax.legend(loc="upper left")
     if "sim_requests" in df:
         style.source_note(fig, f"simulation: {int(df['sim_requests'].max()):,} requests per point after warm-up, 95% batch-means CI")
     return fig

@@ -29,11 +29,11 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
             style.formula_line(a2, x, t[col], f"F2 {what}, {tag}", i, ls=ls if j == 0 else ":")
             if j == 0:
                 style.mark_optimum(a2, o2.limit, o2.value, f"l* = {o2.limit:g} ({tag})", i)
+    a1.axvline(1600, color="0.5", lw=0.6, ls="-.", label="paper l* = 1600")
+    a2.axvline(1300, color="0.5", lw=0.6, ls="-.", label="paper l* = 1300")
     for ax in (a1, a2):
         limits_axis(ax)
         ax.legend(loc="lower right")
-    a1.axvline(1600, color="0.5", lw=0.6, ls="-.")
-    a2.axvline(1300, color="0.5", lw=0.6, ls="-.")
     a1.set_ylabel("objective F1")
     a2.set_ylabel("objective F2")
     a1.set_title(f"patient: α = {tr['alpha_patient']:.4g}, λ = {sec['patient']['rate_per_s']:g}/s (paper l* = 1600)")
