@@ -259,6 +259,20 @@ def _run_chunk(
     return v, sp
 
 
+@njit(cache=True, nogil=True)
+def _fill_standard(kind, raw, spare, out):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Test hook: the kernel's standard exponential (kind 0, low 32 bits of each word) or normal
+    (kind 1, high 32 bits) draws, one per word of `raw`; returns the spare words used."""
+    sp = 0
+    for j in range(raw.size):
+        r = raw[j]
+        if kind == 0:
+            out[j], sp = _std_exp(np.uint32(r & np.uint64(0xFFFFFFFF)), _EXP_K, _EXP_W, _EXP_F, spare, sp)
+        else:
+            out[j], sp = _std_normal(np.uint32(r >> np.uint64(32)), _NOR_K, _NOR_W, _NOR_F, spare, sp)
+    return sp
+
+
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class MG1SimResult:
