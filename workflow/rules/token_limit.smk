@@ -88,22 +88,23 @@ def tl_figure_inputs(scenario_tables):
     return inputs
 
 
+# figure stem -> (tables it draws, shared plot helpers it imports besides plots/style.py)
 TL_FIGURES = {
-    "fig4a_mg1_EW": ["patient"],
-    "fig4b_mg1_EWqs": ["impatient"],
-    "fig4c_mg1_pai": ["impatient"],
-    "fig4d_tradeoff": ["tradeoff"],
+    "fig4a_mg1_EW": (["patient"], ["plots/_token_limit.py"]),
+    "fig4b_mg1_EWqs": (["impatient"], ["plots/_token_limit.py", "plots/_impatient.py"]),
+    "fig4c_mg1_pai": (["impatient"], ["plots/_token_limit.py", "plots/_impatient.py"]),
+    "fig4d_tradeoff": (["tradeoff"], ["plots/_token_limit.py", "analytic/tradeoff.py"]),
 }
 
 
-for _stem, _tables in TL_FIGURES.items():
+for _stem, (_tables, _helpers) in TL_FIGURES.items():
 
     rule:
         name:
             f"plot_{_stem}"
         input:
             unpack(tl_figure_inputs(_tables)),
-            code=lib(f"plots/{_stem}.py", "plots/style.py"),
+            code=lib(f"plots/{_stem}.py", "plots/style.py", *_helpers),
         output:
             pdf=f"figures/{_stem}.pdf",
             png=f"figures/{_stem}.png",
