@@ -67,13 +67,19 @@ def fmt_rate(n: float, secs: list[float]) -> str:
 
 def part1(n: int, repeats: int, tune: bool) -> float:
     lam = lognormal_rate()
-    simulate_mg1(LAW, LAT, lam, limit=LIMIT, requests=1000, warmup=0, seed=0)  # compile / load cache
+    simulate_mg1(
+        LAW, LAT, lam, limit=LIMIT, requests=1000, warmup=0, seed=0
+    )  # compile / load cache
     print(f"[1] one core, clipped log-normal, rho = 0.8, {n:.0e} requests ({load()})")
     chunks = [1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20] if tune else [1 << 16]
     best = 0.0
     for chunk in chunks:
-        secs = timed(lambda: simulate_mg1(LAW, LAT, lam, limit=LIMIT, requests=n, warmup=0,
-                                          seed=1, chunk=chunk), repeats)
+        secs = timed(
+            lambda c=chunk: simulate_mg1(
+                LAW, LAT, lam, limit=LIMIT, requests=n, warmup=0, seed=1, chunk=c
+            ),
+            repeats,
+        )
         best = max(best, n / min(secs))
         print(f"    chunk {chunk:>8d}: {fmt_rate(n, secs)}")
     print(f"    target >= 30 M/s: {'met' if best >= 30e6 else 'MISSED'} ({load()})")
@@ -137,19 +143,27 @@ def part2(n: int, n_other: int, repeats: int) -> None:
     simulate_mg1(ExponentialLaw(1.0), UNIT, 0.8, requests=1000, warmup=0, seed=0)
     print(f"[2] M/M/1 rho = 0.8, exact W_q = {exact:g} s ({load()})")
     res = {}
-    secs = timed(lambda: res.setdefault("r", simulate_mg1(ExponentialLaw(1.0), UNIT, 0.8, requests=n,
-                                                          warmup=100_000, seed=2)), repeats)
+    secs = timed(
+        lambda: res.setdefault(
+            "r", simulate_mg1(ExponentialLaw(1.0), UNIT, 0.8, requests=n, warmup=100_000, seed=2)
+        ),
+        repeats,
+    )
     r = res["r"]
     ours = (n + 100_000) / statistics.median(secs)
-    print(f"    llmqueue  {n:>10.0e} customers: {ours / 1e6:10.3f} M/s (median of {repeats}), "
-          f"W_q = {r.w_all.mean:.4f} +- {r.w_all.ci95:.4f} s")
+    print(
+        f"    llmqueue  {n:>10.0e} customers: {ours / 1e6:10.3f} M/s (median of {repeats}), "
+        f"W_q = {r.w_all.mean:.4f} +- {r.w_all.ci95:.4f} s"
+    )
     warm = n_other // 10
     for name, fn in (("ciw", ciw_mm1), ("simpy", simpy_mm1)):
         dt, waits = fn(n_other, 3)
         m, ci = mean_ci(waits, warm)
         rate = len(waits) / dt
-        print(f"    {name:8s}  {n_other:>10.0e} customers: {rate / 1e6:10.4f} M/s, W_q = {m:.4f} +- "
-              f"{ci:.4f} s (first {warm} discarded); llmqueue is {ours / rate:,.0f}x faster")
+        print(
+            f"    {name:8s}  {n_other:>10.0e} customers: {rate / 1e6:10.4f} M/s, W_q = {m:.4f} +- "
+            f"{ci:.4f} s (first {warm} discarded); llmqueue is {ours / rate:,.0f}x faster"
+        )
         if name == "ciw":
             print(f"    target >= 1000x Ciw: {'met' if ours / rate >= 1000 else 'MISSED'}")
     print(f"    ({load()})")
@@ -159,16 +173,22 @@ def part3(n_per: int, reps: int, repeats: int) -> None:
     lam = lognormal_rate()
     kw = dict(limit=LIMIT, requests=n_per, warmup=0, seed=4, replications=reps)
     simulate_mg1_replications(LAW, LAT, lam, **{**kw, "requests": 1000}, workers=2)
-    print(f"[3] {reps} independent replications x {n_per:.0e} requests, clipped log-normal "
-          f"({os.cpu_count()} CPUs, {load()})")
+    print(
+        f"[3] {reps} independent replications x {n_per:.0e} requests, clipped log-normal "
+        f"({os.cpu_count()} CPUs, {load()})"
+    )
     total = reps * n_per
     rates = {}
     for workers in (1, 2):
-        secs = timed(lambda: simulate_mg1_replications(LAW, LAT, lam, workers=workers, **kw), repeats)
+        secs = timed(
+            lambda w=workers: simulate_mg1_replications(LAW, LAT, lam, workers=w, **kw), repeats
+        )
         rates[workers] = total / min(secs)
         print(f"    workers = {workers}: {fmt_rate(total, secs)}")
-    print(f"    speed-up {rates[2] / rates[1]:.2f}x; target >= 50 M/s on both cores: "
-          f"{'met' if rates[2] >= 50e6 else 'MISSED'} ({load()})")
+    print(
+        f"    speed-up {rates[2] / rates[1]:.2f}x; target >= 50 M/s on both cores: "
+        f"{'met' if rates[2] >= 50e6 else 'MISSED'} ({load()})"
+    )
 
 
 _MEM_CHILD = r"""
@@ -194,27 +214,36 @@ def part4(sizes: list[int]) -> None:
     print(f"[4] peak memory, fresh subprocess per run ({load()})")
     rss = []
     for n in sizes:
-        out = subprocess.run([sys.executable, "-c", _MEM_CHILD, str(n)], capture_output=True,
-                             text=True, check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", _MEM_CHILD, str(n)], capture_output=True, text=True, check=True
+        ).stdout.split()
         maxrss_kb, peak, dt = int(out[0]), int(out[1]), float(out[2])
         rss.append(maxrss_kb)
-        print(f"    {n:>8.0e} requests: maxrss {maxrss_kb / 1024:7.1f} MiB, tracemalloc peak during "
-              f"the run {peak / 2**20:6.2f} MiB, {dt:6.2f} s, W_q {float(out[3]):.3f} s")
+        print(
+            f"    {n:>8.0e} requests: maxrss {maxrss_kb / 1024:7.1f} MiB, tracemalloc peak during "
+            f"the run {peak / 2**20:6.2f} MiB, {dt:6.2f} s, W_q {float(out[3]):.3f} s"
+        )
     growth = (rss[-1] - rss[0]) / 1024
-    print(f"    maxrss growth {sizes[0]:.0e} -> {sizes[-1]:.0e}: {growth:+.1f} MiB; target flat: "
-          f"{'met' if abs(growth) < 16 else 'MISSED'}")
+    print(
+        f"    maxrss growth {sizes[0]:.0e} -> {sizes[-1]:.0e}: {growth:+.1f} MiB; target flat: "
+        f"{'met' if abs(growth) < 16 else 'MISSED'}"
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--quick", action="store_true", help="shorter runs")
     ap.add_argument("--parts", default="1,2,3,4", help="comma-separated parts to run")
     ap.add_argument("--tune-chunk", action="store_true", help="part 1 over several chunk sizes")
     args = ap.parse_args()
     parts = {int(p) for p in args.parts.split(",")}
     q = args.quick
-    print(f"llmqueue M/G/1 benchmark: Python {platform.python_version()}, numpy {np.__version__}, "
-          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    print(
+        f"llmqueue M/G/1 benchmark: Python {platform.python_version()}, numpy {np.__version__}, "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs"
+    )
     if 1 in parts:
         part1(10_000_000 if q else 50_000_000, 3, args.tune_chunk)
     if 2 in parts:

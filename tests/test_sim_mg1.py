@@ -44,7 +44,9 @@ def within_4sigma(est: Estimate, exact: float, extra: float = 0.0) -> bool:
 def check(est: Estimate, exact: float, what: str) -> None:
     assert math.isfinite(est.ci95) and est.ci95 > 0, what
     z = (est.mean - exact) / (est.ci95 / T975)
-    assert within_4sigma(est, exact), f"{what}: sim {est.mean:.6g} +- {est.ci95:.3g}, exact {exact:.6g}, z = {z:.2f}"
+    assert within_4sigma(est, exact), (
+        f"{what}: sim {est.mean:.6g} +- {est.ci95:.3g}, exact {exact:.6g}, z = {z:.2f}"
+    )
 
 
 def mm1d_exact(lam: float, mu: float, tau: float) -> tuple[float, float, float]:
@@ -183,7 +185,9 @@ def test_mm1_patience(lam: float, tau: float, seed: int) -> None:
     check(r.w_served, wqs, f"M/M/1+D W_qs lam={lam}")
     check(r.w_all, ew, f"M/M/1+D E[W] lam={lam}")
     # Eq. (9) holds exactly for the pooled estimates
-    assert r.w_all.mean == pytest.approx(tau * r.loss.mean + (1 - r.loss.mean) * r.w_served.mean, rel=1e-9)
+    assert r.w_all.mean == pytest.approx(
+        tau * r.loss.mean + (1 - r.loss.mean) * r.w_served.mean, rel=1e-9
+    )
 
 
 @pytest.mark.parametrize("seed", SEEDS)
@@ -191,7 +195,9 @@ def test_mm1_patience(lam: float, tau: float, seed: int) -> None:
 def test_md1_patience(lam: float, seed: int) -> None:
     tau = 2.5
     pi, wqs, ew = md1d_exact(lam, 1.0, tau)
-    r = simulate_mg1(DeterministicLaw(1.0), UNIT, lam, patience_s=tau, requests=1_000_000, seed=seed)
+    r = simulate_mg1(
+        DeterministicLaw(1.0), UNIT, lam, patience_s=tau, requests=1_000_000, seed=seed
+    )
     check(r.loss, pi, f"M/D/1+D pi lam={lam}")
     check(r.w_served, wqs, f"M/D/1+D W_qs lam={lam}")
     check(r.w_all, ew, f"M/D/1+D E[W] lam={lam}")
@@ -257,20 +263,37 @@ def test_replications_independent_and_reproducible() -> None:
     # a SeedSequence argument is not consumed
     ss = np.random.SeedSequence(5)
     kw2 = dict(replications=2, requests=10_000, warmup=0, seed=ss)
-    assert simulate_mg1_replications(ExponentialLaw(1.0), UNIT, 0.8, **kw2) == simulate_mg1_replications(
+    assert simulate_mg1_replications(
         ExponentialLaw(1.0), UNIT, 0.8, **kw2
-    )
+    ) == simulate_mg1_replications(ExponentialLaw(1.0), UNIT, 0.8, **kw2)
     # independent replications: their spread matches the within-run CIs, their mean the exact
     m = np.array(means)
     se = m.std(ddof=1) / math.sqrt(m.size)
-    assert abs(m.mean() - 4.0) <= 4 * max(se, np.mean([r.w_all.ci95 for r in one]) / T975 / math.sqrt(6))
+    assert abs(m.mean() - 4.0) <= 4 * max(
+        se, np.mean([r.w_all.ci95 for r in one]) / T975 / math.sqrt(6)
+    )
 
 
 def test_result_to_dict() -> None:
-    r = simulate_mg1(ExponentialLaw(1.0), UNIT, 1.2, patience_s=3.0, requests=10_000, warmup=0, seed=1)
+    r = simulate_mg1(
+        ExponentialLaw(1.0), UNIT, 1.2, patience_s=3.0, requests=10_000, warmup=0, seed=1
+    )
     d = r.to_dict()
-    for key in ("requests", "w_all", "w_all_ci95", "w_served", "w_served_ci95", "loss", "loss_ci95",
-                "wait_p50", "wait_p95", "wait_p99", "served_p50", "served_p95", "served_p99"):
+    for key in (
+        "requests",
+        "w_all",
+        "w_all_ci95",
+        "w_served",
+        "w_served_ci95",
+        "loss",
+        "loss_ci95",
+        "wait_p50",
+        "wait_p95",
+        "wait_p99",
+        "served_p50",
+        "served_p95",
+        "served_p99",
+    ):
         assert key in d
     assert isinstance(r, MG1SimResult)
     json.dumps(d, allow_nan=False)
@@ -291,7 +314,9 @@ def test_unstable_patient_queue_raises() -> None:
     assert 1.1 / es * es_l < 1
     simulate_mg1(LogNormalLaw(7, 0.7), TABLE1, 1.1 / es, limit=500, requests=1000, warmup=0, seed=1)
     # patience: any rho is fine
-    r = simulate_mg1(ExponentialLaw(1.0), UNIT, 5.0, patience_s=1.0, requests=1000, warmup=0, seed=1)
+    r = simulate_mg1(
+        ExponentialLaw(1.0), UNIT, 5.0, patience_s=1.0, requests=1000, warmup=0, seed=1
+    )
     assert 0 < r.loss.mean < 1
 
 
@@ -315,19 +340,26 @@ def test_unstable_patient_queue_raises() -> None:
         ({"warmup": -1}, "warmup"),
         ({"hist_max_s": 0.0}, "hist_max_s"),
         ({"chunk": 0}, "chunk"),
+        ({"seed": None}, "seed"),
+        ({"seed": -3}, "seed"),
         ({"law": "lognormal:mu=7,sigma=0.7"}, "law"),
         ({"latency": (0.023, 0.186)}, "latency"),
     ],
 )
 def test_bad_arguments(kwargs: dict, name: str) -> None:
-    args = dict(law=ExponentialLaw(1.0), latency=UNIT, rate_per_s=0.5, requests=1000, batches=40, seed=1)
+    args = dict(
+        law=ExponentialLaw(1.0), latency=UNIT, rate_per_s=0.5, requests=1000, batches=40, seed=1
+    )
     args.update(kwargs)
     with pytest.raises(InputError, match=name):
         simulate_mg1(args.pop("law"), args.pop("latency"), args.pop("rate_per_s"), **args)
 
 
 def test_bad_replication_arguments() -> None:
-    for kw, name in [({"replications": 0}, "replications"), ({"workers": 0, "replications": 2}, "workers")]:
+    for kw, name in [
+        ({"replications": 0}, "replications"),
+        ({"workers": 0, "replications": 2}, "workers"),
+    ]:
         with pytest.raises(InputError, match=name):
             simulate_mg1_replications(ExponentialLaw(1.0), UNIT, 0.5, requests=1000, seed=1, **kw)
 
@@ -348,8 +380,18 @@ def test_invariants(rho: float, tau: float | None, limit: float, seed: int, chun
     lam = rho / es
     if tau is None and rho >= 0.95:
         tau = 10.0 * es
-    r = simulate_mg1(law, TABLE1, lam, limit=limit, patience_s=tau, requests=4000, warmup=500,
-                     batches=20, seed=seed, chunk=chunk)
+    r = simulate_mg1(
+        law,
+        TABLE1,
+        lam,
+        limit=limit,
+        patience_s=tau,
+        requests=4000,
+        warmup=500,
+        batches=20,
+        seed=seed,
+        chunk=chunk,
+    )
     assert 0.0 <= r.loss.mean <= 1.0
     assert r.w_all.mean >= 0.0
     assert r.wait_p50 <= r.wait_p95 <= r.wait_p99
@@ -367,7 +409,9 @@ def test_wait_increases_with_limit() -> None:
     es, _ = service_moments(law, TABLE1, 3000)
     lam = 0.8 / es
     w = [
-        simulate_mg1(law, TABLE1, lam, limit=lim, requests=100_000, seed=3, hist_max_s=500.0).w_all.mean
+        simulate_mg1(
+            law, TABLE1, lam, limit=lim, requests=100_000, seed=3, hist_max_s=500.0
+        ).w_all.mean
         for lim in (400, 800, 1600, 3000)
     ]
     assert w == sorted(w) and w[0] < w[-1]

@@ -183,9 +183,34 @@ def _std_normal(r32, kt, wt, ft, spare, sp):  # type: ignore[no-untyped-def]  # 
 
 @njit(cache=True, nogil=True)
 def _run_chunk(
-    raw, tokens, mode, p1, p2, a, b0, limit, inv_rate, tau, v, start, warmup, bounds,
-    sum_all, sum_served, n_served, n_lost, hist, inv_w,
-    ek, ew, ef, nk, nw, nf, spare, sp,
+    raw,
+    tokens,
+    mode,
+    p1,
+    p2,
+    a,
+    b0,
+    limit,
+    inv_rate,
+    tau,
+    v,
+    start,
+    warmup,
+    bounds,
+    sum_all,
+    sum_served,
+    n_served,
+    n_lost,
+    hist,
+    inv_w,
+    ek,
+    ew,
+    ef,
+    nk,
+    nw,
+    nf,
+    spare,
+    sp,
 ):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Advance the Lindley recursion over one chunk; returns (virtual wait after it, spare index).
 
@@ -267,9 +292,13 @@ def _fill_standard(kind, raw, spare, out):  # type: ignore[no-untyped-def]  # no
     for j in range(raw.size):
         r = raw[j]
         if kind == 0:
-            out[j], sp = _std_exp(np.uint32(r & np.uint64(0xFFFFFFFF)), _EXP_K, _EXP_W, _EXP_F, spare, sp)
+            out[j], sp = _std_exp(
+                np.uint32(r & np.uint64(0xFFFFFFFF)), _EXP_K, _EXP_W, _EXP_F, spare, sp
+            )
         else:
-            out[j], sp = _std_normal(np.uint32(r >> np.uint64(32)), _NOR_K, _NOR_W, _NOR_F, spare, sp)
+            out[j], sp = _std_normal(
+                np.uint32(r >> np.uint64(32)), _NOR_K, _NOR_W, _NOR_F, spare, sp
+            )
     return sp
 
 
@@ -316,8 +345,17 @@ def _is_int(x: Any) -> bool:
 
 
 def _check_args(
-    law: Any, latency: Any, rate_per_s: Any, limit: Any, patience_s: Any, requests: Any,
-    warmup: Any, batches: Any, hist_max_s: Any, chunk: Any,
+    law: Any,
+    latency: Any,
+    rate_per_s: Any,
+    limit: Any,
+    patience_s: Any,
+    requests: Any,
+    warmup: Any,
+    batches: Any,
+    hist_max_s: Any,
+    chunk: Any,
+    seed: Any,
 ) -> None:
     if not isinstance(law, TokenLaw):
         raise InputError(f"law must be a llmqueue.tokens.TokenLaw, got {type(law).__name__}")
@@ -333,7 +371,9 @@ def _check_args(
 
     rate = real("rate_per_s", rate_per_s)
     if not (0 < rate < math.inf):
-        raise InputError(f"rate_per_s must be a finite arrival rate > 0 requests/s, got {rate_per_s!r}")
+        raise InputError(
+            f"rate_per_s must be a finite arrival rate > 0 requests/s, got {rate_per_s!r}"
+        )
     if not real("limit", limit) > 0:
         raise InputError(f"limit must be > 0 tokens (inf for no limit), got {limit!r}")
     if patience_s is not None:
@@ -353,7 +393,11 @@ def _check_args(
     if hist_max_s is not None:
         h = real("hist_max_s", hist_max_s)
         if not (0 < h < math.inf):
-            raise InputError(f"hist_max_s must be a finite time > 0 s (None for the default), got {hist_max_s!r}")
+            raise InputError(
+                f"hist_max_s must be a finite time > 0 s (None for the default), got {hist_max_s!r}"
+            )
+    if not (isinstance(seed, np.random.SeedSequence) or (_is_int(seed) and seed >= 0)):
+        raise InputError(f"seed must be an integer >= 0 or a numpy SeedSequence, got {seed!r}")
     if not _is_int(chunk) or not (1 <= chunk <= 1 << 26):
         raise InputError(f"chunk must be an integer in [1, 2**26] requests, got {chunk!r}")
 
@@ -392,7 +436,19 @@ def simulate_mg1(
 
     Checks Eq. (1) (with Eq. 2-5) for patient users and Eq. (6)-(9) with patience.
     """
-    _check_args(law, latency, rate_per_s, limit, patience_s, requests, warmup, batches, hist_max_s, chunk)
+    _check_args(
+        law,
+        latency,
+        rate_per_s,
+        limit,
+        patience_s,
+        requests,
+        warmup,
+        batches,
+        hist_max_s,
+        chunk,
+        seed,
+    )
     rate = float(rate_per_s)
     lim = float(limit)
     es, es2 = service_moments(law, latency, lim)
@@ -445,9 +501,34 @@ def simulate_mg1(
             spare = rng.bit_generator.random_raw(4 * need)
             sp = 0
         v, sp = _run_chunk(
-            raw, tokens, mode, p1, p2, a, b0, lim, 1.0 / rate, tau, v, start, warmup, bounds,
-            sum_all, sum_served, n_served, n_lost, hist, inv_w,
-            _EXP_K, _EXP_W, _EXP_F, _NOR_K, _NOR_W, _NOR_F, spare, sp,
+            raw,
+            tokens,
+            mode,
+            p1,
+            p2,
+            a,
+            b0,
+            lim,
+            1.0 / rate,
+            tau,
+            v,
+            start,
+            warmup,
+            bounds,
+            sum_all,
+            sum_served,
+            n_served,
+            n_lost,
+            hist,
+            inv_w,
+            _EXP_K,
+            _EXP_W,
+            _EXP_F,
+            _NOR_K,
+            _NOR_W,
+            _NOR_F,
+            spare,
+            sp,
         )
         start += n
 
@@ -469,9 +550,16 @@ def simulate_mg1(
         wq_all = np.minimum(wq_all, tau)
         wq_srv = np.minimum(wq_srv, tau)
     return MG1SimResult(
-        int(requests), w_all, w_served, loss,
-        float(wq_all[0]), float(wq_all[1]), float(wq_all[2]),
-        float(wq_srv[0]), float(wq_srv[1]), float(wq_srv[2]),
+        int(requests),
+        w_all,
+        w_served,
+        loss,
+        float(wq_all[0]),
+        float(wq_all[1]),
+        float(wq_all[2]),
+        float(wq_srv[0]),
+        float(wq_srv[1]),
+        float(wq_srv[2]),
     )
 
 
@@ -511,13 +599,34 @@ def simulate_mg1_replications(
         raise InputError(f"replications must be an integer >= 1, got {replications!r}")
     if not _is_int(workers) or workers < 1:
         raise InputError(f"workers must be an integer >= 1, got {workers!r}")
-    _check_args(law, latency, rate_per_s, limit, patience_s, requests, warmup, batches, hist_max_s, chunk)
+    _check_args(
+        law,
+        latency,
+        rate_per_s,
+        limit,
+        patience_s,
+        requests,
+        warmup,
+        batches,
+        hist_max_s,
+        chunk,
+        seed,
+    )
     seeds = _child_seeds(seed, replications)
 
     def one(s: np.random.SeedSequence) -> MG1SimResult:
         return simulate_mg1(
-            law, latency, rate_per_s, limit=limit, patience_s=patience_s, requests=requests,
-            warmup=warmup, batches=batches, seed=s, hist_max_s=hist_max_s, chunk=chunk,
+            law,
+            latency,
+            rate_per_s,
+            limit=limit,
+            patience_s=patience_s,
+            requests=requests,
+            warmup=warmup,
+            batches=batches,
+            seed=s,
+            hist_max_s=hist_max_s,
+            chunk=chunk,
         )
 
     if workers == 1 or replications == 1:
