@@ -104,10 +104,14 @@ def test_exact_solver_equals_mm1d_closed_form(rho, tau):
     # the M/M/1+D loss of equations.md
     theta = 1.0 - rho
     e = math.exp(-theta * tau)
-    assert closed.loss == pytest.approx((1 - rho) * rho * e / (1 - rho**2 * e) if rho != 1 else 1 / (2 + tau), rel=1e-6)
+    assert closed.loss == pytest.approx(
+        (1 - rho) * rho * e / (1 - rho**2 * e) if rho != 1 else 1 / (2 + tau), rel=1e-6
+    )
 
 
-@pytest.mark.parametrize("rate, d, tau", [(0.5, 1.0, 1.7), (0.9, 1.0, 3.3), (1.3, 1.0, 2.5), (0.04, 20.0, 60.0)])
+@pytest.mark.parametrize(
+    "rate, d, tau", [(0.5, 1.0, 1.7), (0.9, 1.0, 3.3), (1.3, 1.0, 2.5), (0.04, 20.0, 60.0)]
+)
 def test_exact_solver_equals_md1d_closed_form(rate, d, tau):
     exact = exact_token_limit(DeterministicLaw(d), UNIT, rate, tau, step_s=0.01, max_rel_error=1e-7)
     closed = md1d(rate, d, tau)
@@ -172,14 +176,18 @@ def test_bad_patience():
 def test_exact_solver_reports_small_error_for_jumpy_tails():
     # an atom at the limit (a*l + b0) and a deterministic part b0: still converges
     law = EmpiricalLaw.from_samples([100, 200, 200, 900])
-    res = exact_token_limit(law, LinearLatency(0.02, 1.0), 0.1, 25.0, limit=500, step_s=0.05, max_rel_error=1e-6)
+    res = exact_token_limit(
+        law, LinearLatency(0.02, 1.0), 0.1, 25.0, limit=500, step_s=0.05, max_rel_error=1e-6
+    )
     assert 0 < res.loss < 1
     assert res.error_estimate < 1e-5
 
 
 def test_exact_mg1d_generic_tail():
     # G(y) = E[min(S, y)] for S ~ Exp(1) in closed form
-    res = exact_mg1d(lambda y: -np.expm1(-np.asarray(y)), 1.0, 0.7, 2.0, step_s=0.01, max_rel_error=1e-8)
+    res = exact_mg1d(
+        lambda y: -np.expm1(-np.asarray(y)), 1.0, 0.7, 2.0, step_s=0.01, max_rel_error=1e-8
+    )
     assert res.loss == pytest.approx(mm1d(0.7, 1.0, 2.0).loss, rel=1e-6)
 
 
@@ -202,7 +210,12 @@ def test_utility_bounds_and_monotonicity():
 def test_patient_optimum_with_gamma_grid_matches_equations_md():
     limits = np.arange(100, 3001, 50.0)
     c = token_limit_curve(LN, TABLE1, 1 / 40, limits)
-    best = {g: argmax_on_grid(limits, objective_patient(expected_utility(LN, limits, g), c.wq_s, 119 / 120)).limit for g in (1.0, 4.0)}
+    best = {
+        g: argmax_on_grid(
+            limits, objective_patient(expected_utility(LN, limits, g), c.wq_s, 119 / 120)
+        ).limit
+        for g in (1.0, 4.0)
+    }
     assert best[4.0] == 1600  # equations.md: l* = 1600 near gamma = 4 with the Table I fit
     assert best[1.0] < 1600
 

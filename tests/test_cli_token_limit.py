@@ -25,8 +25,23 @@ def test_single_limit_patient_json(capsys):
 
 
 def test_single_limit_impatient_with_simulation(capsys):
-    out = run_json(capsys, "--tokens", LN, "--rate", "0.04", "--latency", LAT, "--limit", "1300",
-                   "--patience", "60", "--simulate", "400000", "--seed", "3")
+    out = run_json(
+        capsys,
+        "--tokens",
+        LN,
+        "--rate",
+        "0.04",
+        "--latency",
+        LAT,
+        "--limit",
+        "1300",
+        "--patience",
+        "60",
+        "--simulate",
+        "400000",
+        "--seed",
+        "3",
+    )
     for key in ("loss", "wqs", "w_all"):
         assert {"formula", "exact", "sim", "sim_ci95"} <= set(out[key])
     assert {"sim_p50", "sim_p95", "sim_p99"} <= set(out["w_all"])
@@ -34,27 +49,81 @@ def test_single_limit_impatient_with_simulation(capsys):
 
 
 def test_range_prints_rows_and_optimum(capsys):
-    out = run_json(capsys, "--tokens", LN, "--rate", "0.04", "--latency", LAT, "--limit", "1000:3000:500")
+    out = run_json(
+        capsys, "--tokens", LN, "--rate", "0.04", "--latency", LAT, "--limit", "1000:3000:500"
+    )
     assert [r["limit"] for r in out["rows"]] == [1000, 1500, 2000, 2500, 3000]
     assert out["rows"][-1]["unstable"] is True and "wq" not in out["rows"][-1]
     assert out["optimum"]["limit"] in (1000, 1500, 2000)
 
 
 def test_range_impatient_optimum_uses_alpha_cost_gamma(capsys):
-    a = run_json(capsys, "--tokens", LN, "--rate", "0.04", "--latency", LAT, "--limit", "200:2000:200", "--patience", "60")
-    b = run_json(capsys, "--tokens", LN, "--rate", "0.04", "--latency", LAT, "--limit", "200:2000:200", "--patience", "60",
-                 "--cost", "0", "--alpha", "0.99")
+    a = run_json(
+        capsys,
+        "--tokens",
+        LN,
+        "--rate",
+        "0.04",
+        "--latency",
+        LAT,
+        "--limit",
+        "200:2000:200",
+        "--patience",
+        "60",
+    )
+    b = run_json(
+        capsys,
+        "--tokens",
+        LN,
+        "--rate",
+        "0.04",
+        "--latency",
+        LAT,
+        "--limit",
+        "200:2000:200",
+        "--patience",
+        "60",
+        "--cost",
+        "0",
+        "--alpha",
+        "0.99",
+    )
     assert b["optimum"]["limit"] >= a["optimum"]["limit"]
     assert b["optimum"]["cost"] == 0
 
 
 def test_trace_column_works(capsys, azure_trace):
-    out = run_json(capsys, "--tokens", f"trace:{azure_trace}:GeneratedTokens", "--rate", "0.1", "--latency", LAT, "--limit", "500")
+    out = run_json(
+        capsys,
+        "--tokens",
+        f"trace:{azure_trace}:GeneratedTokens",
+        "--rate",
+        "0.1",
+        "--latency",
+        LAT,
+        "--limit",
+        "500",
+    )
     assert out["p_below_limit"] > 0.8
 
 
 def test_text_output(capsys):
-    assert main(["token-limit", "--tokens", LN, "--rate", "0.025", "--latency", LAT, "--limit", "1000:2000:500"]) == 0
+    assert (
+        main(
+            [
+                "token-limit",
+                "--tokens",
+                LN,
+                "--rate",
+                "0.025",
+                "--latency",
+                LAT,
+                "--limit",
+                "1000:2000:500",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "optimum: l* =" in text and "1500" in text
 
@@ -70,7 +139,10 @@ def test_text_output(capsys):
         (["--rate", "0.01", "--limit", "abc"], "--limit"),
         (["--rate", "0.01", "--limit", "100", "--patience", "-3"], "--patience"),
         (["--rate", "0.01", "--limit", "100", "--tokens", "lognormal:mu=7"], "missing"),
-        (["--rate", "0.01", "--limit", "100", "--tokens", "trace:/no/such.csv:x"], "does not exist"),
+        (
+            ["--rate", "0.01", "--limit", "100", "--tokens", "trace:/no/such.csv:x"],
+            "does not exist",
+        ),
         (["--rate", "0.01", "--limit", "100", "--latency", "a=1"], "--latency"),
     ],
 )
@@ -79,7 +151,9 @@ def test_bad_input_exit_code_2_without_traceback(args, message):
     for i in range(0, len(args), 2):
         base[args[i]] = args[i + 1]
     argv = [x for kv in base.items() for x in kv]
-    proc = subprocess.run([sys.executable, "-m", "llmqueue", "token-limit", *argv], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "llmqueue", "token-limit", *argv], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr

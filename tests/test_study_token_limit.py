@@ -58,10 +58,16 @@ def test_simulated_sweep_within_4_sigma_of_exact(seed):
     limits = np.array([600.0, 1300.0])
     sim = SimSettings(requests=400_000, warmup=20_000, batches=40)
     pat = patient_table(LN, FIT, 1 / 40, limits, sim, seed_root=seed)
-    assert np.all(np.abs(pat["wq_sim_s"] - pat["wq_formula_s"]) < 4 * pat["wq_sim_ci95_s"] / 1.96 + 1e-9)
+    assert np.all(
+        np.abs(pat["wq_sim_s"] - pat["wq_formula_s"]) < 4 * pat["wq_sim_ci95_s"] / 1.96 + 1e-9
+    )
     imp = impatient_table(LN, FIT, 1 / 25, 60.0, limits, sim, seed_root=seed)
-    assert np.all(np.abs(imp["loss_sim"] - imp["loss_exact"]) < 4 * imp["loss_sim_ci95"] / 1.96 + 1e-4)
-    assert np.all(np.abs(imp["wqs_sim_s"] - imp["wqs_exact_s"]) < 4 * imp["wqs_sim_ci95_s"] / 1.96 + 1e-3)
+    assert np.all(
+        np.abs(imp["loss_sim"] - imp["loss_exact"]) < 4 * imp["loss_sim_ci95"] / 1.96 + 1e-4
+    )
+    assert np.all(
+        np.abs(imp["wqs_sim_s"] - imp["wqs_exact_s"]) < 4 * imp["wqs_sim_ci95_s"] / 1.96 + 1e-3
+    )
 
 
 def _reference(root):
@@ -75,21 +81,41 @@ def test_claims_rows_verdicts(root):
         pat = patient_table(LN, lat, 1 / 40, limits, None, 0)
         imp = impatient_table(LN, lat, 1 / 25, 60.0, limits, None, 0)
         tables[lat.name] = {
-            "patient": pat, "impatient": imp, "tradeoff": tradeoff_table(LN, pat, imp, TRADEOFF),
+            "patient": pat,
+            "impatient": imp,
+            "tradeoff": tradeoff_table(LN, pat, imp, TRADEOFF),
             "gamma_sweep": gamma_sweep_table(LN, pat, imp, TRADEOFF, np.array([1.0, 4.0])),
         }
     tol = yaml.safe_load((root / "config/config.yaml").read_text())["claims"]["tolerances"]
     rows = claims_frame(
-        claims_rows(_reference(root), tol, LN, {"table1_fit": FIT, "back_solved": LinearLatency(0.02203, 0.78, name="back_solved", verdict="back_solved")},
-                    tables, {"patient": 1600, "impatient": 1300, "baseline": 3000}, "table1_fit")
+        claims_rows(
+            _reference(root),
+            tol,
+            LN,
+            {
+                "table1_fit": FIT,
+                "back_solved": LinearLatency(
+                    0.02203, 0.78, name="back_solved", verdict="back_solved"
+                ),
+            },
+            tables,
+            {"patient": 1600, "impatient": 1300, "baseline": 3000},
+            "table1_fit",
+        )
     ).set_index("id")
     assert rows.loc["3b", "verdict"] == "not_reproduced"  # 24.7 s vs 23 s: outside 5%
     assert rows.loc["3c", "verdict"] == "reproduced"
     assert rows.loc["4b", "verdict"] == "reproduced"
     assert rows.loc["5a", "verdict"] == "reproduced"
-    assert (rows.loc[[i for i in rows.index if "back_solved" in i], "verdict"].isin(["back_solved", "not_reproduced"])).all()
+    assert (
+        rows.loc[[i for i in rows.index if "back_solved" in i], "verdict"].isin(
+            ["back_solved", "not_reproduced"]
+        )
+    ).all()
     assert rows.loc["3b-back_solved", "verdict"] == "back_solved"
-    assert rows.loc["3a-gamma", "verdict"] == "back_solved"  # gamma = 4 hits 1600: a back-solved gamma
+    assert (
+        rows.loc["3a-gamma", "verdict"] == "back_solved"
+    )  # gamma = 4 hits 1600: a back-solved gamma
     assert "not_reproduced" == rows.loc["4a", "verdict"]
     assert all(rows.loc[rows["verdict"] == "not_reproduced", "note"].str.len() > 0)
 
@@ -97,13 +123,21 @@ def test_claims_rows_verdicts(root):
 def test_judge_and_tolerances():
     assert Tolerance("rel", 0.05).holds(100, 104.9) and not Tolerance("rel", 0.05).holds(100, 105.2)
     assert Tolerance("exact").holds(8, 8) and not Tolerance("exact").holds(8, 9)
-    assert judge("x", "c", 1.0, 1.0, "s", Tolerance("exact"), back_solved=True).verdict == "back_solved"
+    assert (
+        judge("x", "c", 1.0, 1.0, "s", Tolerance("exact"), back_solved=True).verdict
+        == "back_solved"
+    )
     with pytest.raises(InputError):
         Tolerance("approx", 1)
 
 
 def test_gather_claims_sorts_and_rejects_duplicates():
-    a = claims_frame([judge("10a", "c", 1, 1, "s", Tolerance("exact")), judge("3b", "c", 1, 2, "s", Tolerance("exact"))])
+    a = claims_frame(
+        [
+            judge("10a", "c", 1, 1, "s", Tolerance("exact")),
+            judge("3b", "c", 1, 2, "s", Tolerance("exact")),
+        ]
+    )
     b = claims_frame([judge("3a", "c", 1, 1, "s", Tolerance("exact"))])
     assert list(gather_claims([a, b])["id"]) == ["3a", "3b", "10a"]
     with pytest.raises(ValueError, match="duplicate"):
@@ -120,7 +154,10 @@ def config(root):
     "edit, message",
     [
         (lambda c: c["token_limit"].update(tokens="lognormal:mu=7"), "token_limit.tokens"),
-        (lambda c: c["token_limit"].update(tokens="trace:data/nope.csv:GeneratedTokens"), "does not exist"),
+        (
+            lambda c: c["token_limit"].update(tokens="trace:data/nope.csv:GeneratedTokens"),
+            "does not exist",
+        ),
         (lambda c: c["token_limit"].update(profile="nope"), "unknown latency profile 'nope'"),
         (lambda c: c["token_limit"]["limits"].update(start=5000), "token_limit.limits"),
         (lambda c: c["token_limit"]["claim_limits"].update(patient=9000), "claim_limits.patient"),

@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 from scipy import integrate, stats
 
 from llmqueue.errors import InputError
-from llmqueue.tokens import ClippedLaw, EmpiricalLaw, LogNormalLaw, TruncNormLaw, UniformLaw, parse_law
+from llmqueue.tokens import (
+    ClippedLaw,
+    EmpiricalLaw,
+    LogNormalLaw,
+    TruncNormLaw,
+    UniformLaw,
+    parse_law,
+)
 
 SPECS = [
     "lognormal:mu=7,sigma=0.7",
@@ -26,7 +33,9 @@ def numeric_clipped(law, limit, k):
     lo = law.support[0]
     hi = min(limit, law.support[1])
     pts = [p for p in (law.ppf(0.5), law.ppf(0.99)) if lo < p < hi]
-    val = integrate.quad(lambda x: k * x ** (k - 1) * law.sf(x), lo, hi, points=pts or None, limit=400)[0]
+    val = integrate.quad(
+        lambda x: k * x ** (k - 1) * law.sf(x), lo, hi, points=pts or None, limit=400
+    )[0]
     return lo**k + val
 
 
@@ -50,7 +59,11 @@ def test_clipped_moments_match_monte_carlo(spec, seed):
         assert abs(v.mean() - law.clipped_moment(1600.0, k)) < 4.5 * se + 1e-9 * abs(v.mean())
 
 
-@pytest.mark.parametrize("spec", SPECS + ["trace:data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv:GeneratedTokens"])
+@pytest.mark.parametrize(
+    "spec",
+    SPECS
+    + ["trace:data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv:GeneratedTokens"],
+)
 @pytest.mark.parametrize("b", [1, 4, 16])
 def test_expected_max_and_order_statistics_match_monte_carlo(spec, b, root):
     law = parse_law(spec, base_dir=root)
@@ -88,7 +101,9 @@ def test_empirical_law_exact_sums():
     assert law.prob_below(2) == pytest.approx(0.25)
     assert law.cdf(2) == pytest.approx(0.75)
     # max of 2 draws: P(max <= x) = F(x)^2
-    assert law.expected_max(2) == pytest.approx(1 * 0.25**2 + 2 * (0.75**2 - 0.25**2) + 5 * (1 - 0.75**2))
+    assert law.expected_max(2) == pytest.approx(
+        1 * 0.25**2 + 2 * (0.75**2 - 0.25**2) + 5 * (1 - 0.75**2)
+    )
 
 
 def test_trace_law_reads_the_azure_trace(azure_trace):
@@ -106,9 +121,7 @@ def test_cap_gives_min_of_n_and_cap():
     assert law.cdf(2000) == 1.0
 
 
-@given(
-    st.floats(5.0, 8.0), st.floats(0.2, 1.5), st.floats(10.0, 5000.0), st.floats(10.0, 5000.0)
-)
+@given(st.floats(5.0, 8.0), st.floats(0.2, 1.5), st.floats(10.0, 5000.0), st.floats(10.0, 5000.0))
 @settings(max_examples=60, deadline=None)
 def test_clipped_mean_is_monotone_in_the_limit(mu, sigma, l1, l2):
     law = LogNormalLaw(mu, sigma)

@@ -63,7 +63,9 @@ class ClaimRow:
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
-            raise ValueError(f"claim {self.id}: verdict must be one of {VERDICTS}, got {self.verdict!r}")
+            raise ValueError(
+                f"claim {self.id}: verdict must be one of {VERDICTS}, got {self.verdict!r}"
+            )
 
 
 def judge(
@@ -119,9 +121,11 @@ def gather_claims(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     if list(df.columns) != CLAIM_COLUMNS:
         raise ValueError(f"claims tables must have columns {CLAIM_COLUMNS}, got {list(df.columns)}")
     if df["id"].duplicated().any():
-        raise ValueError(f"duplicate claim ids across studies: {df.loc[df['id'].duplicated(), 'id'].tolist()}")
+        raise ValueError(
+            f"duplicate claim ids across studies: {df.loc[df['id'].duplicated(), 'id'].tolist()}"
+        )
     bad = set(df["verdict"]) - set(VERDICTS)
     if bad:
         raise ValueError(f"unknown verdicts {bad}")
-    order = sorted(range(len(df)), key=lambda i: _id_key(df.loc[i, "id"]))
+    order = sorted(range(len(df)), key=lambda i: _id_key(str(df["id"].iloc[i])))
     return df.iloc[order].reset_index(drop=True)

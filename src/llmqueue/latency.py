@@ -49,7 +49,9 @@ class LinearLatency:
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.a_s_per_token) and self.a_s_per_token >= 0):
-            raise InputError(f"latency profile {self.name!r}: a must be >= 0 s/token, got {self.a_s_per_token}")
+            raise InputError(
+                f"latency profile {self.name!r}: a must be >= 0 s/token, got {self.a_s_per_token}"
+            )
         if not (math.isfinite(self.b0_s) and self.b0_s >= 0):
             raise InputError(f"latency profile {self.name!r}: b0 must be >= 0 s, got {self.b0_s}")
         if self.a_s_per_token == 0 and self.b0_s == 0:
@@ -63,7 +65,9 @@ class LinearLatency:
         return asdict(self)
 
 
-def service_moments(law: TokenLaw, latency: LinearLatency, limit: float = math.inf) -> tuple[float, float]:
+def service_moments(
+    law: TokenLaw, latency: LinearLatency, limit: float = math.inf
+) -> tuple[float, float]:
     """(E[S], E[S^2]) in (s, s^2) for S = a*min(N, l) + b0, Eq. (3)-(5)."""
     m1 = float(law.clipped_moment(limit, 1))
     m2 = float(law.clipped_moment(limit, 2))
@@ -140,7 +144,10 @@ def fit_linear_latency(x: ArrayLike, y: ArrayLike) -> LinearFit:
     if n > 2:
         t = float(stats.t.ppf(0.975, n - 2))
         s_ci = (float(res.slope - t * res.stderr), float(res.slope + t * res.stderr))
-        i_ci = (float(res.intercept - t * res.intercept_stderr), float(res.intercept + t * res.intercept_stderr))
+        i_ci = (
+            float(res.intercept - t * res.intercept_stderr),
+            float(res.intercept + t * res.intercept_stderr),
+        )
     else:
         s_ci = (math.nan, math.nan)
         i_ci = (math.nan, math.nan)
@@ -161,7 +168,11 @@ def resolve_linear_profile(
     verdict = str(profile.get("verdict", "independent"))
     if kind == "fixed":
         return LinearLatency(
-            float(profile["a_s_per_token"]), float(profile["b0_s"]), name, "config (fixed values)", verdict
+            float(profile["a_s_per_token"]),
+            float(profile["b0_s"]),
+            name,
+            "config (fixed values)",
+            verdict,
         )
     if kind == "fit":
         if fit is None or "linear" not in fit:

@@ -133,7 +133,9 @@ def _integrate_tail(func: Any, lo: float, hi: float, law: TokenLaw) -> float:
     """Integral of a tail function over [lo, hi] (hi may be inf) with quantile breakpoints."""
     if math.isfinite(hi):
         pts = sorted({float(law.ppf(q)) for q in (0.1, 0.5, 0.9, 0.99)} - {lo, hi})
-        val, _ = integrate.quad(func, lo, hi, points=pts or None, limit=400, epsabs=1e-10, epsrel=1e-10)
+        val, _ = integrate.quad(
+            func, lo, hi, points=pts or None, limit=400, epsabs=1e-10, epsrel=1e-10
+        )
         return float(val)
     edges = [lo] + [float(law.ppf(q)) for q in (0.5, 0.9, 0.99, 0.9999, 1 - 1e-8)]
     total = 0.0
@@ -215,7 +217,11 @@ class LogNormalLaw(TokenLaw):
         _check_batch(b)
 
         def f(z: float) -> float:
-            return -math.expm1(b * float(special.log_ndtr(z))) * self.sigma * math.exp(self.mu + self.sigma * z)
+            return (
+                -math.expm1(b * float(special.log_ndtr(z)))
+                * self.sigma
+                * math.exp(self.mu + self.sigma * z)
+            )
 
         return _quad_z(f)
 
@@ -224,7 +230,10 @@ def _quad_z(f: Any) -> float:
     """Integral over z in [-40, 40] (standard-normal scale) split at a few points."""
     pts = [-40.0, -4.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.5, 6.0, 9.0, 40.0]
     return float(
-        sum(integrate.quad(f, a, c, limit=200, epsabs=1e-11, epsrel=1e-11)[0] for a, c in zip(pts[:-1], pts[1:], strict=True))
+        sum(
+            integrate.quad(f, a, c, limit=200, epsabs=1e-11, epsrel=1e-11)[0]
+            for a, c in zip(pts[:-1], pts[1:], strict=True)
+        )
     )
 
 
@@ -240,7 +249,9 @@ class UniformLaw(TokenLaw):
         if not self.spec:
             object.__setattr__(self, "spec", f"uniform:low={self.low:g},high={self.high:g}")
         _require(self.low >= 0, self.spec, "low must be >= 0 tokens")
-        _require(self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf")
+        _require(
+            self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf"
+        )
 
     @property
     def support(self) -> tuple[float, float]:
@@ -294,7 +305,9 @@ class TruncNormLaw(TokenLaw):
             )
         _require(self.sd > 0, self.spec, "sd must be > 0 tokens")
         _require(self.low >= 0, self.spec, "low must be >= 0 tokens")
-        _require(self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf")
+        _require(
+            self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf"
+        )
 
     @cached_property
     def _ab(self) -> tuple[float, float, float]:
@@ -312,17 +325,23 @@ class TruncNormLaw(TokenLaw):
     def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
         a, b, z = self._ab
         u = rng.random(size)
-        return np.clip(self.mean_param + self.sd * special.ndtri(special.ndtr(a) + u * z), self.low, self.high)
+        return np.clip(
+            self.mean_param + self.sd * special.ndtri(special.ndtr(a) + u * z), self.low, self.high
+        )
 
     def cdf(self, x: ArrayLike) -> Any:
         a, _, z = self._ab
         xa = np.clip(np.asarray(x, dtype=float), self.low, self.high)
-        return _scalar_or_array((special.ndtr((xa - self.mean_param) / self.sd) - special.ndtr(a)) / z, x)
+        return _scalar_or_array(
+            (special.ndtr((xa - self.mean_param) / self.sd) - special.ndtr(a)) / z, x
+        )
 
     def ppf(self, q: ArrayLike) -> Any:
         a, _, z = self._ab
         qa = np.asarray(q, dtype=float)
-        v = np.clip(self.mean_param + self.sd * special.ndtri(special.ndtr(a) + qa * z), self.low, self.high)
+        v = np.clip(
+            self.mean_param + self.sd * special.ndtri(special.ndtr(a) + qa * z), self.low, self.high
+        )
         return _scalar_or_array(v, q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
@@ -331,7 +350,9 @@ class TruncNormLaw(TokenLaw):
             vals = np.array(
                 [
                     self.low**k
-                    + integrate.quad(lambda x: k * x ** (k - 1) * self.sf(x), self.low, min(lv, self.high))[0]
+                    + integrate.quad(
+                        lambda x: k * x ** (k - 1) * self.sf(x), self.low, min(lv, self.high)
+                    )[0]
                     for lv in la
                 ]
             )
@@ -345,7 +366,11 @@ class TruncNormLaw(TokenLaw):
         if k == 1:
             partial = m * dphi - s * (pdf_b - pdf_a)
         else:
-            partial = m * m * dphi - 2 * m * s * (pdf_b - pdf_a) + s * s * (dphi - (beta * pdf_b - a * pdf_a))
+            partial = (
+                m * m * dphi
+                - 2 * m * s * (pdf_b - pdf_a)
+                + s * s * (dphi - (beta * pdf_b - a * pdf_a))
+            )
         out = partial / z + la**k * (1.0 - dphi / z)
         return _scalar_or_array(out, limit)
 
@@ -360,7 +385,9 @@ class ExponentialLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"exponential:mean={self.mean_tokens:g}")
-        _require(self.mean_tokens > 0 and math.isfinite(self.mean_tokens), self.spec, "mean must be > 0")
+        _require(
+            self.mean_tokens > 0 and math.isfinite(self.mean_tokens), self.spec, "mean must be > 0"
+        )
 
     @property
     def support(self) -> tuple[float, float]:
@@ -510,7 +537,9 @@ class ClippedLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"{self.base.spec},cap={self.cap:g}")
-        _require(self.cap > 0 and math.isfinite(self.cap), self.spec, "cap must be a number > 0 tokens")
+        _require(
+            self.cap > 0 and math.isfinite(self.cap), self.spec, "cap must be a number > 0 tokens"
+        )
 
     @property
     def support(self) -> tuple[float, float]:
@@ -623,7 +652,9 @@ def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
     for item in filter(None, (s.strip() for s in rest.split(","))):
         key, eq, val = item.partition("=")
         if not eq:
-            raise InputError(f"token law {spec!r}: {item!r} is not key=value; expected {LAW_FORMS[kind]}")
+            raise InputError(
+                f"token law {spec!r}: {item!r} is not key=value; expected {LAW_FORMS[kind]}"
+            )
         key = key.strip()
         if key in params:
             raise InputError(f"token law {spec!r}: {key} given twice")
@@ -641,7 +672,11 @@ def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
         law = UniformLaw(params["low"], params["high"], spec=spec)
     elif kind == "truncnorm":
         law = TruncNormLaw(
-            params["mean"], params["sd"], params.get("low", 0.0), params.get("high", math.nan), spec=spec
+            params["mean"],
+            params["sd"],
+            params.get("low", 0.0),
+            params.get("high", math.nan),
+            spec=spec,
         )
     elif kind == "exponential":
         law = ExponentialLaw(params["mean"], spec=spec)

@@ -72,7 +72,9 @@ def _check(rate: float, patience: float) -> None:
         raise InputError(f"patience tau must be > 0 s, got {patience}")
 
 
-def loss_and_wait_from_h(rho: float, h_tau: float, int_h: float, patience_s: float) -> ImpatienceResult:
+def loss_and_wait_from_h(
+    rho: float, h_tau: float, int_h: float, patience_s: float
+) -> ImpatienceResult:
     """pi, Wqs and E[W] from H(tau) and int_0^tau H (the exact-solution formulas above)."""
     loss = (1.0 - (1.0 - rho) * h_tau) / (1.0 + rho * h_tau)
     wqs = patience_s - int_h / h_tau
@@ -122,14 +124,20 @@ def md1d(rate_per_s: float, service_s: float, patience_s: float) -> ImpatienceRe
         raise InputError(f"deterministic service time must be > 0 s, got {service_s}")
     tau, d = patience_s, service_s
     if tau / d > 40:
-        raise InputError(f"M/D/1+D closed form: tau/D = {tau / d:.3g} > 40 is outside its accurate range")
+        raise InputError(
+            f"M/D/1+D closed form: tau/D = {tau / d:.3g} > 40 is outside its accurate range"
+        )
     kinks = [k * d for k in range(1, int(tau / d) + 1) if k * d < tau]
-    int_h = integrate.quad(md1d_h, 0.0, tau, args=(rate_per_s, d), points=kinks or None, limit=200)[0]
+    int_h = integrate.quad(md1d_h, 0.0, tau, args=(rate_per_s, d), points=kinks or None, limit=200)[
+        0
+    ]
     return loss_and_wait_from_h(rate_per_s * d, md1d_h(tau, rate_per_s, d), int_h, tau)
 
 
 @njit(cache=True)
-def _renewal_kernel(dg: NDArray[np.float64], lam: float, n: int) -> NDArray[np.float64]:  # pragma: no cover
+def _renewal_kernel(
+    dg: NDArray[np.float64], lam: float, n: int
+) -> NDArray[np.float64]:  # pragma: no cover
     # Product-trapezoid rule: on each cell [jh, (j+1)h] the tail B is integrated exactly
     # (dg[j] = G((j+1)h) - G(jh), G(y) = E[min(S, y)]) and H is averaged over the cell ends.
     w = 0.5 * dg
@@ -182,10 +190,14 @@ def exact_mg1d(
         raise InputError(f"renewal grid step must be > 0 s, got {step_s}")
     rho = rate_per_s * mean_service_s
     steps = max(8, int(math.ceil(patience_s / step_s)))
-    prev = loss_and_wait_from_h(rho, *solve_renewal(expected_min_service, rate_per_s, patience_s, steps), patience_s)
+    prev = loss_and_wait_from_h(
+        rho, *solve_renewal(expected_min_service, rate_per_s, patience_s, steps), patience_s
+    )
     while True:
         steps *= 2
-        cur = loss_and_wait_from_h(rho, *solve_renewal(expected_min_service, rate_per_s, patience_s, steps), patience_s)
+        cur = loss_and_wait_from_h(
+            rho, *solve_renewal(expected_min_service, rate_per_s, patience_s, steps), patience_s
+        )
         diff = abs(cur.loss - prev.loss)
         if diff <= max_rel_error * max(abs(cur.loss), 1e-300) or steps * 2 > max_steps:
             loss = cur.loss + (cur.loss - prev.loss) / 3.0
@@ -194,7 +206,9 @@ def exact_mg1d(
         prev = cur
 
 
-def _linear_service_g(law: TokenLaw, latency: LinearLatency, limit: float) -> Callable[[NDArray[np.float64]], NDArray[np.float64]]:
+def _linear_service_g(
+    law: TokenLaw, latency: LinearLatency, limit: float
+) -> Callable[[NDArray[np.float64]], NDArray[np.float64]]:
     """G(y) = E[min(S, y)] for S = a*min(N, l) + b0: y below b0, else b0 + a*E[min(N, l, (y-b0)/a)]."""
     a, b0 = latency.a_s_per_token, latency.b0_s
 
@@ -221,7 +235,14 @@ def exact_token_limit(
     if not limit > 0:
         raise InputError(f"token limit must be > 0 tokens, got {limit}")
     mean_s = latency.a_s_per_token * float(law.clipped_moment(limit, 1)) + latency.b0_s
-    return exact_mg1d(_linear_service_g(law, latency, limit), mean_s, rate_per_s, patience_s, step_s, max_rel_error)
+    return exact_mg1d(
+        _linear_service_g(law, latency, limit),
+        mean_s,
+        rate_per_s,
+        patience_s,
+        step_s,
+        max_rel_error,
+    )
 
 
 def de_kok_tijms(
@@ -255,9 +276,19 @@ def de_kok_tijms(
     if exp_reading == "same_mean_service":
         ex = mm1d(rate_per_s, es, patience_s)
     elif exp_reading == "exponential_tokens":
-        ex = exact_token_limit(ExponentialLaw(max(m1, 1e-12)), latency, rate_per_s, patience_s, math.inf, step_s, max_rel_error)
+        ex = exact_token_limit(
+            ExponentialLaw(max(m1, 1e-12)),
+            latency,
+            rate_per_s,
+            patience_s,
+            math.inf,
+            step_s,
+            max_rel_error,
+        )
     else:
-        raise InputError(f"impatience_exp_reading must be same_mean_service or exponential_tokens, got {exp_reading!r}")
+        raise InputError(
+            f"impatience_exp_reading must be same_mean_service or exponential_tokens, got {exp_reading!r}"
+        )
     loss = (1 - c2) * det.loss + c2 * ex.loss
     wqs = (1 - c2) * det.wqs_s + c2 * ex.wqs_s
     return ImpatienceResult(loss, wqs, w_all(loss, wqs, patience_s)), c2

@@ -76,7 +76,9 @@ def token_limit_curve(
     return TokenLimitCurve(lim, m1, es, es2, rho, wq, unstable)
 
 
-def token_limit_point(law: TokenLaw, latency: LinearLatency, rate_per_s: float, limit: float) -> dict[str, float]:
+def token_limit_point(
+    law: TokenLaw, latency: LinearLatency, rate_per_s: float, limit: float
+) -> dict[str, float]:
     """One limit (or l = inf for no limit): rho, E[S], E[S^2], W_q. Raises if rho >= 1."""
     if not limit > 0:
         raise InputError(f"token limit must be > 0 tokens, got {limit}")

@@ -21,7 +21,13 @@ from scipy import integrate, special
 from llmqueue.errors import InputError
 from llmqueue.tokens import ClippedLaw, EmpiricalLaw, LogNormalLaw, TokenLaw
 
-__all__ = ["expected_utility", "objective_patient", "objective_impatient", "Optimum", "argmax_on_grid"]
+__all__ = [
+    "expected_utility",
+    "objective_patient",
+    "objective_impatient",
+    "Optimum",
+    "argmax_on_grid",
+]
 
 
 def _check_gamma(gamma: float) -> None:
@@ -45,12 +51,19 @@ def expected_utility(law: TokenLaw, limits: ArrayLike, gamma: float = 1.0) -> ND
         mu, s = base.mu, base.sigma
         z = (np.log(lim) - mu) / s
         return np.asarray(
-            special.ndtr(z) + lim**gamma * math.exp(-gamma * mu + 0.5 * gamma**2 * s**2) * special.ndtr(-z - gamma * s),
+            special.ndtr(z)
+            + lim**gamma
+            * math.exp(-gamma * mu + 0.5 * gamma**2 * s**2)
+            * special.ndtr(-z - gamma * s),
             dtype=float,
         )
     if isinstance(law, EmpiricalLaw):
         v, p = law.values, law.probs
-        ratio = np.where(v[None, :] <= lim[:, None], 1.0, (lim[:, None] / np.maximum(v[None, :], 1e-300)) ** gamma)
+        ratio = np.where(
+            v[None, :] <= lim[:, None],
+            1.0,
+            (lim[:, None] / np.maximum(v[None, :], 1e-300)) ** gamma,
+        )
         return np.asarray(ratio @ p, dtype=float)
     out = np.empty(lim.size)
     for i, lv in enumerate(lim):
@@ -58,7 +71,9 @@ def expected_utility(law: TokenLaw, limits: ArrayLike, gamma: float = 1.0) -> ND
         if f_l >= 1.0:
             out[i] = 1.0
             continue
-        tail = integrate.quad(lambda u, lv=lv: (lv / float(law.ppf(u))) ** gamma, f_l, 1.0, limit=200)[0]
+        tail = integrate.quad(
+            lambda u, lv=lv: (lv / float(law.ppf(u))) ** gamma, f_l, 1.0, limit=200
+        )[0]
         out[i] = f_l + tail
     return out
 

@@ -47,4 +47,6 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     tol = config["claims"]["tolerances"]
     for needed in ("time", "fraction", "optimum"):
         if needed not in tol:
-            raise InputError(f"claims.tolerances.{needed} is missing (a tolerance class the claims use)")
+            raise InputError(
+                f"claims.tolerances.{needed} is missing (a tolerance class the claims use)"
+            )

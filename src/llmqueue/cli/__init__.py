@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from llmqueue.errors import InputError
 
@@ -19,7 +20,7 @@ SUBCOMMANDS = ("token_limit", "batching")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 too; keep it one clean line
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep it one clean line
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2)

@@ -35,16 +35,36 @@ def register(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--tokens", required=True, help="token law spec, e.g. lognormal:mu=7,sigma=0.7 or trace:PATH:COLUMN")
-    p.add_argument("--rate", required=True, type=float, help="arrival rate lambda (requests/s, > 0)")
-    p.add_argument("--latency", required=True, help="S = a*N + b0 as a=SECONDS_PER_TOKEN,b0=SECONDS")
-    p.add_argument("--limit", required=True, help="max-token limit l (tokens, > 0) or a range START:STOP:STEP")
-    p.add_argument("--patience", type=float, help="patience tau (s, > 0): impatient users leave after tau")
-    p.add_argument("--simulate", type=int, metavar="N", help="also simulate N requests (after warm-up)")
+    p.add_argument(
+        "--tokens",
+        required=True,
+        help="token law spec, e.g. lognormal:mu=7,sigma=0.7 or trace:PATH:COLUMN",
+    )
+    p.add_argument(
+        "--rate", required=True, type=float, help="arrival rate lambda (requests/s, > 0)"
+    )
+    p.add_argument(
+        "--latency", required=True, help="S = a*N + b0 as a=SECONDS_PER_TOKEN,b0=SECONDS"
+    )
+    p.add_argument(
+        "--limit", required=True, help="max-token limit l (tokens, > 0) or a range START:STOP:STEP"
+    )
+    p.add_argument(
+        "--patience", type=float, help="patience tau (s, > 0): impatient users leave after tau"
+    )
+    p.add_argument(
+        "--simulate", type=int, metavar="N", help="also simulate N requests (after warm-up)"
+    )
     p.add_argument("--warmup", type=int, help="requests discarded before measuring (default N/20)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--alpha", type=float, help="objective weight alpha in (0, 1] (default 119/120 patient, 0.95 impatient)")
-    p.add_argument("--cost", type=float, default=4.0, help="cost c of a lost user in F2 (default 4)")
+    p.add_argument(
+        "--alpha",
+        type=float,
+        help="objective weight alpha in (0, 1] (default 119/120 patient, 0.95 impatient)",
+    )
+    p.add_argument(
+        "--cost", type=float, default=4.0, help="cost c of a lost user in F2 (default 4)"
+    )
     p.add_argument("--gamma", type=float, default=1.0, help="utility g(r) = r^gamma (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
@@ -55,7 +75,9 @@ def _parse_limits(text: str) -> tuple[np.ndarray, bool]:
     try:
         values = [float(v) for v in parts]
     except ValueError:
-        raise InputError(f"--limit {text!r}: expected a number of tokens or START:STOP:STEP") from None
+        raise InputError(
+            f"--limit {text!r}: expected a number of tokens or START:STOP:STEP"
+        ) from None
     if len(values) == 1:
         if not values[0] > 0:
             raise InputError(f"--limit must be > 0 tokens, got {values[0]:g}")
@@ -64,7 +86,9 @@ def _parse_limits(text: str) -> tuple[np.ndarray, bool]:
         raise InputError(f"--limit {text!r}: a range is START:STOP:STEP")
     start, stop, step = values
     if not (start > 0 and step > 0 and stop >= start):
-        raise InputError(f"--limit {text!r}: a range START:STOP:STEP needs 0 < START <= STOP and STEP > 0 (tokens)")
+        raise InputError(
+            f"--limit {text!r}: a range START:STOP:STEP needs 0 < START <= STOP and STEP > 0 (tokens)"
+        )
     n = int(math.floor((stop - start) / step + 1e-9)) + 1
     if n > 100_000:
         raise InputError(f"--limit {text!r}: {n} points; at most 100000")
@@ -88,7 +112,9 @@ def _validate(args: argparse.Namespace) -> None:
         raise InputError(f"--gamma must be > 0, got {args.gamma:g}")
 
 
-def _simulate(args: argparse.Namespace, law: Any, latency: Any, limit: float, mean_s: float, index: int) -> dict[str, float]:
+def _simulate(
+    args: argparse.Namespace, law: Any, latency: Any, limit: float, mean_s: float, index: int
+) -> dict[str, float]:
     from llmqueue.seeds import seed_sequence
     from llmqueue.sim.mg1 import simulate_mg1
 
@@ -96,14 +122,23 @@ def _simulate(args: argparse.Namespace, law: Any, latency: Any, limit: float, me
     warm = args.warmup if args.warmup is not None else n // 20
     horizon = 400.0 * mean_s if args.patience is None else max(args.patience * 1.01, 5 * mean_s)
     res = simulate_mg1(
-        law, latency, args.rate, limit=limit, patience_s=args.patience, requests=n, warmup=warm,
-        batches=min(40, max(5, n // 1000)), seed=seed_sequence(args.seed, "cli-token-limit", index),
+        law,
+        latency,
+        args.rate,
+        limit=limit,
+        patience_s=args.patience,
+        requests=n,
+        warmup=warm,
+        batches=min(40, max(5, n // 1000)),
+        seed=seed_sequence(args.seed, "cli-token-limit", index),
         hist_max_s=horizon,
     )
     return res.to_dict()
 
 
-def _point(args: argparse.Namespace, law: Any, latency: Any, limit: float, index: int, in_range: bool) -> dict[str, Any]:
+def _point(
+    args: argparse.Namespace, law: Any, latency: Any, limit: float, index: int, in_range: bool
+) -> dict[str, Any]:
     from llmqueue.analytic.impatience import de_kok_tijms, exact_token_limit
     from llmqueue.analytic.mg1 import token_limit_curve
 
@@ -129,13 +164,23 @@ def _point(args: argparse.Namespace, law: Any, latency: Any, limit: float, index
         out["wq"] = {"formula": float(c.wq_s[0])}
         if args.simulate:
             s = _simulate(args, law, latency, limit, es, index)
-            out["wq"].update(sim=s["w_all"], sim_ci95=s["w_all_ci95"], sim_p50=s["wait_p50"], sim_p95=s["wait_p95"], sim_p99=s["wait_p99"])
+            out["wq"].update(
+                sim=s["w_all"],
+                sim_ci95=s["w_all_ci95"],
+                sim_p50=s["wait_p50"],
+                sim_p95=s["wait_p95"],
+                sim_p99=s["wait_p99"],
+            )
         return out
     out["unstable"] = False
     exact = exact_token_limit(law, latency, args.rate, args.patience, limit)
     try:
         approx, _ = de_kok_tijms(law, latency, args.rate, args.patience, limit)
-        formula: dict[str, float] = {"loss": approx.loss, "wqs": approx.wqs_s, "w_all": approx.w_all_s}
+        formula: dict[str, float] = {
+            "loss": approx.loss,
+            "wqs": approx.wqs_s,
+            "w_all": approx.w_all_s,
+        }
     except InputError:  # c^2 outside [0, 1]: the interpolation does not apply
         formula = {}
     for key, ex in (("loss", exact.loss), ("wqs", exact.wqs_s), ("w_all", exact.w_all_s)):
@@ -145,13 +190,30 @@ def _point(args: argparse.Namespace, law: Any, latency: Any, limit: float, index
     if args.simulate:
         s = _simulate(args, law, latency, limit, es, index)
         out["loss"].update(sim=s["loss"], sim_ci95=s["loss_ci95"])
-        out["wqs"].update(sim=s["w_served"], sim_ci95=s["w_served_ci95"], sim_p50=s["served_p50"], sim_p95=s["served_p95"], sim_p99=s["served_p99"])
-        out["w_all"].update(sim=s["w_all"], sim_ci95=s["w_all_ci95"], sim_p50=s["wait_p50"], sim_p95=s["wait_p95"], sim_p99=s["wait_p99"])
+        out["wqs"].update(
+            sim=s["w_served"],
+            sim_ci95=s["w_served_ci95"],
+            sim_p50=s["served_p50"],
+            sim_p95=s["served_p95"],
+            sim_p99=s["served_p99"],
+        )
+        out["w_all"].update(
+            sim=s["w_all"],
+            sim_ci95=s["w_all_ci95"],
+            sim_p50=s["wait_p50"],
+            sim_p95=s["wait_p95"],
+            sim_p99=s["wait_p99"],
+        )
     return out
 
 
 def _optimum(args: argparse.Namespace, law: Any, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from llmqueue.analytic.tradeoff import argmax_on_grid, expected_utility, objective_impatient, objective_patient
+    from llmqueue.analytic.tradeoff import (
+        argmax_on_grid,
+        expected_utility,
+        objective_impatient,
+        objective_patient,
+    )
 
     limits = np.array([r["limit"] for r in rows])
     eu = expected_utility(law, limits, args.gamma)
@@ -163,15 +225,26 @@ def _optimum(args: argparse.Namespace, law: Any, rows: list[dict[str, Any]]) -> 
         name = "F1 = alpha*E[U] - (1-alpha)*W_q"
     else:
         obj = objective_impatient(
-            eu, [r["wqs"]["exact"] for r in rows], [r["loss"]["exact"] for r in rows], alpha, args.cost
+            eu,
+            [r["wqs"]["exact"] for r in rows],
+            [r["loss"]["exact"] for r in rows],
+            alpha,
+            args.cost,
         )
         name = "F2 = alpha*E[U] - (1-alpha)*W_qs - c*pi (exact M/G/1+D)"
     for r, u, f in zip(rows, eu, obj, strict=True):
         r["utility"] = float(u)
         r["objective"] = float(f) if np.isfinite(f) else None
     o = argmax_on_grid(limits, obj)
-    return {"limit": o.limit, "objective": o.value, "at_grid_edge": o.at_edge, "objective_name": name,
-            "alpha": alpha, "gamma": args.gamma, "cost": args.cost if scenario == "impatient" else None}
+    return {
+        "limit": o.limit,
+        "objective": o.value,
+        "at_grid_edge": o.at_edge,
+        "objective_name": name,
+        "alpha": alpha,
+        "gamma": args.gamma,
+        "cost": args.cost if scenario == "impatient" else None,
+    }
 
 
 def run(args: argparse.Namespace) -> int:
@@ -187,8 +260,12 @@ def run(args: argparse.Namespace) -> int:
         result: dict[str, Any] = {"rows": rows, "optimum": _optimum(args, law, rows)}
     else:
         result = rows[0]
-    result_meta = {"tokens": args.tokens, "rate": args.rate, "latency": {"a": latency.a_s_per_token, "b0": latency.b0_s},
-                   "patience": args.patience}
+    result_meta = {
+        "tokens": args.tokens,
+        "rate": args.rate,
+        "latency": {"a": latency.a_s_per_token, "b0": latency.b0_s},
+        "patience": args.patience,
+    }
     if args.json:
         print(json.dumps({**result_meta, **result}, indent=2, allow_nan=True))
     else:
@@ -205,27 +282,49 @@ def _fmt(d: dict[str, Any] | None, key: str) -> str:
     return f"{v:.4g}"
 
 
-def _print_text(meta: dict[str, Any], rows: list[dict[str, Any]], optimum: dict[str, Any] | None) -> None:
+def _print_text(
+    meta: dict[str, Any], rows: list[dict[str, Any]], optimum: dict[str, Any] | None
+) -> None:
     out = sys.stdout
-    print(f"tokens {meta['tokens']}, lambda = {meta['rate']:g}/s, S = {meta['latency']['a']:g}*N + {meta['latency']['b0']:g} s"
-          + (f", patience {meta['patience']:g} s" if meta["patience"] else ", patient users"), file=out)
+    print(
+        f"tokens {meta['tokens']}, lambda = {meta['rate']:g}/s, S = {meta['latency']['a']:g}*N + {meta['latency']['b0']:g} s"
+        + (f", patience {meta['patience']:g} s" if meta["patience"] else ", patient users"),
+        file=out,
+    )
     if meta["patience"] is None:
-        print(f"{'limit':>8} {'rho':>7} {'E[S] s':>8} {'E[S^2]':>10} {'W_q s':>9} {'W_q sim':>18} {'p95 s':>8} {'p99 s':>8}", file=out)
+        print(
+            f"{'limit':>8} {'rho':>7} {'E[S] s':>8} {'E[S^2]':>10} {'W_q s':>9} {'W_q sim':>18} {'p95 s':>8} {'p99 s':>8}",
+            file=out,
+        )
         for r in rows:
             if r["unstable"]:
-                print(f"{r['limit']:>8g} {r['rho']['formula']:>7.3f}   unstable (rho >= 1)", file=out)
+                print(
+                    f"{r['limit']:>8g} {r['rho']['formula']:>7.3f}   unstable (rho >= 1)", file=out
+                )
                 continue
             w = r["wq"]
-            print(f"{r['limit']:>8g} {r['rho']['formula']:>7.3f} {r['mean_service']['formula']:>8.3f} "
-                  f"{r['second_moment']['formula']:>10.4g} {w['formula']:>9.4g} {_fmt(w, 'sim'):>18} "
-                  f"{_fmt(w, 'sim_p95'):>8} {_fmt(w, 'sim_p99'):>8}", file=out)
+            print(
+                f"{r['limit']:>8g} {r['rho']['formula']:>7.3f} {r['mean_service']['formula']:>8.3f} "
+                f"{r['second_moment']['formula']:>10.4g} {w['formula']:>9.4g} {_fmt(w, 'sim'):>18} "
+                f"{_fmt(w, 'sim_p95'):>8} {_fmt(w, 'sim_p99'):>8}",
+                file=out,
+            )
     else:
-        print(f"{'limit':>8} {'rho':>7} {'pi approx':>9} {'pi exact':>9} {'pi sim':>18} {'W_qs exact':>10} "
-              f"{'W_qs sim':>18} {'E[W] exact':>10} {'E[W] sim':>18}", file=out)
+        print(
+            f"{'limit':>8} {'rho':>7} {'pi approx':>9} {'pi exact':>9} {'pi sim':>18} {'W_qs exact':>10} "
+            f"{'W_qs sim':>18} {'E[W] exact':>10} {'E[W] sim':>18}",
+            file=out,
+        )
         for r in rows:
-            print(f"{r['limit']:>8g} {r['rho']['formula']:>7.3f} {_fmt(r['loss'], 'formula'):>9} {_fmt(r['loss'], 'exact'):>9} "
-                  f"{_fmt(r['loss'], 'sim'):>18} {_fmt(r['wqs'], 'exact'):>10} {_fmt(r['wqs'], 'sim'):>18} "
-                  f"{_fmt(r['w_all'], 'exact'):>10} {_fmt(r['w_all'], 'sim'):>18}", file=out)
+            print(
+                f"{r['limit']:>8g} {r['rho']['formula']:>7.3f} {_fmt(r['loss'], 'formula'):>9} {_fmt(r['loss'], 'exact'):>9} "
+                f"{_fmt(r['loss'], 'sim'):>18} {_fmt(r['wqs'], 'exact'):>10} {_fmt(r['wqs'], 'sim'):>18} "
+                f"{_fmt(r['w_all'], 'exact'):>10} {_fmt(r['w_all'], 'sim'):>18}",
+                file=out,
+            )
     if optimum:
-        print(f"optimum: l* = {optimum['limit']:g} tokens, {optimum['objective_name']} = {optimum['objective']:.5g}"
-              + (" (at the edge of the range)" if optimum["at_grid_edge"] else ""), file=out)
+        print(
+            f"optimum: l* = {optimum['limit']:g} tokens, {optimum['objective_name']} = {optimum['objective']:.5g}"
+            + (" (at the edge of the range)" if optimum["at_grid_edge"] else ""),
+            file=out,
+        )

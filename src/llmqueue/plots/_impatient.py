@@ -11,7 +11,9 @@ from llmqueue.plots import style
 from llmqueue.plots._token_limit import extra_tables, limits_axis, profile_label
 
 
-def plot_impatient(inputs: Mapping[str, Any], params: Mapping[str, Any], quantity: str, ylabel: str) -> Figure:
+def plot_impatient(
+    inputs: Mapping[str, Any], params: Mapping[str, Any], quantity: str, ylabel: str
+) -> Figure:
     df = inputs["main_impatient"]
     main = params["main_profile"]
     sec = params["section"]
@@ -19,18 +21,33 @@ def plot_impatient(inputs: Mapping[str, Any], params: Mapping[str, Any], quantit
     fig, ax = style.new_figure()
     x = df["limit_tokens"]
     lab = profile_label(main, params["profiles"][main], df)
-    style.formula_line(ax, x, df[f"{quantity}_interp{unit}"], "approx. Eq. (6)-(8) (De Kok-Tijms)", 0, ls=":")
+    style.formula_line(
+        ax, x, df[f"{quantity}_interp{unit}"], "approx. Eq. (6)-(8) (De Kok-Tijms)", 0, ls=":"
+    )
     style.formula_line(ax, x, df[f"{quantity}_exact{unit}"], f"exact M/G/1+D, {lab}", 0)
     if f"{quantity}_sim{unit}" in df:
-        style.sim_points(ax, x, df[f"{quantity}_sim{unit}"], df[f"{quantity}_sim_ci95{unit}"], "simulation", 0)
+        style.sim_points(
+            ax, x, df[f"{quantity}_sim{unit}"], df[f"{quantity}_sim_ci95{unit}"], "simulation", 0
+        )
     for i, (p, t) in enumerate(extra_tables(inputs, params, "impatient"), start=1):
-        style.formula_line(ax, t["limit_tokens"], t[f"{quantity}_exact{unit}"],
-                           f"exact, {profile_label(p, params['profiles'][p], t)}", i, ls="--")
+        style.formula_line(
+            ax,
+            t["limit_tokens"],
+            t[f"{quantity}_exact{unit}"],
+            f"exact, {profile_label(p, params['profiles'][p], t)}",
+            i,
+            ls="--",
+        )
     limits_axis(ax)
     ax.set_ylabel(ylabel)
     imp = sec["impatient"]
-    ax.set_title(f"M/G/1+D, λ = {imp['rate_per_s']:g}/s, τ = {imp['patience_s']:g} s, {sec['tokens']}")
+    ax.set_title(
+        f"M/G/1+D, λ = {imp['rate_per_s']:g}/s, τ = {imp['patience_s']:g} s, {sec['tokens']}"
+    )
     ax.legend(loc="upper left")
     if "sim_requests" in df:
-        style.source_note(fig, f"simulation: {int(df['sim_requests'].max()):,} requests per point after warm-up, 95% batch-means CI")
+        style.source_note(
+            fig,
+            f"simulation: {int(df['sim_requests'].max()):,} requests per point after warm-up, 95% batch-means CI",
+        )
     return fig

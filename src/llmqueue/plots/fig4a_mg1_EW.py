@@ -21,12 +21,21 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     style.formula_line(ax, x, df["wq_formula_s"], f"Eq. (1)-(5), {lab}", 0)
     style.sim_points(ax, x, df["wq_sim_s"], df["wq_sim_ci95_s"], "simulation", 0, marker="o")
     for i, (p, t) in enumerate(extra_tables(inputs, params, "patient"), start=1):
-        style.formula_line(ax, t["limit_tokens"], t["wq_formula_s"], f"Eq. (1)-(5), {profile_label(p, params['profiles'][p], t)}", i, ls="--")
+        style.formula_line(
+            ax,
+            t["limit_tokens"],
+            t["wq_formula_s"],
+            f"Eq. (1)-(5), {profile_label(p, params['profiles'][p], t)}",
+            i,
+            ls="--",
+        )
     style.mark_unstable(ax, x, df["unstable"])
     limits_axis(ax)
     ax.set_ylabel("mean queueing delay $W_q$ (s)")
     ax.set_title(f"M/G/1, patient users, λ = {sec['patient']['rate_per_s']:g}/s, {sec['tokens']}")
     ax.legend(loc="upper left")
     n = int(df["sim_requests"].max())
-    style.source_note(fig, f"simulation: {n:,} requests per point after warm-up, 95% batch-means CI")
+    style.source_note(
+        fig, f"simulation: {n:,} requests per point after warm-up, 95% batch-means CI"
+    )
     return fig

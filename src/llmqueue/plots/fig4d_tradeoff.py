@@ -17,10 +17,14 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     sec = params["section"]
     tr = sec["tradeoff"]
     fig, (a1, a2) = style.new_figure(style.WIDE, ncols=2)
-    tables = [(params["main_profile"], df, "-")] + [(p, t, "--") for p, t in extra_tables(inputs, params, "tradeoff")]
+    tables = [(params["main_profile"], df, "-")] + [
+        (p, t, "--") for p, t in extra_tables(inputs, params, "tradeoff")
+    ]
     for i, (name, t, ls) in enumerate(tables):
         x = t["limit_tokens"]
-        tag = "back-solved law" if params["profiles"][name].get("verdict") == "back_solved" else name
+        tag = (
+            "back-solved law" if params["profiles"][name].get("verdict") == "back_solved" else name
+        )
         o1 = argmax_on_grid(x, t["f1"])
         style.formula_line(a1, x, t["f1"], f"F1, {tag}", i, ls=ls)
         style.mark_optimum(a1, o1.limit, o1.value, f"l* = {o1.limit:g} ({tag})", i)
@@ -36,7 +40,14 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
         ax.legend(loc="lower right")
     a1.set_ylabel("objective F1")
     a2.set_ylabel("objective F2")
-    a1.set_title(f"patient: α = {tr['alpha_patient']:.4g}, λ = {sec['patient']['rate_per_s']:g}/s (paper l* = 1600)")
-    a2.set_title(f"impatient: α = {tr['alpha_impatient']:g}, c = {tr['loss_cost']:g}, τ = {sec['impatient']['patience_s']:g} s (paper l* = 1300)")
-    style.source_note(fig, f"utility g(r) = r^γ with γ = {float(df['gamma'].iloc[0]):g} (fixed in advance; the paper does not give g)")
+    a1.set_title(
+        f"patient: α = {tr['alpha_patient']:.4g}, λ = {sec['patient']['rate_per_s']:g}/s (paper l* = 1600)"
+    )
+    a2.set_title(
+        f"impatient: α = {tr['alpha_impatient']:g}, c = {tr['loss_cost']:g}, τ = {sec['impatient']['patience_s']:g} s (paper l* = 1300)"
+    )
+    style.source_note(
+        fig,
+        f"utility g(r) = r^γ with γ = {float(df['gamma'].iloc[0]):g} (fixed in advance; the paper does not give g)",
+    )
     return fig

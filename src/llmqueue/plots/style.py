@@ -6,7 +6,6 @@ where the queue is unstable are left out and marked with a grey span.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import matplotlib
@@ -18,6 +17,7 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from numpy.typing import ArrayLike  # noqa: E402
 
 PALETTE = sns.color_palette("colorblind", 10)
 SINGLE = (3.5, 2.7)  # inches: one column of a two-column paper
@@ -49,7 +49,9 @@ def apply_style() -> None:
     sns.set_theme(context="paper", style="whitegrid", palette=PALETTE, rc=_RC)
 
 
-def new_figure(size: tuple[float, float] = SINGLE, ncols: int = 1, nrows: int = 1, **kw: Any) -> tuple[Figure, Any]:
+def new_figure(
+    size: tuple[float, float] = SINGLE, ncols: int = 1, nrows: int = 1, **kw: Any
+) -> tuple[Figure, Any]:
     apply_style()
     fig, axes = plt.subplots(nrows, ncols, figsize=size, layout="constrained", **kw)
     return fig, axes
@@ -59,16 +61,16 @@ def color(i: int) -> Any:
     return PALETTE[i % len(PALETTE)]
 
 
-def formula_line(ax: Axes, x: Sequence[float], y: Sequence[float], label: str, i: int = 0, **kw: Any) -> None:
+def formula_line(ax: Axes, x: ArrayLike, y: ArrayLike, label: str, i: int = 0, **kw: Any) -> None:
     """A closed form or exact numeric solution: a line."""
     ax.plot(x, y, "-", color=color(i), label=label, **kw)
 
 
 def sim_points(
     ax: Axes,
-    x: Sequence[float],
-    y: Sequence[float],
-    ci: Sequence[float] | None,
+    x: ArrayLike,
+    y: ArrayLike,
+    ci: ArrayLike | None,
     label: str,
     i: int = 0,
     marker: str = "o",
@@ -83,15 +85,26 @@ def sim_points(
     ca = np.asarray(ci, float)
     if band:
         ax.fill_between(xa[ok], (ya - ca)[ok], (ya + ca)[ok], color=color(i), alpha=0.25, lw=0)
-        ax.plot(xa[ok], ya[ok], marker, color=color(i), label=f"{label} (95% CI)", mfc="none", ls="none")
+        ax.plot(
+            xa[ok], ya[ok], marker, color=color(i), label=f"{label} (95% CI)", mfc="none", ls="none"
+        )
     else:
         ax.errorbar(
-            xa[ok], ya[ok], yerr=ca[ok], fmt=marker, color=color(i), mfc="none", capsize=1.5,
-            elinewidth=0.8, label=f"{label} (95% CI)",
+            xa[ok],
+            ya[ok],
+            yerr=ca[ok],
+            fmt=marker,
+            color=color(i),
+            mfc="none",
+            capsize=1.5,
+            elinewidth=0.8,
+            label=f"{label} (95% CI)",
         )
 
 
-def mark_unstable(ax: Axes, x: Sequence[float], unstable: Sequence[bool], label: str = "unstable (ρ ≥ 1)") -> None:
+def mark_unstable(
+    ax: Axes, x: ArrayLike, unstable: ArrayLike, label: str = "unstable (ρ ≥ 1)"
+) -> None:
     """Shade the x range where the queue has no steady state (no numbers are drawn there)."""
     xa, ua = np.asarray(x, float), np.asarray(unstable, bool)
     if ua.any():

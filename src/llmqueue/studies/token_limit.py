@@ -16,7 +16,12 @@ import pandas as pd
 
 from llmqueue.analytic.impatience import de_kok_tijms, exact_token_limit
 from llmqueue.analytic.mg1 import token_limit_curve
-from llmqueue.analytic.tradeoff import argmax_on_grid, expected_utility, objective_impatient, objective_patient
+from llmqueue.analytic.tradeoff import (
+    argmax_on_grid,
+    expected_utility,
+    objective_impatient,
+    objective_patient,
+)
 from llmqueue.claims import ClaimRow, Tolerance, judge
 from llmqueue.latency import LinearLatency
 from llmqueue.seeds import seed_sequence
@@ -111,13 +116,21 @@ def patient_table(
         if c.unstable[i]:
             continue
         r = _simulate(
-            law, latency, rate_per_s, float(lim), None, sim,
-            seed_sequence(seed_root, "token_limit", "patient", float(lim)), float(c.mean_service_s[i]),
+            law,
+            latency,
+            rate_per_s,
+            float(lim),
+            None,
+            sim,
+            seed_sequence(seed_root, "token_limit", "patient", float(lim)),
+            float(c.mean_service_s[i]),
         )
         df.loc[i, cols] = [r["w_all"], r["w_all_ci95"], r["wait_p50"], r["wait_p95"], r["wait_p99"]]
         df.loc[i, "sim_requests"] = r["requests"]
         if progress:
-            progress(f"patient l={lim:g}: W_q formula {c.wq_s[i]:.4g} s, sim {r['w_all']:.4g} +- {r['w_all_ci95']:.2g} s")
+            progress(
+                f"patient l={lim:g}: W_q formula {c.wq_s[i]:.4g} s, sim {r['w_all']:.4g} +- {r['w_all_ci95']:.2g} s"
+            )
     return df
 
 
@@ -138,8 +151,12 @@ def impatient_table(
     c = token_limit_curve(law, latency, rate_per_s, limits)
     rows = []
     for i, lim in enumerate(c.limits):
-        interp, scv = de_kok_tijms(law, latency, rate_per_s, patience_s, float(lim), exp_reading, step_s, max_rel_error)
-        exact = exact_token_limit(law, latency, rate_per_s, patience_s, float(lim), step_s, max_rel_error)
+        interp, scv = de_kok_tijms(
+            law, latency, rate_per_s, patience_s, float(lim), exp_reading, step_s, max_rel_error
+        )
+        exact = exact_token_limit(
+            law, latency, rate_per_s, patience_s, float(lim), step_s, max_rel_error
+        )
         row = {
             "limit_tokens": float(lim),
             "rho": float(c.rho[i]),
@@ -155,24 +172,41 @@ def impatient_table(
         }
         if sim is not None:
             r = _simulate(
-                law, latency, rate_per_s, float(lim), patience_s, sim,
-                seed_sequence(seed_root, "token_limit", "impatient", float(lim)), float(c.mean_service_s[i]),
+                law,
+                latency,
+                rate_per_s,
+                float(lim),
+                patience_s,
+                sim,
+                seed_sequence(seed_root, "token_limit", "impatient", float(lim)),
+                float(c.mean_service_s[i]),
             )
             row.update(
-                loss_sim=r["loss"], loss_sim_ci95=r["loss_ci95"],
-                wqs_sim_s=r["w_served"], wqs_sim_ci95_s=r["w_served_ci95"],
-                w_all_sim_s=r["w_all"], w_all_sim_ci95_s=r["w_all_ci95"],
-                wait_p50_s=r["wait_p50"], wait_p95_s=r["wait_p95"], wait_p99_s=r["wait_p99"],
+                loss_sim=r["loss"],
+                loss_sim_ci95=r["loss_ci95"],
+                wqs_sim_s=r["w_served"],
+                wqs_sim_ci95_s=r["w_served_ci95"],
+                w_all_sim_s=r["w_all"],
+                w_all_sim_ci95_s=r["w_all_ci95"],
+                wait_p50_s=r["wait_p50"],
+                wait_p95_s=r["wait_p95"],
+                wait_p99_s=r["wait_p99"],
                 sim_requests=r["requests"],
             )
             if progress:
-                progress(f"impatient l={lim:g}: pi exact {exact.loss:.4g}, sim {r['loss']:.4g} +- {r['loss_ci95']:.2g}")
+                progress(
+                    f"impatient l={lim:g}: pi exact {exact.loss:.4g}, sim {r['loss']:.4g} +- {r['loss_ci95']:.2g}"
+                )
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def tradeoff_table(
-    law: TokenLaw, patient: pd.DataFrame, impatient: pd.DataFrame, cfg: Mapping[str, Any], gamma: float | None = None
+    law: TokenLaw,
+    patient: pd.DataFrame,
+    impatient: pd.DataFrame,
+    cfg: Mapping[str, Any],
+    gamma: float | None = None,
 ) -> pd.DataFrame:
     """Fig. 4d: F1(l) (patient) and F2(l) (impatient; exact and interpolated pi, W_qs), Eq. (10)-(11)."""
     g = float(cfg["gamma"] if gamma is None else gamma)
@@ -187,17 +221,29 @@ def tradeoff_table(
             "utility": eu,
             "f1": objective_patient(eu, patient["wq_formula_s"], float(cfg["alpha_patient"])),
             "f2_exact": objective_impatient(
-                eu, impatient["wqs_exact_s"], impatient["loss_exact"], float(cfg["alpha_impatient"]), float(cfg["loss_cost"])
+                eu,
+                impatient["wqs_exact_s"],
+                impatient["loss_exact"],
+                float(cfg["alpha_impatient"]),
+                float(cfg["loss_cost"]),
             ),
             "f2_interp": objective_impatient(
-                eu, impatient["wqs_interp_s"], impatient["loss_interp"], float(cfg["alpha_impatient"]), float(cfg["loss_cost"])
+                eu,
+                impatient["wqs_interp_s"],
+                impatient["loss_interp"],
+                float(cfg["alpha_impatient"]),
+                float(cfg["loss_cost"]),
             ),
         }
     )
 
 
 def gamma_sweep_table(
-    law: TokenLaw, patient: pd.DataFrame, impatient: pd.DataFrame, cfg: Mapping[str, Any], gammas: np.ndarray
+    law: TokenLaw,
+    patient: pd.DataFrame,
+    impatient: pd.DataFrame,
+    cfg: Mapping[str, Any],
+    gammas: np.ndarray,
 ) -> pd.DataFrame:
     """For each gamma of g(r) = r^gamma: the optimal limits l1* (F1) and l2* (F2, exact / interp)."""
     rows = []
@@ -209,9 +255,12 @@ def gamma_sweep_table(
         rows.append(
             {
                 "gamma": float(g),
-                "l1_star": o1.limit, "l1_at_edge": o1.at_edge,
-                "l2_star_exact": o2.limit, "l2_exact_at_edge": o2.at_edge,
-                "l2_star_interp": o2i.limit, "l2_interp_at_edge": o2i.at_edge,
+                "l1_star": o1.limit,
+                "l1_at_edge": o1.at_edge,
+                "l2_star_exact": o2.limit,
+                "l2_exact_at_edge": o2.at_edge,
+                "l2_star_interp": o2i.limit,
+                "l2_interp_at_edge": o2i.at_edge,
             }
         )
     return pd.DataFrame(rows)
@@ -244,21 +293,23 @@ def claims_rows(
     `tables[profile]` holds ``patient``, ``impatient``, ``tradeoff``; the main profile also
     ``gamma_sweep``.
     """
-    ref = reference.set_index("id")
+    ref: dict[str, dict[Any, Any]] = {str(r["id"]): dict(r) for r in reference.to_dict("records")}
     lp, li, lb = claim_limits["patient"], claim_limits["impatient"], claim_limits["baseline"]
 
     def tol(cid: str) -> Tolerance:
-        return Tolerance.from_config(dict(tolerances[ref.loc[cid, "tolerance"]]))
+        return Tolerance.from_config(dict(tolerances[str(ref[cid]["tolerance"])]))
 
-    def row(cid: str, ours: float, profile: str, note: str, suffix: str = "", miss: str = "") -> ClaimRow:
+    def row(
+        cid: str, ours: float, profile: str, note: str, suffix: str = "", miss: str = ""
+    ) -> ClaimRow:
         lat = profiles[profile]
         rid = cid if not suffix else f"{cid}-{suffix}"
         return judge(
             rid,
-            f"{ref.loc[cid, 'claim']} [profile {profile}: a = {lat.a_s_per_token:.5g} s/token, b0 = {lat.b0_s:.4g} s]",
-            float(ref.loc[cid, "paper"]),
+            f"{ref[cid]['claim']} [profile {profile}: a = {lat.a_s_per_token:.5g} s/token, b0 = {lat.b0_s:.4g} s]",
+            float(ref[cid]["paper"]),
             ours,
-            str(ref.loc[cid, "unit"]),
+            str(ref[cid]["unit"]),
             tol(cid),
             note=note,
             back_solved=lat.verdict == "back_solved",
@@ -275,31 +326,85 @@ def claims_rows(
         o2i = argmax_on_grid(tr["limit_tokens"], tr["f2_interp"])
         step = float(np.diff(tr["limit_tokens"]).min())
         grid_note = f"l grid {tr['limit_tokens'].min():g}:{tr['limit_tokens'].max():g}:{step:g}, g(r) = r^{gamma:g}"
-        rows.append(row("3a", o1.limit, profile, grid_note, suffix,
-                        miss=f"with gamma = {gamma:g} fixed in advance F1 peaks at {o1.limit:g}; g is not given in the paper"))
+        rows.append(
+            row(
+                "3a",
+                o1.limit,
+                profile,
+                grid_note,
+                suffix,
+                miss=f"with gamma = {gamma:g} fixed in advance F1 peaks at {o1.limit:g}; g is not given in the paper",
+            )
+        )
         wq_p, wq_b = _at(pat, lp, "wq_formula_s"), _at(pat, lb, "wq_formula_s")
         sim_note = ""
         if np.isfinite(_at(pat, lp, "wq_sim_s")):
             sim_note = f"; simulation {_at(pat, lp, 'wq_sim_s'):.4g} +- {_at(pat, lp, 'wq_sim_ci95_s'):.2g} s"
-        rows.append(row("3b", wq_p, profile, f"Pollaczek-Khinchine Eq. (1)-(5){sim_note}", suffix,
-                        miss="the Table I fit gives a different a, b0 than the paper used (not stated)"))
-        rows.append(row("3c", 100 * (1 - wq_p / wq_b), profile,
-                        f"W_q({lp:g}) = {wq_p:.4g} s, W_q({lb:g}) = {wq_b:.4g} s", suffix,
-                        miss="the Table I fit gives a different a, b0 than the paper used (not stated)"))
-        rows.append(row("4a", o2.limit, profile, f"F2 with exact M/G/1+D; {grid_note}", suffix,
-                        miss=f"F2 peaks at {o2.limit:g}: the loss cost c*pi dominates for every gamma tried (see 4a-gamma)"))
-        rows.append(row("4a", o2i.limit, profile, f"F2 with the De Kok-Tijms interpolation (6)-(8); {grid_note}",
-                        f"{suffix}-interp" if suffix else "interp",
-                        miss=f"F2 peaks at {o2i.limit:g}: the loss cost c*pi dominates"))
+        rows.append(
+            row(
+                "3b",
+                wq_p,
+                profile,
+                f"Pollaczek-Khinchine Eq. (1)-(5){sim_note}",
+                suffix,
+                miss="the Table I fit gives a different a, b0 than the paper used (not stated)",
+            )
+        )
+        rows.append(
+            row(
+                "3c",
+                100 * (1 - wq_p / wq_b),
+                profile,
+                f"W_q({lp:g}) = {wq_p:.4g} s, W_q({lb:g}) = {wq_b:.4g} s",
+                suffix,
+                miss="the Table I fit gives a different a, b0 than the paper used (not stated)",
+            )
+        )
+        rows.append(
+            row(
+                "4a",
+                o2.limit,
+                profile,
+                f"F2 with exact M/G/1+D; {grid_note}",
+                suffix,
+                miss=f"F2 peaks at {o2.limit:g}: the loss cost c*pi dominates for every gamma tried (see 4a-gamma)",
+            )
+        )
+        rows.append(
+            row(
+                "4a",
+                o2i.limit,
+                profile,
+                f"F2 with the De Kok-Tijms interpolation (6)-(8); {grid_note}",
+                f"{suffix}-interp" if suffix else "interp",
+                miss=f"F2 peaks at {o2i.limit:g}: the loss cost c*pi dominates",
+            )
+        )
         pi_p, pi_b = _at(imp, li, "loss_exact"), _at(imp, lb, "loss_exact")
         note = f"exact M/G/1+D; interpolation (6)-(8) gives {_at(imp, li, 'loss_interp'):.4g}"
         if "loss_sim" in imp and np.isfinite(_at(imp, li, "loss_sim")):
             note += f"; simulation {_at(imp, li, 'loss_sim'):.4g} +- {_at(imp, li, 'loss_sim_ci95'):.2g}"
-        rows.append(row("4b", pi_p, profile, note, suffix, miss="different a, b0 than the paper's (not stated)"))
-        rows.append(row("4c", 100 * (1 - pi_p / pi_b), profile,
-                        f"exact pi({li:g}) = {pi_p:.4g}, pi({lb:g}) = {pi_b:.4g}; interpolation gives "
-                        f"{100 * (1 - _at(imp, li, 'loss_interp') / _at(imp, lb, 'loss_interp')):.4g}%",
-                        suffix, miss="different a, b0 than the paper's (not stated)"))
+        rows.append(
+            row(
+                "4b",
+                pi_p,
+                profile,
+                note,
+                suffix,
+                miss="different a, b0 than the paper's (not stated)",
+            )
+        )
+        rows.append(
+            row(
+                "4c",
+                100 * (1 - pi_p / pi_b),
+                profile,
+                f"exact pi({li:g}) = {pi_p:.4g}, pi({lb:g}) = {pi_b:.4g}; interpolation gives "
+                f"{100 * (1 - _at(imp, li, 'loss_interp') / _at(imp, lb, 'loss_interp')):.4g}%",
+                suffix,
+                miss="different a, b0 than the paper's (not stated)",
+            )
+        )
         if "gamma_sweep" in t:
             sw = t["gamma_sweep"]
             span = f"gamma grid {sw['gamma'].min():g}:{sw['gamma'].max():g}"
@@ -309,13 +414,42 @@ def claims_rows(
                 claim = f"Which gamma of g(r) = r^gamma gives l* = {target:g} ({'F1' if cid == '3a' else 'F2 exact'}); profile {profile}"
                 if hits == "none":
                     found = sorted(set(sw[col].astype(float)))
-                    rows.append(ClaimRow(rid, claim, target, "none", "gamma", "exact", "not_reproduced",
-                                         f"no gamma on the {span} reaches it; optima found: {', '.join(f'{v:g}' for v in found)}"))
+                    rows.append(
+                        ClaimRow(
+                            rid,
+                            claim,
+                            target,
+                            "none",
+                            "gamma",
+                            "exact",
+                            "not_reproduced",
+                            f"no gamma on the {span} reaches it; optima found: {', '.join(f'{v:g}' for v in found)}",
+                        )
+                    )
                 else:
-                    rows.append(ClaimRow(rid, claim, target, hits, "gamma", "exact", "back_solved",
-                                         f"a gamma picked to hit the paper's optimum is back-solved; {span}"))
+                    rows.append(
+                        ClaimRow(
+                            rid,
+                            claim,
+                            target,
+                            hits,
+                            "gamma",
+                            "exact",
+                            "back_solved",
+                            f"a gamma picked to hit the paper's optimum is back-solved; {span}",
+                        )
+                    )
     for cid, lim in (("5a", lp), ("5b", li)):
         p = 100 * float(law.prob_below(lim))
-        rows.append(judge(cid, f"{ref.loc[cid, 'claim']} [{law.spec}]", float(ref.loc[cid, "paper"]), p,
-                          str(ref.loc[cid, "unit"]), tol(cid), note="exact cdf of the token law"))
+        rows.append(
+            judge(
+                cid,
+                f"{ref[cid]['claim']} [{law.spec}]",
+                float(ref[cid]["paper"]),
+                p,
+                str(ref[cid]["unit"]),
+                tol(cid),
+                note="exact cdf of the token law",
+            )
+        )
     return rows
