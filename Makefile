@@ -7,7 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.llmqueue-installed
 CORES ?= all
-SNAKEMAKE := $(BIN)/snakemake --cores $(CORES) --rerun-incomplete --printshellcmds
+# `make reproduce PROFILE=slurm` runs on a cluster through profiles/slurm instead of local cores.
+PROFILE ?=
+SNAKEMAKE := $(BIN)/snakemake $(if $(PROFILE),--profile profiles/$(PROFILE),--cores $(CORES)) --rerun-incomplete --printshellcmds
+REPORT := results/report.html
 
 # One target per figure of the paper: `make fig4a` rebuilds figures/fig4a_mg1_EW.{pdf,png} only.
 fig = figures/$(1).pdf figures/$(1).png
@@ -25,7 +28,7 @@ FIG_fig6a := $(call fig,fig6a_fix_bsz)
 FIG_fig6b := $(call fig,fig6b_dy_bmax)
 FIGURE_TARGETS := fig2a fig2b table1 fig3a fig3b fig4a fig4b fig4c fig4d fig5 fig6a fig6b
 
-.PHONY: reproduce test install unlock clean-results $(FIGURE_TARGETS)
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results $(FIGURE_TARGETS)
 
 install: $(STAMP)
 
@@ -35,14 +38,30 @@ $(STAMP): envs/requirements.txt envs/requirements-profiling.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
-# Clear a stale lock (left by a killed run) only when no Snakemake of this project is running.
+# Clear a stale lock (left by a killed run) only when no Snakemake runs in this directory.
 unlock: $(STAMP)
-	@if [ -d .snakemake/locks ] && [ -n "$$(ls -A .snakemake/locks 2>/dev/null)" ] \
-	   && ! pgrep -f "$(CURDIR)/$(BIN)/snakemake|$(BIN)/snakemake" >/dev/null; then \
-	  echo "clearing a stale Snakemake lock"; $(BIN)/snakemake --unlock --quiet >/dev/null; fi
+	@$(BIN)/python workflow/scripts/unlock_if_stale.py --snakemake $(BIN)/snakemake
 
+# The whole study, then the HTML report (rewritten only when an output or caption changed, so a
+# run with nothing to do stays fast).
 reproduce: $(STAMP) unlock
 	$(SNAKEMAKE)
+	@$(MAKE) --no-print-directory report-if-stale
+
+# One self-contained HTML file: every figure with its caption, the claims, the notebooks and the
+# provenance (git commit, config hash, package versions, hardware, per-rule runtimes).
+report: $(STAMP) unlock
+	$(BIN)/snakemake --report $(REPORT)
+	@echo "report: $(REPORT)"
+
+report-if-stale: $(STAMP)
+	@if [ ! -f $(REPORT) ] || [ -n "$$(find results figures workflow/report -type f -newer $(REPORT) -print -quit 2>/dev/null)" ]; then \
+	  $(BIN)/snakemake --report $(REPORT) && echo "report: $(REPORT)"; \
+	else echo "report: $(REPORT) (up to date)"; fi
+
+# Rebuild the study in a second directory and compare sha256 of every computed CSV in results/.
+verify: $(STAMP) unlock
+	$(BIN)/python workflow/scripts/verify_checksums.py --cores $(CORES)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -4,7 +4,16 @@
 # depend on them, never the other way round.
 import hashlib
 import json
+import os
 import subprocess
+
+# Jobs import this checkout's llmqueue: inside a conda env (--sdm conda), on a cluster node, or in
+# the second build directory of `make verify`, where an editable install would point elsewhere.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p
+    for p in [str(Path(workflow.basedir) / "src"), os.environ.get("PYTHONPATH", "")]
+    if p
+)
 
 # Figure and table stems of each study (figures.md); a notebook shows those that exist.
 REPORT_STUDIES = {
@@ -96,6 +105,8 @@ rule notebook:
         "logs/notebooks/{study}.log",
     benchmark:
         "logs/benchmarks/notebooks/{study}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         figures=lambda wc: REPORT_STUDIES[wc.study],
         claim_numbers=lambda wc: STUDY_CLAIMS[wc.study],
@@ -125,6 +136,8 @@ rule report_claims:
         summary="results/report/claims_summary.rst",
     log:
         "logs/report/claims.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         figure_claims=FIGURE_CLAIMS,
     script:
@@ -146,6 +159,8 @@ rule provenance:
         ),
     log:
         "logs/report/provenance.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         commit=git_commit(),
         config_sha256=CONFIG_SHA256,
