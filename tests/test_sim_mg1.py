@@ -21,12 +21,14 @@ from llmqueue.latency import LinearLatency, service_moments
 from llmqueue.sim.mg1 import (
     _EXP_R,
     _NOR_R,
+    _SPARE_MARGIN,
+    HIST_BINS,
     MG1SimResult,
     _fill_standard,
     simulate_mg1,
     simulate_mg1_replications,
 )
-from llmqueue.sim.stats import Estimate
+from llmqueue.sim.stats import Estimate, batch_means, histogram_quantiles
 from llmqueue.tokens import DeterministicLaw, ExponentialLaw, LogNormalLaw, parse_law
 
 SEEDS = [11, 22, 33, 44]
@@ -87,7 +89,7 @@ def test_ziggurat_samplers_match_their_laws(kind: int) -> None:
     raw = rng.bit_generator.random_raw(n)
     spare = rng.bit_generator.random_raw(n // 4)
     out = np.empty(n)
-    used = _fill_standard(kind, raw, spare, out)
+    used = _fill_standard(kind, raw, spare, out, 0)
     assert 0 < used < n // 10  # rejections are rare
     law = stats.expon if kind == 0 else stats.norm
     assert stats.kstest(out, law.cdf).pvalue > 1e-4
@@ -415,3 +417,89 @@ def test_wait_increases_with_limit() -> None:
         for lim in (400, 800, 1600, 3000)
     ]
     assert w == sorted(w) and w[0] < w[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# bookkeeping against a plain-Python reference fed the very same random numbers
+def reference_mg1(law, lat, lam, *, limit, tau, requests, warmup, batches, seed, hist_max, chunk):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Plain-Python Lindley recursion replaying simulate_mg1's draws (generic token path)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    total = warmup + requests
+    need = min(chunk, total) // 4 + _SPARE_MARGIN
+    spare, sp = np.zeros(0, dtype=np.uint64), 0
+    gaps, toks = [], []
+    start = 0
+    while start < total:
+        n = min(chunk, total - start)
+        raw = rng.bit_generator.random_raw(n)
+        toks.append(law.sample(rng, n))
+        if spare.size - sp < need:
+            spare, sp = rng.bit_generator.random_raw(4 * need), 0
+        e = np.empty(n)
+        sp = _fill_standard(0, raw, spare, e, sp)
+        gaps.append(e / lam)
+        start += n
+    gap, tok = np.concatenate(gaps), np.concatenate(toks)
+    bounds = [k * requests // batches for k in range(batches + 1)]
+    s_all, s_srv = np.zeros(batches), np.zeros(batches)
+    c_srv, c_lost = np.zeros(batches), np.zeros(batches)
+    hist = np.zeros(HIST_BINS + 1)
+    width = hist_max / HIST_BINS
+    v = 0.0
+    for g in range(total):
+        s = lat.a_s_per_token * min(tok[g], limit) + lat.b0_s
+        m = g - warmup
+        k = next(i for i in range(batches) if bounds[i] <= m < bounds[i + 1]) if m >= 0 else -1
+        if v <= tau:
+            if k >= 0:
+                s_all[k] += v
+                s_srv[k] += v
+                c_srv[k] += 1
+                hist[min(int(v / width), HIST_BINS)] += 1
+            v += s
+        elif k >= 0:
+            s_all[k] += tau
+            c_lost[k] += 1
+        v = max(0.0, v - gap[g])
+    return s_all, s_srv, c_srv, c_lost, hist, width
+
+
+@pytest.mark.parametrize("tau", [None, 150.0])
+@pytest.mark.parametrize("chunk", [997, 1 << 16])
+def test_bookkeeping_matches_python_reference(tau: float | None, chunk: int) -> None:
+    law = parse_law("uniform:low=0,high=3000")
+    lat, lam, limit = TABLE1, 1 / 36.0, 2000.0
+    kw = dict(requests=6007, warmup=1234, batches=7, seed=99, hist_max=400.0, chunk=chunk)
+    r = simulate_mg1(
+        law,
+        lat,
+        lam,
+        limit=limit,
+        patience_s=tau,
+        requests=6007,
+        warmup=1234,
+        batches=7,
+        seed=99,
+        hist_max_s=400.0,
+        chunk=chunk,
+    )
+    s_all, s_srv, c_srv, c_lost, hist, width = reference_mg1(
+        law, lat, lam, limit=limit, tau=math.inf if tau is None else tau, **kw
+    )
+    assert c_lost.sum() > 0 if tau is not None else c_lost.sum() == 0
+    exp_all = batch_means(s_all, c_srv + c_lost)
+    exp_srv = batch_means(s_srv, c_srv)
+    assert r.w_all.mean == pytest.approx(exp_all.mean, rel=1e-12)
+    assert r.w_all.ci95 == pytest.approx(exp_all.ci95, rel=1e-9)
+    assert r.w_served.mean == pytest.approx(exp_srv.mean, rel=1e-12)
+    if tau is not None:
+        exp_loss = batch_means(c_lost, c_srv + c_lost)
+        assert r.loss.mean == pytest.approx(exp_loss.mean, rel=1e-12)
+        assert r.loss.ci95 == pytest.approx(exp_loss.ci95, rel=1e-9)
+    q_srv = histogram_quantiles(hist, width, [0.5, 0.95, 0.99])
+    assert [r.served_p50, r.served_p95, r.served_p99] == pytest.approx(list(q_srv), rel=1e-12)
+    atom = None if tau is None else (tau, int(c_lost.sum()))
+    q_all = histogram_quantiles(hist, width, [0.5, 0.95, 0.99], extra_atom=atom)
+    if tau is not None:
+        q_all = np.minimum(q_all, tau)
+    assert [r.wait_p50, r.wait_p95, r.wait_p99] == pytest.approx(list(q_all), rel=1e-12)

@@ -285,10 +285,10 @@ def _run_chunk(
 
 
 @njit(cache=True, nogil=True)
-def _fill_standard(kind, raw, spare, out):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def _fill_standard(kind, raw, spare, out, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Test hook: the kernel's standard exponential (kind 0, low 32 bits of each word) or normal
-    (kind 1, high 32 bits) draws, one per word of `raw`; returns the spare words used."""
-    sp = 0
+    (kind 1, high 32 bits) draws, one per word of `raw`, the rejections reading `spare` from
+    index `sp` on; returns the spare index after them."""
     for j in range(raw.size):
         r = raw[j]
         if kind == 0:
