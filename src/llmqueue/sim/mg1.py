@@ -28,8 +28,10 @@ inside the compiled kernel; the rare rejections (about 2%) and retries take word
 stream drawn from the same generator (refilled between chunks, several times more words than a
 chunk can need). Any other token law is sampled per chunk with its own
 ``law.sample(rng, chunk)`` (float64). Log-normal tokens are exp(mu + sigma*Z) computed in float32
-(relative error ~1e-7), then clipped in float64. The same seed, chunk size and arguments give a
-bit-identical result.
+when mu + sigma*Z < 80 (relative error ~1e-7; float64 above), then clipped in float64. The same
+seed, chunk size (default 2**16: as fast as larger chunks here, 0.5 MiB of draws) and arguments
+give a bit-identical result. The kernel releases the GIL, so replications run on threads
+(:func:`simulate_mg1_replications`).
 
 Quantiles (p50/p95/p99) come from a fixed linear histogram of the served users' waits over
 [0, ``hist_max_s``] with ``HIST_BINS`` bins plus an overflow bin (a quantile in the overflow bin
