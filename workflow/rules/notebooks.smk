@@ -5,14 +5,17 @@
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 
 # Jobs import this checkout's llmqueue: inside a conda env (--sdm conda), on a cluster node, or in
 # the second build directory of `make verify`, where an editable install would point elsewhere.
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p
-    for p in [str(Path(workflow.basedir) / "src"), os.environ.get("PYTHONPATH", "")]
-    if p
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(
+        p
+        for p in [str(Path(workflow.basedir) / "src"), os.environ.get("PYTHONPATH", "")]
+        if p
+    )
 )
 
 # Figure and table stems of each study (figures.md); a notebook shows those that exist.
@@ -54,32 +57,28 @@ FIGURE_CLAIMS = {
 UPSTREAM_TARGETS = all_targets()
 
 
-def study_inputs(study):
-    """The study's figures and tables (PNG, CSV, Markdown) the notebook shows."""
-    stems = set(REPORT_STUDIES[study])
-    own = set(STUDY_TARGETS.get(study, []))
-    return sorted(
+# What each notebook shows: the study's figures and tables (PNG, CSV, Markdown), so it runs
+# after them.
+STUDY_SHOWN = {
+    study: sorted(
         t
         for t in UPSTREAM_TARGETS
-        if not t.endswith(".pdf") and (Path(t).stem in stems or t in own)
+        if not t.endswith(".pdf")
+        and (Path(t).stem in stems or t in STUDY_TARGETS.get(study, []))
     )
-
-
-def git_commit():
-    """HEAD of the checkout ('unknown' outside git): a new commit refreshes the provenance."""
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            cwd=workflow.basedir,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return out.stdout.strip() if out.returncode == 0 else "unknown"
-
-
+    for study, stems in REPORT_STUDIES.items()
+}
+# HEAD of the checkout ('unknown' outside git): a new commit refreshes the provenance page.
+GIT_COMMIT = (
+    subprocess.run(
+        ["git", "rev-parse", "HEAD"],
+        cwd=workflow.basedir,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if shutil.which("git") and Path(workflow.basedir, ".git").exists()
+    else ""
+) or "unknown"
 CONFIG_SHA256 = hashlib.sha256(
     json.dumps(config, sort_keys=True, default=str).encode()
 ).hexdigest()
@@ -93,7 +92,7 @@ rule notebook:
     input:
         notebook="notebooks/{study}.ipynb",
         claims="results/claims.csv",
-        shown=lambda wc: study_inputs(wc.study),
+        shown=lambda wc: STUDY_SHOWN[wc.study],
     output:
         ipynb="results/notebooks/{study}.ipynb",
         html=report(
@@ -162,7 +161,7 @@ rule provenance:
     conda:
         "../../envs/analysis.yaml"
     params:
-        commit=git_commit(),
+        commit=GIT_COMMIT,
         config_sha256=CONFIG_SHA256,
         benchmarks_dir="logs/benchmarks",
     script:

@@ -1,0 +1,126 @@
+"""The config schema stops bad configs before any job starts, naming the key at fault.
+
+Most cases call snakemake.utils.validate on the shipped config with one change (fast); two run
+`snakemake -n` end to end to check the message reaches the user.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from snakemake.utils import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
+SNAKEMAKE = ROOT / ".venv" / "bin" / "snakemake"
+
+
+def base_config() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def changed(path: str, value: Any) -> dict[str, Any]:
+    """The shipped config with `value` at the dotted `path` (created if missing)."""
+    cfg = copy.deepcopy(base_config())
+    node = cfg
+    keys = path.split(".")
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+    return cfg
+
+
+def test_shipped_config_is_valid() -> None:
+    validate(copy.deepcopy(base_config()), SCHEMA, set_default=True)
+
+
+UNKNOWN_KEYS = [
+    "seeed",  # top-level typo
+    "token_limit.limitz",
+    "token_limit.patient.rate",
+    "token_limit.simulation.request",
+    "token_limit.tradeoff.alpha",
+    "claims.tolerence",
+    "data.trace",
+    "batching.bogus_key",
+    "profiling.bogus_key",
+]
+
+
+@pytest.mark.parametrize("path", UNKNOWN_KEYS)
+def test_unknown_key_is_rejected_by_name(path: str) -> None:
+    with pytest.raises(Exception) as err:
+        validate(changed(path, 1), SCHEMA, set_default=True)
+    assert path.rsplit(".", 1)[-1] in str(err.value), str(err.value)
+
+
+BAD_VALUES = [
+    ("seed", -1),
+    ("seed", "twenty"),
+    ("token_limit.patient.rate_per_s", 0),
+    ("token_limit.patient.rate_per_s", -0.5),
+    ("token_limit.patient.rate_per_s", "fast"),
+    ("token_limit.impatient.patience_s", 0),
+    ("token_limit.limits.step", 0),
+    ("token_limit.simulation.requests", 10),
+    ("token_limit.simulation.requests", 1500000.5),
+    ("token_limit.tradeoff.alpha_patient", 1.5),
+    ("token_limit.tokens", 7),
+    ("latency_profiles.table1_fit.kind", "guess"),
+    ("latency_profiles.back_solved.b0_s", -1),
+    ("batch_profiles.paper_k8.k3", -1e-4),
+    ("claims.tolerances.time.kind", "approx"),
+]
+
+
+@pytest.mark.parametrize(("path", "value"), BAD_VALUES)
+def test_bad_value_is_rejected_naming_the_key(path: str, value: Any) -> None:
+    with pytest.raises(Exception) as err:
+        validate(changed(path, value), SCHEMA, set_default=True)
+    message = str(err.value)
+    assert "Error validating config" in message
+    # The message names the key at fault (jsonschema's instance path).
+    leaf = path.rsplit(".", 1)[-1]
+    assert f"['{leaf}']" in message, message
+
+
+def run_dry(tmp_path: Path, cfg: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    configfile = tmp_path / "config.yaml"
+    configfile.write_text(yaml.safe_dump(cfg))
+    return subprocess.run(
+        [str(SNAKEMAKE), "-n", "--quiet", "all", "--configfile", str(configfile)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_snakemake_stops_on_mistyped_key(tmp_path: Path) -> None:
+    done = run_dry(tmp_path, changed("token_limit.patient.rate_per_sec", 0.025))
+    assert done.returncode != 0
+    assert "rate_per_sec" in done.stdout + done.stderr
+
+
+def test_snakemake_stops_on_bad_value(tmp_path: Path) -> None:
+    done = run_dry(tmp_path, changed("token_limit.impatient.rate_per_s", -1))
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "rate_per_s" in out and "impatient" in out
+
+
+def test_snakemake_config_override_is_validated() -> None:
+    done = subprocess.run(
+        [str(SNAKEMAKE), "-n", "--quiet", "all", "--config", "seed=-3"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode != 0
+    assert "seed" in done.stdout + done.stderr
