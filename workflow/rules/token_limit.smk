@@ -107,7 +107,11 @@ for _stem, (_tables, _helpers) in TL_FIGURES.items():
             code=lib(f"plots/{_stem}.py", "plots/style.py", *_helpers),
         output:
             pdf=f"figures/{_stem}.pdf",
-            png=f"figures/{_stem}.png",
+            png=report(
+                f"figures/{_stem}.png",
+                caption=f"../report/{_stem}.rst",
+                category="Token limit (Sec. III)",
+            ),
         params:
             module=_stem,
             main_profile=TL["profile"],
