@@ -28,7 +28,8 @@ inside the compiled kernel; the rare rejections (about 2%) and retries take word
 stream drawn from the same generator (refilled between chunks, several times more words than a
 chunk can need). Any other token law is sampled per chunk with its own
 ``law.sample(rng, chunk)`` (float64). Log-normal tokens are exp(mu + sigma*Z) computed in float32
-when mu + sigma*Z < 80 (relative error ~1e-7; float64 above), then clipped in float64. The same
+(relative error ~1e-7; NumPy's vectorised exp over the chunk when mu + 12*sigma < 80, else
+in-kernel, in float64 when mu + sigma*Z >= 80), then clipped in float64. The same
 seed, chunk size (default 2**16: as fast as larger chunks here, 0.5 MiB of draws) and arguments
 give a bit-identical result. The kernel releases the GIL, so replications run on threads
 (:func:`simulate_mg1_replications`).
@@ -287,6 +288,19 @@ def _run_chunk(
 
 
 @njit(cache=True, nogil=True)
+def _lognormal_exponents(raw, mu, sigma, out, spare, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """out[j] = mu + sigma*Z_j (float32), Z_j normal from the high 32 bits of raw[j].
+
+    NumPy's float32 exp (SIMD) then turns them into tokens: about 1.2x faster than a scalar exp
+    inside the Lindley loop. Capped at 88 (float32 exp overflows above 88.7).
+    """
+    for j in range(raw.size):
+        z, sp = _std_normal(np.uint32(raw[j] >> np.uint64(32)), _NOR_K, _NOR_W, _NOR_F, spare, sp)
+        out[j] = min(mu + sigma * z, 88.0)
+    return sp
+
+
+@njit(cache=True, nogil=True)
 def _fill_standard(kind, raw, spare, out, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Test hook: the kernel's standard exponential (kind 0, low 32 bits of each word) or normal
     (kind 1, high 32 bits) draws, one per word of `raw`, the rejections reading `spare` from
@@ -472,8 +486,11 @@ def simulate_mg1(
     inv_w = HIST_BINS / hmax
 
     a, b0 = float(latency.a_s_per_token), float(latency.b0_s)
+    vector_lognormal = False
     if isinstance(law, LogNormalLaw):
         mode, p1, p2 = _MODE_LOGNORMAL, float(law.mu), float(law.sigma)
+        # float32 exp in a separate vectorised pass, unless exp could come near float32 overflow
+        vector_lognormal = p1 + 12.0 * p2 < 80.0
     elif isinstance(law, ExponentialLaw):
         mode, p1, p2 = _MODE_EXPONENTIAL, float(law.mean_tokens), 0.0
     elif isinstance(law, DeterministicLaw):
@@ -495,17 +512,23 @@ def simulate_mg1(
     need = min(chunk, total) // 4 + _SPARE_MARGIN  # far above the ~0.06 words/request used
     spare = np.zeros(0, dtype=np.uint64)
     sp = 0
+    buf32 = np.empty(min(chunk, total) if vector_lognormal else 0, dtype=np.float32)
+    kernel_mode = _MODE_ARRAY if vector_lognormal else mode
     while start < total:
         n = min(chunk, total - start)
         raw = rng.bit_generator.random_raw(n)
-        tokens = law.sample(rng, n) if mode == _MODE_ARRAY else empty
+        tokens: np.ndarray = law.sample(rng, n) if mode == _MODE_ARRAY else empty
         if spare.size - sp < need:
             spare = rng.bit_generator.random_raw(4 * need)
             sp = 0
+        if vector_lognormal:
+            tokens = buf32[:n]
+            sp = _lognormal_exponents(raw, p1, p2, tokens, spare, sp)
+            np.exp(tokens, out=tokens)
         v, sp = _run_chunk(
             raw,
             tokens,
-            mode,
+            kernel_mode,
             p1,
             p2,
             a,
