@@ -8,9 +8,13 @@ rule fit_table1:
         code=lib("latency.py"),
     output:
         "results/profiling/paper/llama2-7b-chat/fit.json",
-    params:
-        input_tokens=128,
     log:
         "logs/calibration/fit_table1.log",
+    benchmark:
+        "logs/benchmarks/fit_table1.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        input_tokens=128,
     script:
         "../scripts/fit_table1.py"

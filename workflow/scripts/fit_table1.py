@@ -13,6 +13,8 @@ write_json(
     {
         "source": "paper",
         "model": "llama2-7b-chat",
+        "label": "paper (A100, Table I)",
+        "verdict": "reference",
         "hardware": "NVIDIA A100 (paper, Table I)",
         "description": f"Table I rows with input {sm.params.input_tokens} tokens ({len(rows)} rows)",
         "x": "output tokens N",

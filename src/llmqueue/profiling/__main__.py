@@ -1,0 +1,230 @@
+"""Command line of the profiling harness (runs on the lent GPU machine as it is).
+
+    PYTHONPATH=src python3 -m llmqueue.profiling measure --device cuda --hardware-id h100 [--models M,..]
+        [--parts timing,composition,fig2a,depth] [--fig2a-requests N] [--out DIR] [--config FILE]
+    python3 -m llmqueue.profiling smoke [--out logs/profiling-smoke]      # tiny model, CPU, <= 60 s
+    python3 -m llmqueue.profiling roofline --model llama2-7b-chat --gpu a100-80gb [--batch B --context C]
+    python3 -m llmqueue.profiling kv-limit --model llama2-7b-chat --gpu a100-80gb [--tokens 1280]
+
+``measure`` writes ``timing.csv``, ``e2e.csv`` (one row per run, a ``model`` column) and
+``meta.json`` to ``data/profiling/<hardware-id>/`` (or --out), appending to other models' rows.
+Bad input exits with code 2 and a one-line message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from llmqueue.errors import InputError
+
+PARTS = ("timing", "composition", "fig2a", "depth")
+
+
+def load_config(path: str) -> dict[str, Any]:
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"config file {path!r} does not exist")
+    with open(p) as fh:
+        cfg = yaml.safe_load(fh)
+    if not isinstance(cfg, dict) or "profiling" not in cfg:
+        raise InputError(f"{path}: no 'profiling' section")
+    return cfg
+
+
+def _read_trace(path: str) -> Any:
+    import pandas as pd
+
+    if not Path(path).is_file():
+        raise InputError(f"trace file {path!r} does not exist")
+    try:
+        return pd.read_csv(path)
+    except Exception as err:  # noqa: BLE001
+        raise InputError(f"trace file {path!r} cannot be read as CSV: {err}") from None
+
+
+def _write_meta(out: Path, entry: dict[str, Any]) -> None:
+    from llmqueue.io import read_json, write_json
+
+    path = out / "meta.json"
+    meta = read_json(path) if path.exists() else {"runs": []}
+    meta.update({k: entry[k] for k in ("hardware_id", "environment")})
+    meta["runs"] = [
+        r
+        for r in meta.get("runs", [])
+        if not (r["model"] == entry["run"]["model"] and r["parts"] == entry["run"]["parts"])
+    ]
+    meta["runs"].append(entry["run"])
+    meta["note"] = entry["note"]
+    write_json(meta, path)
+
+
+def cmd_measure(args: argparse.Namespace) -> None:
+    from llmqueue.checks.profiling import check_profiling_section
+    from llmqueue.profiling.meta import environment, loadavg, now_utc
+    from llmqueue.profiling.models import resolve_device
+    from llmqueue.profiling.sweeps import run_model_sweep
+
+    cfg = load_config(args.config)
+    prof = cfg["profiling"]
+    check_profiling_section(prof)
+    kind = "cuda" if args.device.startswith("cuda") else "cpu"
+    resolve_device(args.device)  # CUDA asked for but absent -> InputError before anything runs
+    plan = dict(prof["hardware"][kind])
+    if args.fig2a_requests is not None:
+        plan["fig2a_requests"] = args.fig2a_requests
+    if args.repeats is not None:
+        plan["repeats"] = args.repeats
+    import yaml
+
+    for item in args.set or []:
+        key, eq, val = item.partition("=")
+        if not eq or key not in plan:
+            raise InputError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(plan)}")
+        plan[key] = yaml.safe_load(val)
+    if args.set:
+        check_profiling_section({**prof, "hardware": {**prof["hardware"], kind: plan}})
+    models = args.models.split(",") if args.models else list(prof["models"])
+    parts = args.parts.split(",") if args.parts else list(PARTS)
+    bad = [p for p in parts if p not in PARTS]
+    if bad:
+        raise InputError(f"--parts: unknown {bad}; allowed: {', '.join(PARTS)}")
+    from llmqueue.profiling.models import get_spec
+
+    for m in models:
+        get_spec(m)
+    trace = _read_trace(cfg["data"]["azure_trace"]) if "fig2a" in parts else None
+    out = Path(args.out or f"data/profiling/{args.hardware_id}")
+    env = environment(args.device)
+    note = (
+        f"random-weight models (architecture shapes only), {plan['dtype']}, "
+        f"{'full depth' if not plan.get('layers') else str(plan['layers']) + ' layer(s) of full width'}; "
+        "timings on a shared machine are perturbed by other processes: see load_before/load_after"
+    )
+    for m in models:
+        t0, l0, d0 = time.perf_counter(), loadavg(), now_utc()
+        run_model_sweep(
+            m,
+            prof,
+            plan,
+            args.device,
+            out,
+            trace,
+            int(cfg.get("seed", 0)),
+            parts,
+            log=lambda s: print(s, flush=True),
+        )
+        run = {
+            "model": m,
+            "parts": parts,
+            "started": d0,
+            "finished": now_utc(),
+            "wall_s": round(time.perf_counter() - t0, 1),
+            "load_before": l0,
+            "load_after": loadavg(),
+            "plan": plan,
+        }
+        _write_meta(
+            out, {"hardware_id": args.hardware_id, "environment": env, "run": run, "note": note}
+        )
+        print(f"{m}: done in {run['wall_s']} s -> {out}", flush=True)
+
+
+def cmd_smoke(args: argparse.Namespace) -> None:
+    """Tiny-config smoke profile: proves the harness runs end to end here (timings not used)."""
+    from llmqueue.profiling.smoke import run_smoke
+
+    cfg = load_config(args.config)
+    run_smoke(cfg, Path(args.out), log=lambda s: print(s, flush=True))
+
+
+def cmd_roofline(args: argparse.Namespace) -> None:
+    from llmqueue.profiling.roofline import roofline
+
+    r = roofline(args.model, args.gpu, args.dtype)
+    res = {
+        "model": args.model,
+        "gpu": args.gpu,
+        "dtype": args.dtype,
+        "batch": args.batch,
+        "context": args.context,
+        "t2_decode_s": r.decode_time(args.batch, args.context),
+        "t1_prefill_s": r.prefill_time(args.batch, args.input),
+        "input_tokens": args.input,
+        "verdict": "predicted (roofline)",
+    }
+    print(json.dumps(res, indent=2))
+
+
+def cmd_kv(args: argparse.Namespace) -> None:
+    from llmqueue.profiling.kvcache import kv_limit
+
+    r = kv_limit(
+        args.model, args.gpu, args.tokens, args.weights_dtype, args.kv_dtype, args.overhead_gib
+    )
+    print(json.dumps(r.to_dict(), indent=2))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m llmqueue.profiling", description=__doc__.split("\n\n")[0]
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("measure", help="run the sweeps of the profiling config section")
+    m.add_argument("--config", default="config/config.yaml")
+    m.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    m.add_argument(
+        "--hardware-id",
+        required=True,
+        help="folder name under data/profiling/, e.g. cpu-amd-epyc-2c, h100",
+    )
+    m.add_argument("--out", default=None)
+    m.add_argument("--models", default=None, help="comma-separated subset of profiling.models")
+    m.add_argument("--parts", default=None, help=f"comma-separated subset of {','.join(PARTS)}")
+    m.add_argument("--fig2a-requests", type=int, default=None)
+    m.add_argument("--repeats", type=int, default=None)
+    m.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override one key of the device plan (YAML value), e.g. --set throughput_batch_sizes=[1,4]; "
+        "recorded in meta.json",
+    )
+    m.set_defaults(func=cmd_measure)
+    s = sub.add_parser("smoke", help="tiny-config smoke profile (CPU, <= 60 s)")
+    s.add_argument("--config", default="config/config.yaml")
+    s.add_argument("--out", default="logs/profiling-smoke")
+    s.set_defaults(func=cmd_smoke)
+    r = sub.add_parser("roofline", help="predicted t1/t2 on a named GPU spec")
+    r.add_argument("--model", required=True)
+    r.add_argument("--gpu", required=True)
+    r.add_argument("--dtype", default="float16")
+    r.add_argument("--batch", type=int, default=1)
+    r.add_argument("--context", type=int, default=0)
+    r.add_argument("--input", type=int, default=128)
+    r.set_defaults(func=cmd_roofline)
+    k = sub.add_parser("kv-limit", help="largest batch whose KV cache fits")
+    k.add_argument("--model", required=True)
+    k.add_argument("--gpu", required=True)
+    k.add_argument("--tokens", type=int, default=1280)
+    k.add_argument("--weights-dtype", default="float16")
+    k.add_argument("--kv-dtype", default="float16")
+    k.add_argument("--overhead-gib", type=float, default=0.0)
+    k.set_defaults(func=cmd_kv)
+    args = ap.parse_args(argv)
+    try:
+        args.func(args)
+    except InputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

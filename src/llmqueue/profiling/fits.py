@@ -1,0 +1,409 @@
+"""Fits of the profiling study, written to ``results/profiling/<source>/<model>/fit.json``.
+
+Contract (read by the token-limit and batching studies):
+- ``linear``: S = a*N + b0 (Eq. 3; Fig. 2a, Table I) as {slope, intercept, r2, slope_ci95,
+  intercept_ci95, n}; x = output tokens of the request, y = end-to-end latency (s).
+- ``batch``: {k1, k2, k3, k4} (s) with t1(b) = k1*b + k2 (first token) and t2(b) = k3*b + k4 (each
+  later token), Eq. (18), with the fit statistics under ``t1_fit`` / ``t2_fit``. A negative
+  least-squares coefficient is clipped to 0 in ``batch`` (the batching study rejects negative
+  times) and the raw value stays in the fit statistics; ``clipped`` lists which.
+- ``label`` (where the numbers come from), ``verdict`` ("measured", "predicted", "reference"),
+  ``description``.
+
+Measured data are read with :func:`read_measured`, which turns a missing or corrupt CSV into an
+:class:`~llmqueue.errors.InputError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmqueue.errors import InputError
+from llmqueue.latency import fit_linear_latency
+from llmqueue.profiling.models import get_spec
+
+__all__ = [
+    "read_measured",
+    "batch_fit",
+    "linear_fit_e2e",
+    "depth_fit",
+    "interp_point",
+    "composed_time",
+    "composition_check",
+    "measured_fit_json",
+    "roofline_fit_json",
+    "hardware_label",
+]
+
+_TIMING_REQ = [
+    "model",
+    "layers",
+    "full_layers",
+    "batch",
+    "input_tokens",
+    "t1_s",
+    "t2_s",
+    "t2_mean_s",
+    "grid",
+]
+_E2E_REQ = ["model", "layers", "kind", "batch", "input_tokens", "output_tokens", "total_s"]
+
+
+def _read_csv(path: Path, required: Sequence[str], numeric: Sequence[str]) -> pd.DataFrame:
+    if not path.is_file():
+        raise InputError(f"profiling data file {str(path)!r} does not exist")
+    try:
+        df = pd.read_csv(path)
+    except Exception as err:  # noqa: BLE001  (pandas raises several kinds)
+        raise InputError(
+            f"profiling data file {str(path)!r} is not a readable CSV: {err}"
+        ) from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"profiling data file {str(path)!r} lacks columns {missing} (has {list(df.columns)})"
+        )
+    if df.empty:
+        raise InputError(f"profiling data file {str(path)!r} has no rows")
+    for c in numeric:
+        vals = pd.to_numeric(df[c], errors="coerce")
+        if vals.isna().any() or (vals < 0).any():
+            bad = int((vals.isna() | (vals < 0)).sum())
+            raise InputError(
+                f"profiling data file {str(path)!r}: column {c!r} has {bad} missing, non-numeric or "
+                "negative values (times and counts must be >= 0)"
+            )
+        df[c] = vals
+    return df
+
+
+def read_measured(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(timing, e2e, meta) of a committed measurement folder ``data/profiling/<hardware-id>/``."""
+    folder = Path(folder)
+    timing = _read_csv(
+        folder / "timing.csv",
+        _TIMING_REQ,
+        ["layers", "batch", "input_tokens", "t1_s", "t2_s", "t2_mean_s"],
+    )
+    e2e = _read_csv(
+        folder / "e2e.csv",
+        _E2E_REQ,
+        ["layers", "batch", "input_tokens", "output_tokens", "total_s"],
+    )
+    mpath = folder / "meta.json"
+    if not mpath.is_file():
+        raise InputError(f"profiling meta file {str(mpath)!r} does not exist")
+    try:
+        meta = json.loads(mpath.read_text())
+    except json.JSONDecodeError as err:
+        raise InputError(f"profiling meta file {str(mpath)!r} is not valid JSON: {err}") from None
+    return timing, e2e, meta
+
+
+def hardware_label(meta: Mapping[str, Any]) -> str:
+    env = meta.get("environment", {})
+    if str(env.get("device", "cpu")).startswith("cuda"):
+        return f"measured on {env.get('gpu', 'GPU')}"
+    return f"measured on CPU {env.get('cpu', '?')} ({env.get('cpu_count', '?')} cores)"
+
+
+def rows_of(df: pd.DataFrame) -> list[Any]:
+    """Rows as named tuples (typed Any: columns are known only at run time)."""
+    return list(df.itertuples(index=False))
+
+
+def _fit_dict(x: Any, y: Any) -> dict[str, Any]:
+    return fit_linear_latency(np.asarray(x, float), np.asarray(y, float)).to_dict()
+
+
+def _nonneg_linear(fit: dict[str, Any]) -> dict[str, Any]:
+    """A fit for the ``linear`` contract: a negative intercept is clipped to 0 (LinearLatency needs
+    b0 >= 0); the raw value stays in ``intercept_raw`` and ``clipped`` says so."""
+    out = dict(fit)
+    out["intercept_raw"] = fit["intercept"]
+    out["clipped"] = fit["intercept"] < 0
+    out["intercept"] = max(0.0, float(fit["intercept"]))
+    return out
+
+
+def batch_fit(
+    timing: pd.DataFrame, model: str, input_tokens: int, layers: int | None = None
+) -> dict[str, Any]:
+    """k1..k4 of Eq. (18) from the timing rows of `model` at `input_tokens` (t2: median step time)."""
+    rows = timing[
+        (timing["model"] == model)
+        & (timing["input_tokens"] == input_tokens)
+        & (timing["grid"] != "depth")
+    ]
+    if layers is not None:
+        rows = rows[rows["layers"] == layers]
+    rows = rows.sort_values("batch")
+    if rows["batch"].nunique() < 2:
+        raise InputError(
+            f"{model}: need timing rows at >= 2 batch sizes with input {input_tokens}, got {len(rows)}"
+        )
+    f1 = _fit_dict(rows["batch"], rows["t1_s"])
+    f2 = _fit_dict(rows["batch"], rows["t2_s"])
+    raw = {"k1": f1["slope"], "k2": f1["intercept"], "k3": f2["slope"], "k4": f2["intercept"]}
+    clipped = [k for k, v in raw.items() if v < 0]
+    out: dict[str, Any] = {k: max(0.0, float(v)) for k, v in raw.items()}
+    out.update(
+        {
+            "t1_fit": f1,
+            "t2_fit": f2,
+            "clipped": clipped,
+            "input_tokens": int(input_tokens),
+            "batch_sizes": rows["batch"].astype(int).tolist(),
+        }
+    )
+    return out
+
+
+def linear_fit_e2e(e2e: pd.DataFrame, model: str) -> dict[str, Any]:
+    """S = a*N + b0 over the end-to-end Fig. 2a runs of `model` (N = output tokens)."""
+    rows = e2e[(e2e["model"] == model) & (e2e["kind"] == "fig2a")]
+    if len(rows) < 3:
+        raise InputError(f"{model}: need >= 3 Fig. 2a end-to-end runs, got {len(rows)}")
+    return _nonneg_linear(_fit_dict(rows["output_tokens"], rows["total_s"]))
+
+
+def depth_fit(
+    timing: pd.DataFrame, model: str, depth_point: Mapping[str, int], tolerance: float
+) -> dict[str, Any]:
+    """Time vs number of layers at the depth point: t = c0 + c1 * layers for t1 and t2.
+
+    ``linear_ok`` is true when every point lies within `tolerance` (relative) of the line.
+    """
+    b, s = int(depth_point["batch"]), int(depth_point["input_tokens"])
+    rows = timing[
+        (timing["model"] == model) & (timing["batch"] == b) & (timing["input_tokens"] == s)
+    ]
+    rows = rows.sort_values("layers").drop_duplicates("layers", keep="last")
+    if rows["layers"].nunique() < 3:
+        raise InputError(
+            f"{model}: the depth check needs >= 3 depths at batch {b}, input {s}; got {rows['layers'].tolist()}"
+        )
+    out: dict[str, Any] = {
+        "batch": b,
+        "input_tokens": s,
+        "layers": rows["layers"].astype(int).tolist(),
+        "tolerance": tolerance,
+    }
+    ok = True
+    for q in ("t1_s", "t2_s"):
+        f = _fit_dict(rows["layers"], rows[q])
+        pred = f["intercept"] + f["slope"] * rows["layers"].to_numpy(float)
+        resid = float(np.max(np.abs(rows[q].to_numpy(float) - pred) / pred))
+        f["max_rel_residual"] = resid
+        f["values"] = rows[q].astype(float).tolist()
+        ok = ok and resid <= tolerance and f["slope"] > 0
+        out[q.removesuffix("_s")] = f
+    out["linear_ok"] = bool(ok)
+    return out
+
+
+def interp_point(
+    timing: pd.DataFrame, model: str, batch: int, input_tokens: float, layers: int
+) -> tuple[float, float]:
+    """(t1, t2) at (batch, input) from the grid, linear in input between measured inputs (clamped)."""
+    rows = timing[
+        (timing["model"] == model) & (timing["batch"] == batch) & (timing["layers"] == layers)
+    ]
+    rows = (
+        rows.groupby("input_tokens", as_index=False)[["t1_s", "t2_s"]]
+        .median()
+        .sort_values("input_tokens")
+    )
+    if rows.empty:
+        raise InputError(f"{model}: no timing rows at batch {batch} with {layers} layer(s)")
+    x = rows["input_tokens"].to_numpy(float)
+    return float(np.interp(input_tokens, x, rows["t1_s"])), float(
+        np.interp(input_tokens, x, rows["t2_s"])
+    )
+
+
+def composed_time(t1: float, t2: float, output_tokens: int) -> float:
+    """T = t1 + (n - 1) * t2: the first token comes with t1, each later one takes t2 (Eq. 18)."""
+    return t1 + (output_tokens - 1) * t2
+
+
+def composition_check(timing: pd.DataFrame, e2e: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Every full-length run of `model` beside t1 + (n - 1) t2 from the short-decode grid."""
+    out = []
+    for r in rows_of(e2e[e2e["model"] == model]):
+        try:
+            t1, t2 = interp_point(timing, model, int(r.batch), float(r.input_tokens), int(r.layers))
+        except InputError:
+            continue
+        comp = composed_time(t1, t2, int(r.output_tokens))
+        out.append(
+            {
+                "model": model,
+                "kind": r.kind,
+                "batch": int(r.batch),
+                "input_tokens": int(r.input_tokens),
+                "output_tokens": int(r.output_tokens),
+                "measured_s": float(r.total_s),
+                "composed_s": comp,
+                "rel_error": comp / float(r.total_s) - 1.0,
+            }
+        )
+    return pd.DataFrame(
+        out,
+        columns=[
+            "model",
+            "kind",
+            "batch",
+            "input_tokens",
+            "output_tokens",
+            "measured_s",
+            "composed_s",
+            "rel_error",
+        ],
+    )
+
+
+def _summary(cc: pd.DataFrame) -> dict[str, Any]:
+    if cc.empty:
+        return {"runs": 0}
+    e = cc["rel_error"].to_numpy(float)
+    return {
+        "runs": int(len(e)),
+        "median_rel_error": float(np.median(e)),
+        "max_abs_rel_error": float(np.max(np.abs(e))),
+    }
+
+
+def measured_fit_json(
+    source: str,
+    model: str,
+    timing: pd.DataFrame,
+    e2e: pd.DataFrame,
+    meta: Mapping[str, Any],
+    profiling: Mapping[str, Any],
+    depth_from: str | None = None,
+    depth_tolerance: float = 0.1,
+) -> dict[str, Any]:
+    """fit.json of a measured source: Fig. 2a linear fit, Eq. (18) batch fit, composition check,
+    and (CPU, fewer layers) the depth check and the extrapolation to full depth."""
+    spec = get_spec(model)
+    mine = timing[timing["model"] == model]
+    if mine.empty:
+        raise InputError(f"{source}: no timing rows for model {model!r}")
+    layers = int(mine.loc[mine["grid"] != "depth", "layers"].mode().iloc[0])
+    label = hardware_label(meta)
+    depth_note = (
+        "full depth" if layers == spec.layers else f"{layers} of {spec.layers} layers, full width"
+    )
+    f2b = profiling["fig2b"]
+    out: dict[str, Any] = {
+        "source": source,
+        "model": model,
+        "verdict": "measured",
+        "label": f"{label}, {depth_note}",
+        "hardware": meta.get("environment", {}),
+        "layers": layers,
+        "full_layers": spec.layers,
+        "description": (
+            f"random-weight {model} ({spec.note}); {depth_note}; linear: least squares over the "
+            "end-to-end Fig. 2a runs; batch: t1(b), t2(b) (median step) at input "
+            f"{f2b['timing_input_tokens']}"
+        ),
+        "linear": linear_fit_e2e(e2e, model),
+        "batch": batch_fit(timing, model, int(f2b["timing_input_tokens"]), layers),
+        "composition": _summary(composition_check(timing, e2e, model)),
+    }
+    if layers != spec.layers:
+        dmodel = depth_from or model
+        dp = profiling["hardware"]["cpu"]["depth_point"]
+        d = depth_fit(timing, dmodel, dp, depth_tolerance)
+        d["from_model"] = dmodel
+        out["depth"] = d
+        full = spec.layers
+        # t2 (decode): add the per-layer cost of the missing layers; t1 (prefill, layer dominated): scale by the
+        # ratio of the depth line at full depth to the line at the sweep depth.
+        add_t2 = (full - layers) * d["t2"]["slope"]
+        r_t1 = (d["t1"]["intercept"] + full * d["t1"]["slope"]) / (
+            d["t1"]["intercept"] + layers * d["t1"]["slope"]
+        )
+        lin, bat = out["linear"], out["batch"]
+        out["full_depth"] = {
+            "method": (
+                f"t2 + ({full} - {layers}) x per-layer t2 slope; t1 x {r_t1:.3f} (depth line at {full} vs "
+                f"{layers} layers); per-layer costs from {dmodel} at batch {d['batch']}, input {d['input_tokens']}"
+            ),
+            "valid": d["linear_ok"],
+            "t1_ratio": r_t1,
+            "t2_added_s": add_t2,
+            "linear": {"slope": lin["slope"] + add_t2, "intercept": lin["intercept"] * r_t1},
+            "batch": {
+                "k1": bat["k1"] * r_t1,
+                "k2": bat["k2"] * r_t1,
+                "k3": bat["k3"],
+                "k4": bat["k4"] + add_t2,
+            },
+            "label": f"{label}, extrapolated from {layers} to {full} layers (never a GPU stand-in)",
+        }
+    return out
+
+
+def roofline_fit_json(model: str, gpu: str, profiling: Mapping[str, Any]) -> dict[str, Any]:
+    """fit.json of a roofline-predicted source (``roofline-<gpu>``): linear fit of the predicted
+    Table I times at input 128, and Eq. (18) fits over b = 1..min(KV limit, 64) (predicted)."""
+    from llmqueue.profiling.kvcache import kv_limit
+    from llmqueue.profiling.roofline import roofline
+
+    roof = profiling["roofline"]
+    r = roofline(model, gpu, roof["dtype"], roof["bandwidth_efficiency"], roof["flops_efficiency"])
+    f2b = profiling["fig2b"]
+    outs = sorted({int(n) for s, n in profiling["table1_pairs"] if int(s) == 128})
+    lin = _nonneg_linear(_fit_dict(outs, [r.request_time(128, n) for n in outs]))
+    seq = int(f2b["throughput_input_tokens"]) + int(f2b["throughput_output_tokens"])
+    kv = kv_limit(model, gpu, seq, roof["dtype"], roof["dtype"]).max_batch
+    bmax = max(2, min(kv, 64))
+    bs = np.arange(1, bmax + 1)
+    s_in, ctx = int(f2b["timing_input_tokens"]), int(roof["decode_context_tokens"])
+    t1 = [r.prefill_time(float(b), s_in) for b in bs]
+    t2 = [r.decode_time(float(b), ctx) for b in bs]
+    f1, f2 = _fit_dict(bs, t1), _fit_dict(bs, t2)
+    raw = {"k1": f1["slope"], "k2": f1["intercept"], "k3": f2["slope"], "k4": f2["intercept"]}
+    label = f"roofline-predicted {r.gpu.label}"
+    return {
+        "source": f"roofline-{gpu}",
+        "model": model,
+        "verdict": "predicted",
+        "label": label,
+        "description": (
+            f"{label} ({roof['dtype']}, {roof['bandwidth_efficiency']:g} x peak bandwidth): weights read once "
+            "per step, KV cache read per token; no framework overhead (a lower bound). linear: least squares "
+            f"of predicted Table I times at input 128, outputs {outs}; batch: t1(b) at input {s_in}, t2(b) at "
+            f"context {ctx}, b = 1..{bmax} (KV limit at {seq} tokens: {kv})"
+        ),
+        "gpu": r.gpu.to_dict(),
+        "t2_batch1_s": r.decode_time(1, 0),
+        "kv_limit": {"sequence_tokens": seq, "max_batch": kv},
+        "linear": lin,
+        "batch": {
+            **{k: max(0.0, v) for k, v in raw.items()},
+            "t1_fit": f1,
+            "t2_fit": f2,
+            "clipped": [k for k, v in raw.items() if v < 0],
+            "input_tokens": s_in,
+            "decode_context_tokens": ctx,
+            "batch_sizes": [1, bmax],
+        },
+    }
+
+
+def finite(x: Any) -> bool:
+    try:
+        return math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False

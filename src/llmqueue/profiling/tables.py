@@ -1,0 +1,302 @@
+"""Figure data and Table I of the profiling study (pure functions on parsed inputs).
+
+Every row names its ``source`` (paper / roofline-<gpu> / <hardware-id>) and a ``label`` saying
+what it is: "paper (A100, Table I)", "roofline-predicted A100-80GB", "measured on CPU ...".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmqueue.profiling.fits import (
+    composed_time,
+    composition_check,
+    hardware_label,
+    interp_point,
+    rows_of,
+)
+
+__all__ = ["fig2a_data", "fig2b_data", "table1_frame", "table1_markdown", "composition_frame"]
+
+PAPER_LABEL = "paper (A100, Table I)"
+
+
+def _full_depth_t(fit: Mapping[str, Any], t1: float, t2: float) -> tuple[float, float]:
+    fd = fit.get("full_depth")
+    if not fd:
+        return t1, t2
+    return t1 * fd["t1_ratio"], t2 + fd["t2_added_s"]
+
+
+def fig2a_data(
+    table1: pd.DataFrame,
+    paper_fit: Mapping[str, Any],
+    roofline: Sequence[Mapping[str, Any]],
+    measured: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+    max_output: int,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Points (end-to-end runs; paper Table I rows at input 128) and lines (fits) of Fig. 2a."""
+    pts, lines = [], []
+    rows = table1[table1["input_tokens"] == 128].drop_duplicates()
+    for r in rows_of(rows):
+        pts.append(
+            {
+                "source": "paper",
+                "label": PAPER_LABEL,
+                "model": "llama2-7b-chat",
+                "panel": "A100",
+                "output_tokens": int(r.output_tokens),
+                "latency_s": float(r.latency_s),
+                "kind": "paper",
+            }
+        )
+    lin = paper_fit["linear"]
+    lines.append(
+        {
+            "source": "paper",
+            "label": "paper Table I fit (input 128)",
+            "model": "llama2-7b-chat",
+            "panel": "A100",
+            "slope": lin["slope"],
+            "intercept": lin["intercept"],
+            "r2": lin["r2"],
+            "n": lin["n"],
+            "kind": "reference",
+        }
+    )
+    for f in roofline:
+        lin = f["linear"]
+        lines.append(
+            {
+                "source": f["source"],
+                "label": f["label"],
+                "model": f["model"],
+                "panel": "A100",
+                "slope": lin["slope"],
+                "intercept": lin["intercept"],
+                "r2": lin["r2"],
+                "n": lin["n"],
+                "kind": "predicted",
+            }
+        )
+    for hw, (e2e, meta, fits) in measured.items():
+        label = hardware_label(meta)
+        for f in fits:
+            model = f["model"]
+            sub = e2e[(e2e["model"] == model) & (e2e["kind"] == "fig2a")]
+            for r in rows_of(sub):
+                pts.append(
+                    {
+                        "source": hw,
+                        "label": f["label"],
+                        "model": model,
+                        "panel": hw,
+                        "output_tokens": int(r.output_tokens),
+                        "latency_s": float(r.total_s),
+                        "kind": "measured",
+                    }
+                )
+            lin = f["linear"]
+            lines.append(
+                {
+                    "source": hw,
+                    "label": f"{label}: fit",
+                    "model": model,
+                    "panel": hw,
+                    "slope": lin["slope"],
+                    "intercept": lin["intercept"],
+                    "r2": lin["r2"],
+                    "n": lin["n"],
+                    "kind": "measured",
+                }
+            )
+    return pd.DataFrame(pts), pd.DataFrame(lines)
+
+
+def fig2b_data(
+    roofline: Sequence[Mapping[str, Any]],
+    measured: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any], Sequence[Mapping[str, Any]]]],
+    profiling: Mapping[str, Any],
+    roofline_gpu: str,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fig. 2b points: tokens/s at input 256 / output 1024 (composed T = t1 + (n - 1) t2 from measured
+    t1(b), t2(b) at input 256) and t1(b), t2(b) at input 64; lines: the Eq. (18) fits."""
+    from llmqueue.profiling.roofline import roofline as make_roofline
+
+    f2b = profiling["fig2b"]
+    s_tp, n_tp, s_t = (
+        int(f2b["throughput_input_tokens"]),
+        int(f2b["throughput_output_tokens"]),
+        int(f2b["timing_input_tokens"]),
+    )
+    pts, lines = [], []
+    for hw, (timing, _meta, fits) in measured.items():
+        for f in fits:
+            model, layers = f["model"], f["layers"]
+            sub = timing[
+                (timing["model"] == model)
+                & (timing["layers"] == layers)
+                & (timing["grid"] != "depth")
+            ]
+            for r in rows_of(sub[sub["input_tokens"] == s_tp]):
+                T = composed_time(float(r.t1_s), float(r.t2_s), n_tp)
+                pts.append(
+                    {
+                        "source": hw,
+                        "label": f["label"],
+                        "model": model,
+                        "quantity": "throughput",
+                        "batch": int(r.batch),
+                        "value": int(r.batch) * n_tp / T,
+                        "kind": "measured (composed)",
+                    }
+                )
+            for r in rows_of(sub[sub["input_tokens"] == s_t]):
+                for q, col in (("t1", "t1_s"), ("t2", "t2_s")):
+                    pts.append(
+                        {
+                            "source": hw,
+                            "label": f["label"],
+                            "model": model,
+                            "quantity": q,
+                            "batch": int(r.batch),
+                            "value": float(getattr(r, col)),
+                            "kind": "measured",
+                        }
+                    )
+            b = f["batch"]
+            for q, k_s, k_i, fk in (("t1", "k1", "k2", "t1_fit"), ("t2", "k3", "k4", "t2_fit")):
+                lines.append(
+                    {
+                        "source": hw,
+                        "label": f["label"],
+                        "model": model,
+                        "quantity": q,
+                        "slope": b[k_s],
+                        "intercept": b[k_i],
+                        "r2": b[fk]["r2"],
+                        "bmin": min(b["batch_sizes"]),
+                        "bmax": max(b["batch_sizes"]),
+                        "kind": "measured fit",
+                    }
+                )
+    for f in roofline:
+        if f["source"] != f"roofline-{roofline_gpu}":
+            continue
+        model = f["model"]
+        r = make_roofline(
+            model,
+            roofline_gpu,
+            profiling["roofline"]["dtype"],
+            profiling["roofline"]["bandwidth_efficiency"],
+            profiling["roofline"]["flops_efficiency"],
+        )
+        bmax = min(int(f["kv_limit"]["max_batch"]), 64)
+        for bb in range(1, bmax + 1):
+            T = r.request_time(s_tp, n_tp, bb)
+            pts.append(
+                {
+                    "source": f["source"],
+                    "label": f["label"],
+                    "model": model,
+                    "quantity": "throughput",
+                    "batch": bb,
+                    "value": bb * n_tp / T,
+                    "kind": "predicted",
+                }
+            )
+        b = f["batch"]
+        for q, k_s, k_i, fk in (("t1", "k1", "k2", "t1_fit"), ("t2", "k3", "k4", "t2_fit")):
+            lines.append(
+                {
+                    "source": f["source"],
+                    "label": f["label"],
+                    "model": model,
+                    "quantity": q,
+                    "slope": b[k_s],
+                    "intercept": b[k_i],
+                    "r2": b[fk]["r2"],
+                    "bmin": 1,
+                    "bmax": bmax,
+                    "kind": "predicted",
+                }
+            )
+    return pd.DataFrame(pts), pd.DataFrame(lines)
+
+
+def composition_frame(
+    measured_timing: Mapping[str, tuple[pd.DataFrame, pd.DataFrame]], models: Sequence[str]
+) -> pd.DataFrame:
+    frames = []
+    for hw, (timing, e2e) in measured_timing.items():
+        for m in models:
+            cc = composition_check(timing, e2e, m)
+            cc.insert(0, "source", hw)
+            frames.append(cc)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def table1_frame(
+    table1: pd.DataFrame,
+    roofline: Sequence[Mapping[str, Any]],
+    profiling: Mapping[str, Any],
+    measured: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any]]],
+) -> pd.DataFrame:
+    """Table I (LLaMA-2-7B-chat) beside roofline predictions and measured composed times.
+
+    Measured columns: T = t1(s) + (n - 1) t2(s) from the short-decode grid at batch 1 (composed, as the
+    issue allows for Table I), at the measured depth and extrapolated to full depth.
+    """
+    from llmqueue.profiling.roofline import roofline as make_roofline
+
+    rp = profiling["roofline"]
+    out = table1.copy()
+    out.insert(0, "row", range(1, len(out) + 1))
+    out = out.rename(columns={"latency_s": "paper_a100_s"})
+    for f in roofline:
+        if f["model"] != "llama2-7b-chat":
+            continue
+        gpu = f["source"].removeprefix("roofline-")
+        r = make_roofline(
+            "llama2-7b-chat", gpu, rp["dtype"], rp["bandwidth_efficiency"], rp["flops_efficiency"]
+        )
+        out[f"{f['source']}_predicted_s"] = [
+            r.request_time(int(s), int(n))
+            for s, n in zip(out["input_tokens"], out["output_tokens"], strict=True)
+        ]
+    for hw, (timing, fit) in measured.items():
+        layers = int(fit["layers"])
+        vals, full = [], []
+        for s, n in zip(out["input_tokens"], out["output_tokens"], strict=True):
+            t1, t2 = interp_point(timing, "llama2-7b-chat", 1, float(s), layers)
+            vals.append(composed_time(t1, t2, int(n)))
+            t1f, t2f = _full_depth_t(fit, t1, t2)
+            full.append(composed_time(t1f, t2f, int(n)))
+        if layers != fit["full_layers"]:
+            out[f"{hw}_{layers}layer_composed_s"] = vals
+            out[f"{hw}_full_depth_extrapolated_s"] = full
+        else:
+            out[f"{hw}_composed_s"] = vals
+    return out
+
+
+def table1_markdown(df: pd.DataFrame, notes: Sequence[str]) -> str:
+    cols = list(df.columns)
+    lines = [
+        "# Table I: LLaMA-2-7B-chat latency (s) by (input, output) tokens",
+        "",
+        "| " + " | ".join(cols) + " |",
+        "|" + "---|" * len(cols),
+    ]
+    for r in rows_of(df):
+        cells = []
+        for v in r:
+            cells.append(f"{v:.3f}" if isinstance(v, (float, np.floating)) else str(v))
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines += [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
