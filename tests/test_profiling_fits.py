@@ -19,6 +19,7 @@ from llmqueue.profiling.fits import (
     composition_check,
     depth_fit,
     linear_fit_e2e,
+    measured_fit_json,
     read_measured,
     roofline_fit_json,
 )
@@ -266,3 +267,106 @@ def test_cli_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["kv-limit", "--model", "nope", "--gpu", "a100-80gb"]) == 2
     assert "unknown model" in capsys.readouterr().err
     assert main(["roofline", "--model", "llama2-7b-chat", "--gpu", "tpu"]) == 2
+
+
+def test_measured_fit_json_contract_and_table1(prof: dict) -> None:
+    from llmqueue.profiling.tables import fig2a_data, fig2b_data, table1_frame, table1_markdown
+
+    model = "llama2-7b-chat"
+    rows = []
+    for b, s, grid in [
+        (1, 64, "table1+fig2b_bottom"),
+        (1, 128, "table1"),
+        (1, 256, "table1+fig2b_top"),
+        (1, 512, "table1"),
+        (2, 64, "fig2b_bottom"),
+        (4, 64, "fig2b_bottom"),
+        (4, 256, "fig2b_top"),
+    ]:
+        rows.append(
+            {
+                "model": model,
+                "layers": 1,
+                "full_layers": 32,
+                "dtype": "float32",
+                "batch": b,
+                "input_tokens": s,
+                "decode_steps": 16,
+                "repeats": 2,
+                "t1_s": 0.002 * b * s + 0.05,
+                "t2_s": 0.01 * b + 0.08,
+                "t2_mean_s": 0.01 * b + 0.08,
+                "total_s": 1.0,
+                "t1_spread_s": 0.0,
+                "t2_spread_s": 0.0,
+                "grid": grid,
+            }
+        )
+    for L in (2, 4):
+        rows.append(
+            {
+                **rows[1],
+                "layers": L,
+                "t1_s": 0.256 * L + 0.05,
+                "t2_s": 0.05 * L + 0.04,
+                "grid": "depth",
+            }
+        )
+    rows[1].update(t1_s=0.306, t2_s=0.09)
+    timing = pd.DataFrame(rows, columns=TIMING_COLUMNS)
+    n = np.array([20, 80, 150, 300, 450])
+    e2e = pd.DataFrame(
+        {
+            "model": model,
+            "layers": 1,
+            "full_layers": 32,
+            "dtype": "float32",
+            "kind": "fig2a",
+            "request": range(5),
+            "trace_row": range(5),
+            "batch": 1,
+            "input_tokens": 128,
+            "output_tokens": n,
+            "total_s": 0.306 + (n - 1) * 0.09,
+            "t1_s": 0.306,
+            "t2_mean_s": 0.09,
+        }
+    )
+    meta = {"environment": {"cpu": "Test CPU", "cpu_count": 2, "device": "cpu"}}
+    f = measured_fit_json("cpu-test", model, timing, e2e, meta, prof, depth_tolerance=0.1)
+    assert (
+        f["verdict"] == "measured"
+        and "measured on CPU Test CPU" in f["label"]
+        and "1 of 32 layers" in f["label"]
+    )
+    assert (
+        f["linear"]["slope"] == pytest.approx(0.09) and f["composition"]["max_abs_rel_error"] < 1e-9
+    )
+    assert f["batch"]["k3"] == pytest.approx(0.01) and f["batch"]["k4"] == pytest.approx(0.08)
+    assert f["depth"]["linear_ok"] and f["full_depth"]["valid"]
+    assert f["full_depth"]["t2_added_s"] == pytest.approx(31 * 0.05)
+    table1 = pd.read_csv(ROOT / "data/reference/table1.csv")
+    roof = [roofline_fit_json(model, "a100-80gb", prof)]
+    t1 = table1_frame(table1, roof, prof, {"cpu-test": (timing, f)})
+    assert list(t1["paper_a100_s"]) == list(table1["latency_s"])
+    assert {
+        "roofline-a100-80gb_predicted_s",
+        "cpu-test_1layer_composed_s",
+        "cpu-test_full_depth_extrapolated_s",
+    } <= set(t1)
+    assert t1.loc[0, "cpu-test_1layer_composed_s"] == pytest.approx(0.306 + 127 * 0.09)
+    assert "PREDICTED" in table1_markdown(t1, ["PREDICTED by the roofline"])
+    pts, lines = fig2a_data(
+        table1,
+        {"linear": {"slope": 0.023, "intercept": 0.19, "r2": 1.0, "n": 4}},
+        roof,
+        {"cpu-test": (e2e, meta, [f])},
+        512,
+    )
+    assert set(pts["source"]) == {"paper", "cpu-test"} and set(lines["kind"]) == {
+        "reference",
+        "predicted",
+        "measured",
+    }
+    pts, lines = fig2b_data(roof, {"cpu-test": (timing, meta, [f])}, prof, "a100-80gb")
+    assert set(pts["quantity"]) == {"throughput", "t1", "t2"} and (pts["value"] > 0).all()

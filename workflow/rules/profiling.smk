@@ -6,6 +6,8 @@
 # Measuring is never part of `make reproduce` (timings never repeat exactly): on CPU only the tiny
 # smoke profile runs (logs/profiling-smoke/); `profile_cpu` / `profile_cuda` re-measure on demand.
 
+import sys
+
 PROF = config["profiling"]
 PROF_MODELS = PROF["models"]
 ROOF_GPUS = PROF["roofline"]["gpus"]
@@ -216,8 +218,10 @@ rule profiling_smoke:
         "logs/benchmarks/profiling_smoke.tsv"
     conda:
         "../../envs/profiling.yaml"
+    params:
+        python=sys.executable,
     shell:
-        "python -m llmqueue.profiling smoke --out logs/profiling-smoke > {log} 2>&1"
+        "{params.python} -m llmqueue.profiling smoke --out logs/profiling-smoke > {log} 2>&1"
 
 
 # On-demand measurement (never in `rule all`): copy the result to data/profiling/<id>/ to commit it.
@@ -230,8 +234,10 @@ rule profile_cpu:
         "logs/benchmarks/profile_cpu_{hwid}.tsv"
     conda:
         "../../envs/profiling.yaml"
+    params:
+        python=sys.executable,
     shell:
-        "python -m llmqueue.profiling measure --device cpu --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
+        "{params.python} -m llmqueue.profiling measure --device cpu --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
 
 rule profile_cuda:
@@ -245,8 +251,10 @@ rule profile_cuda:
         "../../envs/profiling.yaml"
     resources:
         gpu=1,
+    params:
+        python=sys.executable,
     shell:
-        "python -m llmqueue.profiling measure --device cuda --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
+        "{params.python} -m llmqueue.profiling measure --device cuda --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
 
 STUDY_TARGETS["profiling"] = [

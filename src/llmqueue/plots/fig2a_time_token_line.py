@@ -54,7 +54,7 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
                 ax.plot(
                     x,
                     r.slope * x + r.intercept,
-                    "--",
+                    ":" if "40GB" in r.label else "--",
                     color=style.color(i),
                     label=f"{MODEL_NAMES.get(r.model, r.model)}, {r.label} ({1e3 * r.slope:.1f} ms/token)",
                 )
@@ -95,7 +95,7 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
         else:
             lab = pp["label"].iloc[0] if not pp.empty else panel
             ax.set_title(f"{panel}: {lab}", fontsize=6.5)
-        ax.legend(loc="upper left", fontsize=5.2)
+        ax.legend(loc="upper left" if panel == "A100" else "best", fontsize=5.2)
     style.source_note(
         fig,
         "Random-weight models with each architecture's shapes (ChatGLM3-6B as a Llama-style block "

@@ -69,6 +69,8 @@ def fig2a_data(
         }
     )
     for f in roofline:
+        if not str(f["source"]).startswith("roofline-a100"):
+            continue  # the A100 panel: only A100 predictions beside the paper's A100 numbers
         lin = f["linear"]
         lines.append(
             {
