@@ -214,7 +214,10 @@ def interp_point(
 ) -> tuple[float, float]:
     """(t1, t2) at (batch, input) from the grid, linear in input between measured inputs (clamped)."""
     rows = timing[
-        (timing["model"] == model) & (timing["batch"] == batch) & (timing["layers"] == layers)
+        (timing["model"] == model)
+        & (timing["batch"] == batch)
+        & (timing["layers"] == layers)
+        & (timing["grid"] != "depth")
     ]
     rows = (
         rows.groupby("input_tokens", as_index=False)[["t1_s", "t2_s"]]

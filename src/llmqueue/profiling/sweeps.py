@@ -269,13 +269,9 @@ def run_model_sweep(
         gc.collect()
     if "depth" in parts and model_name in plan.get("depth_models", []):
         dp = plan["depth_point"]
+        # Every depth, the sweep depth included, is measured here back to back, so that a change of
+        # machine load between the grid and the depth check does not bend the line.
         for n_layers in plan.get("depth_layers", []):
-            in_grid = any(
-                b == int(dp["batch"]) and s == int(dp["input_tokens"])
-                for b, s, _ in timing_points(profiling, plan)
-            )
-            if n_layers == layers and "timing" in parts and in_grid:
-                continue  # already measured in the grid
             t0 = time.perf_counter()
             model = build_model(model_name, device, dtype, layers=int(n_layers), seed=seed)
             log(f"built {model_name} with {n_layers} layers in {time.perf_counter() - t0:.1f}s")
