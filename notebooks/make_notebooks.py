@@ -124,19 +124,30 @@ files = sorted(p for p in Path(results_dir).rglob("*") if p.suffix in (".csv", "
 if not files:
     display(Markdown(f"*No cached results under `{results_dir}/` yet.*"))
 for path in files[:MAX_FILES]:
-    if path.suffix == ".csv":
-        table = pd.read_csv(path)
-        display(Markdown(f"**`{path}`**: {len(table)} rows, columns {', '.join(map(str, table.columns))}"))
-        display(table.head(8))
-    else:
-        text = json.dumps(json.loads(path.read_text()), indent=1)
-        display(Markdown(f"**`{path}`**"))
-        print(text if len(text) < 1500 else text[:1500] + "\\n...")
+    try:
+        if path.suffix == ".csv":
+            table = pd.read_csv(path)
+            columns = ", ".join(map(str, table.columns))
+            display(Markdown(f"**`{path}`**: {len(table)} rows, columns {columns}"))
+            display(table.head(8))
+        else:
+            text = json.dumps(json.loads(path.read_text()), indent=1)
+            display(Markdown(f"**`{path}`**"))
+            print(text if len(text) < 1500 else text[:1500] + "\\n...")
+    except (ValueError, OSError) as err:  # an empty or unreadable table is shown, not fatal
+        display(Markdown(f"**`{path}`**: not shown ({type(err).__name__}: {err})"))
 if len(files) > MAX_FILES:
     display(Markdown(f"*{len(files) - MAX_FILES} more files under `{results_dir}/` not shown.*"))"""
 
 CLAIMS = """COLOURS = {"reproduced": "#d8f0d8", "not_reproduced": "#f6d5d5", "back_solved": "#f8ecc8"}
-claims = pd.read_csv(claims_csv, dtype={"id": str}, keep_default_na=False)
+try:
+    claims = pd.read_csv(claims_csv, dtype=str, keep_default_na=False)
+except (ValueError, OSError):
+    claims = pd.DataFrame(columns=["id", "verdict"])
+if "id" not in claims:
+    claims["id"] = ""
+if "verdict" not in claims:
+    claims["verdict"] = ""
 number = pd.to_numeric(claims["id"].str.extract(r"^\\s*(\\d+)")[0], errors="coerce")
 rows = claims[number.isin(claim_numbers)].reset_index(drop=True)
 if rows.empty:

@@ -174,6 +174,7 @@ def fixture_tree(root: Path) -> None:
         root / "results" / "token_limit" / "table1_fit" / "patient.csv", index=False
     )
     (root / "results" / "token_limit" / "fit.json").write_text(json.dumps({"a": 1}))
+    (root / "results" / "token_limit" / "empty.csv").write_text("")  # a table with no columns
     fake_claims().to_csv(root / "results" / "claims.csv", index=False)
 
 
@@ -210,6 +211,7 @@ def test_study_notebook_runs_from_cached_results(tmp_path: Path) -> None:
     assert "Not built in this run" in page  # fig4b is missing in the fixture
     assert "3b-back_solved" in page and "1a" not in re.findall(r">(\w+)</td>", page)
     assert "g not given" in page  # the reason of a row that is not reproduced
+    assert "empty.csv" in page and "not shown" in page  # shown, not fatal
 
 
 @pytest.mark.parametrize("study", ["profiling", "token_limit", "batching"])

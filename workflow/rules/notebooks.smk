@@ -7,15 +7,23 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 
-# Jobs import this checkout's llmqueue: inside a conda env (--sdm conda), on a cluster node, or in
-# the second build directory of `make verify`, where an editable install would point elsewhere.
+# The job environment (kept here so every rule file sees it; the lead may move it to common.smk):
+# - PYTHONPATH: jobs import this checkout's llmqueue, also inside a conda env (--sdm conda), on a
+#   cluster node, or in the second build directory of `make verify`;
+# - PATH: `shell:` rules that call `python` get the interpreter running Snakemake (.venv), not
+#   whatever `python` comes first on the caller's PATH (a conda env, activated for a job, still
+#   comes first).
 os.environ.update(
     PYTHONPATH=os.pathsep.join(
         p
         for p in [str(Path(workflow.basedir) / "src"), os.environ.get("PYTHONPATH", "")]
         if p
-    )
+    ),
+    PATH=os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    ),
 )
 
 # Figure and table stems of each study (figures.md); a notebook shows those that exist.
