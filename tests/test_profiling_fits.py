@@ -370,3 +370,31 @@ def test_measured_fit_json_contract_and_table1(prof: dict) -> None:
     }
     pts, lines = fig2b_data(roof, {"cpu-test": (timing, meta, [f])}, prof, "a100-80gb")
     assert set(pts["quantity"]) == {"throughput", "t1", "t2"} and (pts["value"] > 0).all()
+
+
+def test_harness_imports_only_what_the_gpu_machine_has() -> None:
+    """`python -m llmqueue.profiling` must run with torch, transformers, numpy, scipy, pandas, pyyaml only."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, importlib.abc\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in {'numba', 'matplotlib', 'seaborn', 'snakemake', 'hypothesis'}:\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import llmqueue.profiling.__main__ as m, llmqueue.profiling.sweeps, llmqueue.profiling.fits\n"
+        "import llmqueue.profiling.smoke, llmqueue.profiling.tables, llmqueue.checks.profiling\n"
+        "sys.exit(m.main(['kv-limit', '--model', 'chatglm3-6b', '--gpu', 'h100']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["kv_bytes_per_token"] == 28 * 1024
