@@ -1,0 +1,261 @@
+"""Batch times of an LLM server (Sec. IV-B to IV-D, Eq. 17-24 and 26).
+
+Batch time (Eq. 18): T_b = t1(b) + t2(b)*L_b with t1(b) = k1*b + k2 (s), t2(b) = k3*b + k4
+(s/token) and L_b the largest output-token count N in the batch (padding to the longest reply).
+N counts the tokens after the first one (equations.md); no "- 1" appears anywhere.
+
+- :func:`expected_max` E[L_b]: Eq. (19) closed form for U(low, high); Eq. (23) integral for the
+  truncated Gaussian; one quadrature of the log-normal tail; exact sums for traces;
+- :func:`mean_batch_time` E[T_b] (Eq. 18, 20); :func:`throughput` mu_b = b/E[T_b] (Eq. 24);
+- :func:`uniform_linear_bound` (alpha_b, tau0) of Eq. (20); :func:`fit_alpha_tau` the
+  least-squares line of E[T_b] over a b range (the alternative input to Inoue's bound);
+- :func:`elastic_mean_batch_time` E[T_b] under elastic batching (Eq. 26);
+- :func:`discretize` a token law as atoms (x_k, p_k) for the exact Markov chains;
+- :func:`batch_stats` the moments of the batch duration D and of the members' reply times for
+  padded (dynamic / fixed) and elastic batches, exact for a discretized law.
+
+Elastic identities used (derived from Eq. 26 with t2(m) = k3*m + k4): the reply of the member
+with n_i tokens comes after c_i = t1(b) + k4*n_i + k3*sum_j min(n_i, n_j) seconds, hence the
+batch lasts D = t1(b) + k4*max_i n_i + k3*sum_i n_i.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import integrate, special
+
+from llmqueue.errors import InputError
+from llmqueue.latency import BatchLatency, fit_linear_latency
+from llmqueue.tokens import (
+    ClippedLaw,
+    DeterministicLaw,
+    EmpiricalLaw,
+    ExponentialLaw,
+    LogNormalLaw,
+    TokenLaw,
+    TruncNormLaw,
+    UniformLaw,
+)
+
+FloatArray = NDArray[np.float64]
+
+__all__ = [
+    "expected_max",
+    "expected_max_truncnorm",
+    "mean_batch_time",
+    "throughput",
+    "best_throughput",
+    "uniform_linear_bound",
+    "fit_alpha_tau",
+    "elastic_mean_batch_time",
+    "elastic_completion_times",
+    "DiscreteLaw",
+    "discretize",
+    "BatchStats",
+    "batch_stats",
+    "is_bounded",
+]
+
+
+def _check_b(b: int) -> int:
+    if int(b) != b or b < 1:
+        raise InputError(f"batch size b must be an integer >= 1, got {b!r}")
+    return int(b)
+
+
+def expected_max_truncnorm(law: TruncNormLaw, b: int) -> float:
+    """Eq. (23): E[L_b] = high - integral_low^high F(x)^b dx (tokens), F the truncated cdf."""
+    b = _check_b(b)
+    lo, hi = law.low, law.high
+    pts = sorted({float(law.ppf(q)) for q in (0.01, 0.1, 0.5, 0.9, 0.99)} - {lo, hi})
+    val, _ = integrate.quad(lambda x: float(law.cdf(x)) ** b, lo, hi, points=pts or None,
+                            limit=400, epsabs=1e-9, epsrel=1e-11)
+    return float(hi - val)
+
+
+def expected_max(law: TokenLaw, b: int) -> float:
+    """E[L_b], the mean of the largest of b i.i.d. output lengths (tokens). Eq. (19), (23).
+
+    Uniform: low + (high - low)*b/(b + 1) (Eq. 19). Truncated Gaussian: Eq. (23). Log-normal,
+    traces and the others: the law's own quadrature or exact sum. Raises InputError when the
+    result is not finite (a law whose max has infinite mean).
+    """
+    b = _check_b(b)
+    if isinstance(law, UniformLaw):
+        val = law.low + (law.high - law.low) * b / (b + 1)
+    elif isinstance(law, TruncNormLaw):
+        val = expected_max_truncnorm(law, b)
+    elif isinstance(law, ClippedLaw):
+        lo, _ = law.support
+        val = lo + _tail_integral(lambda x: 1.0 - float(law.cdf(x)) ** b, lo, law.cap, law)
+    else:
+        val = law.expected_max(b)
+    if not math.isfinite(val):
+        raise InputError(f"token law {law.spec!r}: E[L_b] is not finite for b = {b}")
+    return float(val)
+
+
+def _tail_integral(func, lo: float, hi: float, law: TokenLaw) -> float:
+    pts = sorted({float(law.ppf(q)) for q in (0.1, 0.5, 0.9, 0.99)} - {lo, hi})
+    pts = [p for p in pts if lo < p < hi]
+    return float(integrate.quad(func, lo, hi, points=pts or None, limit=400, epsabs=1e-9, epsrel=1e-11)[0])
+
+
+def mean_batch_time(profile: BatchLatency, law: TokenLaw, b: int) -> float:
+    """E[T_b] = t1(b) + t2(b)*E[L_b] (s), Eq. (18) and (20)."""
+    return float(profile.t1(b) + profile.t2(b) * expected_max(law, b))
+
+
+def throughput(profile: BatchLatency, law: TokenLaw, b: int) -> float:
+    """mu_b = b / E[T_b] (requests/s), Eq. (24)."""
+    return b / mean_batch_time(profile, law, b)
+
+
+def best_throughput(profile: BatchLatency, law: TokenLaw, b_max: int) -> tuple[int, float]:
+    """(argmax_b mu_b, max_b mu_b) over b = 1..b_max (requests/s)."""
+    mus = [throughput(profile, law, b) for b in range(1, int(b_max) + 1)]
+    i = int(np.argmax(mus))
+    return i + 1, float(mus[i])
+
+
+def uniform_linear_bound(profile: BatchLatency, m2: float) -> tuple[float, float]:
+    """(alpha_b, tau0) of Eq. (20) for N ~ U(0, m2): E[T_b] <= alpha_b*b + tau0 with
+    alpha_b = k1 + k3*m2 (s/request) and tau0 = k2 + k4*m2 (s)."""
+    if not (m2 > 0 and math.isfinite(m2)):
+        raise InputError(f"m2 (upper end of U(0, m2), tokens) must be > 0, got {m2}")
+    return profile.k1 + profile.k3 * m2, profile.k2 + profile.k4 * m2
+
+
+def fit_alpha_tau(profile: BatchLatency, law: TokenLaw, b_lo: int, b_hi: int,
+                  elastic: bool = False) -> tuple[float, float]:
+    """Least-squares line E[T_b] ~ alpha_b*b + tau0 over b = b_lo..b_hi (s/request, s)."""
+    if not (1 <= b_lo < b_hi):
+        raise InputError(f"fit range needs 1 <= b_lo < b_hi, got {b_lo}..{b_hi}")
+    bs = np.arange(int(b_lo), int(b_hi) + 1)
+    f = elastic_mean_batch_time if elastic else mean_batch_time
+    ts = np.array([f(profile, law, int(b)) for b in bs])
+    fit = fit_linear_latency(bs, ts)
+    return max(fit.slope, 0.0), max(fit.intercept, 0.0)
+
+
+def elastic_mean_batch_time(profile: BatchLatency, law: TokenLaw, b: int) -> float:
+    """E[T_b] under elastic batching, Eq. (26) in expectation (s).
+
+    Eq. (26): T_b = t1(b) + sum_i t2(b - i + 1)*(n_(i) - n_(i-1)). With t2 linear this sums to
+    t1(b) + k4*L_b + k3*(sum of all b lengths), so E[T_b] = t1(b) + k4*E[L_b] + k3*b*E[N].
+    """
+    b = _check_b(b)
+    return float(profile.t1(b) + profile.k4 * expected_max(law, b) + profile.k3 * b * law.mean())
+
+
+def elastic_completion_times(profile: BatchLatency, lengths: FloatArray) -> FloatArray:
+    """Reply time of each member after the batch start under elastic batching (Eq. 26), s.
+
+    Members sorted by length leave in that order; member i (i-th shortest) replies at
+    t1(b) + sum_{j<=i} t2(b - j + 1)*(n_(j) - n_(j-1)). Returned in the input order.
+    """
+    n = np.asarray(lengths, dtype=float)
+    b = n.size
+    order = np.argsort(n, kind="stable")
+    srt = n[order]
+    steps = np.diff(np.concatenate([[0.0], srt]))
+    remaining = b - np.arange(b)  # b, b-1, ..., 1 members still running
+    c_sorted = profile.t1(b) + np.cumsum(profile.t2(remaining) * steps)
+    out = np.empty(b)
+    out[order] = c_sorted
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class DiscreteLaw:
+    """Atoms x (ascending, tokens) with probabilities p (summing to 1): a token law discretized
+    for the exact chains. Exact for empirical and deterministic laws; for continuous laws the
+    atoms are the quantiles at cell centres of a normal-score grid (error O(h^2))."""
+
+    x: FloatArray
+    p: FloatArray
+    exact: bool
+
+    @property
+    def cum(self) -> FloatArray:
+        return np.minimum(np.cumsum(self.p), 1.0)
+
+
+def is_bounded(law: TokenLaw) -> bool:
+    return math.isfinite(law.support[1])
+
+
+def discretize(law: TokenLaw, h: float = 0.04, zmax: float = 8.0) -> DiscreteLaw:
+    """Discretize a token law (see :class:`DiscreteLaw`). h is the normal-score cell width."""
+    if isinstance(law, DeterministicLaw):
+        return DiscreteLaw(np.array([float(law.value)]), np.array([1.0]), True)
+    if isinstance(law, EmpiricalLaw):
+        return DiscreteLaw(law.values.astype(float), law.probs / law.probs.sum(), True)
+    if isinstance(law, ClippedLaw):
+        base = discretize(law.base, h, zmax)
+        x = np.minimum(base.x, law.cap)
+        return DiscreteLaw(x, base.p, base.exact)
+    edges = np.arange(-zmax, zmax + h / 2, h)
+    cdf_e = special.ndtr(edges)
+    cdf_e[0], cdf_e[-1] = 0.0, 1.0
+    p = np.diff(cdf_e)
+    mid = 0.5 * (edges[:-1] + edges[1:])
+    if isinstance(law, LogNormalLaw):
+        x = np.exp(law.mu + law.sigma * mid)
+    elif isinstance(law, ExponentialLaw):
+        x = -law.mean_tokens * special.log_ndtr(-mid)
+    else:
+        x = np.asarray(law.ppf(special.ndtr(mid)), dtype=float)
+    if not np.all(np.isfinite(x)):
+        raise InputError(f"token law {law.spec!r}: quantiles are not finite; cannot discretize")
+    return DiscreteLaw(x, p / p.sum(), False)
+
+
+@dataclass(frozen=True)
+class BatchStats:
+    """Moments for one batch size b (s, s^2): E[D], E[D^2] of the batch duration and
+    E[sum over members of (reply time - batch start)]."""
+
+    b: int
+    mean_d: float
+    mean_d2: float
+    response_sum: float
+
+
+def batch_stats(profile: BatchLatency, dlaw: DiscreteLaw, b: int, elastic: bool) -> BatchStats:
+    """Exact moments of a padded (Eq. 18) or elastic (Eq. 26) batch of b for a discrete law."""
+    b = _check_b(b)
+    x, p = dlaw.x, dlaw.p
+    F = dlaw.cum
+    Fprev = np.concatenate([[0.0], F[:-1]])
+    pm = F**b - Fprev**b  # P(max = x_k)
+    em, em2 = float(pm @ x), float(pm @ x**2)
+    t1, t2 = float(profile.t1(b)), float(profile.t2(b))
+    if not elastic:
+        ed = t1 + t2 * em
+        ed2 = t1 * t1 + 2 * t1 * t2 * em + t2 * t2 * em2
+        return BatchStats(b, ed, ed2, b * ed)
+    k3, k4 = profile.k3, profile.k4
+    en, en2 = float(p @ x), float(p @ x**2)
+    es = b * en
+    es2 = b * en2 + b * (b - 1) * en * en
+    G = np.cumsum(p * x)
+    Gprev = np.concatenate([[0.0], G[:-1]])
+    if b > 1:
+        ems = float(x @ (b * (G * F ** (b - 1) - Gprev * Fprev ** (b - 1))))
+    else:
+        ems = em2
+    ed = t1 + k4 * em + k3 * es
+    ed2 = (t1 * t1 + 2 * t1 * (k4 * em + k3 * es) + k4 * k4 * em2 + 2 * k4 * k3 * ems
+           + k3 * k3 * es2)
+    # E[min(N1, N2)] = sum_k x_k * P(min = x_k), P(min >= x_k) = (1 - Fprev_k)^2
+    sf_prev = 1.0 - Fprev
+    sf = 1.0 - F
+    emin = float(x @ (sf_prev**2 - sf**2))
+    resp = b * t1 + k4 * es + k3 * (es + b * (b - 1) * emin)
+    return BatchStats(b, ed, ed2, resp)
