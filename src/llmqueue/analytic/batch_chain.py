@@ -148,12 +148,12 @@ class ElasticModel(PaddedModel):
     def arrivals_many(self, bs, lam: float, n: int) -> dict[int, np.ndarray]:
         """P(A_b = j), j < n, for every b in bs: G(z) = E[z^A] = E[exp(lambda (z - 1) D_b)] with
         G = e^{theta t1(b)} sum_k e^{theta k4 x_k} (H_k^b - H_{k-1}^b), H_k = sum_{l<=k} p_l e^{theta k3 x_l},
-        inverted on a circle of radius r (r^J = 1e-6, J >= 4n points), which damps aliasing."""
+        inverted on a circle of radius r (r^J = 1e-6, J >= 2n points), which damps aliasing."""
         pr = self.profile
         keep = self.dlaw.p > 0
         xk, pk = self.dlaw.x[keep], self.dlaw.p[keep]
         J = 64
-        while J < 4 * n:
+        while J < 2 * n:
             J *= 2
         r = 10.0 ** (-6.0 / J)
         z = r * np.exp(2j * np.pi * np.arange(J) / J)
@@ -326,3 +326,75 @@ def solve(
     response = float(pi @ (area + resp)) / served
     return ChainResult(wait, response, served, float(pi @ ed), int(b.size - 1), leak,
                        S_cut is not None, notes)
+
+
+# ---------------------------------------------------------------------------------------------
+def evaluate_point(
+    policy: Policy,
+    profile: BatchLatency,
+    law: TokenLaw,
+    lam: float,
+    model: _Model | None = None,
+    inoue_params: tuple[float, float] | None = None,
+    sim: dict | None = None,
+    seed: np.random.SeedSequence | int = 0,
+    exact: bool = True,
+    tol: float = 1e-12,
+    escape_tol: float = 1e-9,
+) -> dict:
+    """Every number for one (policy, lambda): Eq. (25) for fixed K (fixed-T approximation), the
+    Inoue bound (16) for dynamic/elastic when (alpha_b, tau0) are given, the exact chain and the
+    simulation (``sim`` = dict(requests, warmup, batches[, fixed_time])). An unstable point gets
+    ``unstable = True`` and no numbers. Times in s."""
+    from llmqueue.analytic import bulk, inoue
+    from llmqueue.analytic.batch_time import mean_batch_time
+    from llmqueue.sim.batching import simulate
+
+    nan = math.nan
+    row: dict = {
+        "policy": policy.kind, "K": policy.K if policy.kind == "fixed" else nan,
+        "bmax": (nan if policy.bmax is None else policy.bmax) if policy.kind != "fixed" else nan,
+        "rate_per_s": lam, "unstable": False, "metastable": False, "note": "",
+        "formula_wait": nan, "formula_response": nan, "bound_response": nan,
+        "exact_wait": nan, "exact_response": nan, "exact_mean_batch": nan,
+        "sim_wait": nan, "sim_wait_ci95": nan, "sim_response": nan, "sim_response_ci95": nan,
+        "sim_wait_p50": nan, "sim_wait_p95": nan, "sim_wait_p99": nan,
+        "sim_response_p50": nan, "sim_response_p95": nan, "sim_response_p99": nan,
+        "sim_mean_batch": nan,
+    }
+    notes = []
+    if policy.kind == "fixed":
+        T = mean_batch_time(profile, law, int(policy.K))
+        try:
+            w = bulk.mdk1_wait(lam, T, int(policy.K))
+            row["formula_wait"], row["formula_response"] = w, w + T
+        except UnstableError as err:
+            row["unstable"] = True
+            notes.append(str(err))
+    if inoue_params is not None and policy.kind != "fixed":
+        try:
+            row["bound_response"] = inoue.bound(lam, *inoue_params)
+        except UnstableError as err:
+            notes.append(f"bound: {err}")
+    if exact and not row["unstable"]:
+        try:
+            res = solve(model or model_for(policy, profile, law), lam, policy, tol, escape_tol)
+            row["exact_wait"], row["exact_response"] = res.wait, res.response
+            row["exact_mean_batch"] = res.mean_batch
+            row["metastable"] = res.metastable
+            notes.extend(res.notes)
+        except UnstableError as err:
+            row["unstable"] = True
+            notes.append(str(err))
+    if sim is not None and not row["unstable"]:
+        r = simulate(policy, profile, law, lam, int(sim["requests"]), int(sim.get("warmup", 10_000)),
+                     int(sim.get("batches", 40)), seed, bool(sim.get("fixed_time", False)))
+        row.update({
+            "sim_wait": r.wait.mean, "sim_wait_ci95": r.wait.ci95,
+            "sim_response": r.response.mean, "sim_response_ci95": r.response.ci95,
+            "sim_wait_p50": r.wait_q[0], "sim_wait_p95": r.wait_q[1], "sim_wait_p99": r.wait_q[2],
+            "sim_response_p50": r.response_q[0], "sim_response_p95": r.response_q[1],
+            "sim_response_p99": r.response_q[2], "sim_mean_batch": r.mean_batch,
+        })
+    row["note"] = "; ".join(notes)
+    return row

@@ -58,6 +58,8 @@ __all__ = [
     "BatchStats",
     "batch_stats",
     "is_bounded",
+    "resolve_batch_profile",
+    "rate_grid",
 ]
 
 
@@ -259,3 +261,39 @@ def batch_stats(profile: BatchLatency, dlaw: DiscreteLaw, b: int, elastic: bool)
     emin = float(x @ (sf_prev**2 - sf**2))
     resp = b * t1 + k4 * es + k3 * (es + b * (b - 1) * emin)
     return BatchStats(b, ed, ed2, resp)
+
+
+def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> BatchLatency:
+    """The BatchLatency a config ``batch_profiles`` entry names.
+
+    ``kind: fixed`` holds k1..k4 (s, s/token); ``kind: fit`` names ``source`` and ``model`` and
+    takes k1..k4 from ``results/profiling/<source>/<model>/fit.json`` (its ``batch`` entry), with
+    the fit's own label and verdict ("predicted" or "measured")."""
+    kind = cfg.get("kind", "fixed")
+    if kind == "fixed":
+        try:
+            k = [float(cfg[key]) for key in ("k1", "k2", "k3", "k4")]
+        except KeyError as err:
+            raise InputError(f"batch_profiles.{name}: kind fixed needs k1, k2, k3, k4 ({err} missing)") from None
+        return BatchLatency(*k, name=name, source=str(cfg.get("description", "config")),
+                            verdict=str(cfg.get("verdict", "independent")))
+    if kind == "fit":
+        if fit is None or "batch" not in fit:
+            raise InputError(f"batch_profiles.{name}: needs its fit.json with a 'batch' entry "
+                             f"(results/profiling/{cfg.get('source')}/{cfg.get('model')}/fit.json)")
+        bb = fit["batch"]
+        return BatchLatency(float(bb["k1"]), float(bb["k2"]), float(bb["k3"]), float(bb["k4"]), name=name,
+                            source=str(fit.get("label", cfg.get("source"))),
+                            verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))))
+    raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
+
+
+def rate_grid(profile: BatchLatency, law: TokenLaw, b_range: int, start: float, stop: float,
+              step: float) -> tuple[FloatArray, float, int]:
+    """lambda grid = fractions (start..stop by step) of the best mu_b over b = 1..b_range, so no
+    point is drawn in an unstable region by accident. Returns (rates, best mu_b, its b)."""
+    if not (0 < start <= stop < 1.0 + 1e-12) or step <= 0:
+        raise InputError(f"rate fractions need 0 < start <= stop <= 1 and step > 0, got {start}, {stop}, {step}")
+    b_best, mu = best_throughput(profile, law, b_range)
+    fr = np.round(np.arange(start, stop + step / 2, step), 10)
+    return fr * mu, mu, b_best

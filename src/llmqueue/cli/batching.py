@@ -1,0 +1,258 @@
+"""``llmqueue batching``: delay of a batching LLM server for an operator's own load.
+
+Examples::
+
+    llmqueue batching --policy dynamic --tokens uniform:low=0,high=1000 --rate 0.1 \\
+        --profile k1=0.01,k2=0.77,k3=5e-4,k4=0.02153 --simulate 200000 --json
+    llmqueue batching --policy fixed --batch 8 --tokens lognormal:mu=7,sigma=0.7 --rate 0.1:0.5:0.1 \\
+        --profile k1=0,k2=0,k3=3.1e-4,k4=2.48e-3
+    llmqueue batching --policy fixed --optimal-batch --tokens lognormal:mu=7,sigma=0.7 --rate 0.43 \\
+        --profile k1=0,k2=0,k3=3.1e-4,k4=2.48e-3
+
+Prints the E[T_b] table (Eq. 18, 24, 26), Inoue's bound (16) for unbounded dynamic/elastic
+batching, Eq. (25) for fixed K (fixed-T approximation), the exact chain and, with --simulate N,
+the simulation with 95% CI and p50/p95/p99. wait = arrival -> batch start; response = arrival ->
+own reply. Times in seconds, rates in requests/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+import numpy as np
+
+from llmqueue.analytic import batch_chain as bc
+from llmqueue.analytic import batch_time as bt
+from llmqueue.analytic import bulk, inoue
+from llmqueue.errors import InputError, UnstableError
+from llmqueue.latency import BatchLatency
+from llmqueue.sim.batching import Policy, simulate
+from llmqueue.tokens import parse_law
+
+
+def parse_profile(text: str) -> BatchLatency:
+    """``k1=..,k2=..,k3=..,k4=..`` (s, s, s/token, s/token) -> BatchLatency (Eq. 18)."""
+    vals: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, eq, val = item.partition("=")
+        key = key.strip()
+        if not eq or key not in ("k1", "k2", "k3", "k4"):
+            raise InputError(f"--profile {text!r}: expected k1=S,k2=S,k3=S_PER_TOKEN,k4=S_PER_TOKEN (all >= 0)")
+        try:
+            vals[key] = float(val)
+        except ValueError:
+            raise InputError(f"--profile {text!r}: {key}={val!r} is not a number") from None
+    if set(vals) != {"k1", "k2", "k3", "k4"}:
+        raise InputError(f"--profile {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
+    return BatchLatency(vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--profile")
+
+
+def parse_rates(text: str) -> tuple[list[float], bool]:
+    def num(s: str) -> float:
+        try:
+            v = float(s)
+        except ValueError:
+            raise InputError(f"--rate {text!r}: {s!r} is not a number") from None
+        if not (v > 0 and math.isfinite(v)):
+            raise InputError(f"--rate {text!r}: rates must be > 0 requests/s")
+        return v
+
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise InputError(f"--rate {text!r}: a range is START:STOP:STEP (requests/s, all > 0)")
+        a, b, s = (num(p) for p in parts)
+        if b < a:
+            raise InputError(f"--rate {text!r}: STOP must be >= START")
+        n = int(math.floor((b - a) / s + 1e-9)) + 1
+        if n > 10_000:
+            raise InputError(f"--rate {text!r}: {n} points; at most 10000")
+        return [round(a + i * s, 12) for i in range(n)], True
+    return [num(text)], False
+
+
+def _policy(args: argparse.Namespace) -> Policy:
+    if args.batch is not None and args.bmax is not None:
+        raise InputError("give --batch K (fixed policy) or --bmax B (dynamic/elastic), not both")
+    if args.policy == "fixed":
+        if args.batch is None and not args.optimal_batch:
+            raise InputError("--policy fixed needs --batch K (an integer >= 1) or --optimal-batch")
+        if args.bmax is not None:
+            raise InputError("--bmax applies to dynamic/elastic; fixed batching takes --batch K")
+        return Policy("fixed", K=args.batch if args.batch is not None else 1)
+    if args.batch is not None:
+        raise InputError(f"--batch applies to --policy fixed; {args.policy} batching takes --bmax B")
+    return Policy(args.policy, bmax=args.bmax)
+
+
+def _inoue_params(policy: Policy, profile: BatchLatency, law, fit_hi: int):
+    if policy.kind == "fixed" or policy.bmax is not None:
+        return None, ""
+    lo, hi = law.support
+    if policy.kind == "dynamic" and law.spec.startswith("uniform") and lo == 0:
+        return bt.uniform_linear_bound(profile, hi), "Eq. (20) with m2 = high"
+    return bt.fit_alpha_tau(profile, law, 1, fit_hi, elastic=policy.elastic), f"least-squares fit of E[T_b], b = 1..{fit_hi}"
+
+
+def evaluate(policy, profile, law, lam, args, model=None) -> dict:
+    params, how = _inoue_params(policy, profile, law, args.fit_max_batch)
+    sim = None
+    if args.simulate:
+        sim = dict(requests=args.simulate, warmup=max(1000, args.simulate // 20), batches=args.sim_batches)
+    row = bc.evaluate_point(policy, profile, law, lam, model=model, inoue_params=params, sim=sim,
+                            seed=np.random.SeedSequence(args.seed))
+    if row["unstable"]:
+        return {"rate": lam, "unstable": True, "reason": row["note"]}
+
+    def block(kind: str) -> dict:
+        d = {}
+        if kind == "response" and math.isfinite(row["bound_response"]):
+            d["bound"] = row["bound_response"]
+        if math.isfinite(row[f"formula_{kind}"]):
+            d["formula"] = row[f"formula_{kind}"]
+        if math.isfinite(row[f"exact_{kind}"]):
+            d["exact"] = row[f"exact_{kind}"]
+        if sim is not None:
+            d.update({"sim": row[f"sim_{kind}"], "sim_ci95": row[f"sim_{kind}_ci95"],
+                      "sim_p50": row[f"sim_{kind}_p50"], "sim_p95": row[f"sim_{kind}_p95"],
+                      "sim_p99": row[f"sim_{kind}_p99"]})
+        return d
+
+    out: dict = {"rate": lam, "unstable": False}
+    if policy.kind == "fixed":
+        out["mean_batch_time"] = {"formula": bt.mean_batch_time(profile, law, int(policy.K)), "batch": int(policy.K)}
+    else:
+        out["mean_batch_size"] = {"exact": row["exact_mean_batch"]}
+        if sim is not None:
+            out["mean_batch_size"]["sim"] = row["sim_mean_batch"]
+    out["wait"] = block("wait")
+    out["response"] = block("response")
+    if params is not None and math.isfinite(row["bound_response"]):
+        out["bound_inputs"] = {"alpha_b": params[0], "tau0": params[1], "from": how}
+    if row["metastable"]:
+        out["metastable"] = True
+    if row["note"]:
+        out["note"] = row["note"]
+    return out
+
+
+def optimal_batch(profile, law, lam, kmax: int) -> dict:
+    times = {k: bt.mean_batch_time(profile, law, k) for k in range(1, kmax + 1)}
+    res: dict = {"rate": lam, "K_range": [1, kmax]}
+    kw, vals_w = bulk.optimal_k(lam, times)
+    kr, vals_r = bulk.optimal_k(lam, times, response=True)
+    if kw is None:
+        raise UnstableError(f"--rate {lam:g}: every K in 1..{kmax} is unstable (lambda*E[T_K] >= K)")
+    res["formula_wait"], res["formula_response"] = kw, kr
+    res["formula_wait_value"], res["formula_response_value"] = vals_w[kw], vals_r[kr]
+    ex = {}
+    for k in vals_w:
+        pol = Policy("fixed", K=k)
+        r = bc.solve(bc.model_for(pol, profile, law), lam, pol)
+        ex[k] = (r.wait, r.response)
+    res["exact_wait"] = min(ex, key=lambda k: ex[k][0])
+    res["exact_response"] = min(ex, key=lambda k: ex[k][1])
+    res["exact_wait_value"] = ex[res["exact_wait"]][0]
+    res["exact_response_value"] = ex[res["exact_response"]][1]
+    res["note"] = "formula = Eq. (25), fixed-T approximation T = E[T_K]; exact = chain with random batch times"
+    return res
+
+
+def run(args: argparse.Namespace) -> int:
+    law = parse_law(args.tokens, ".")
+    profile = parse_profile(args.profile)
+    policy = _policy(args)
+    rates, is_range = parse_rates(args.rate)
+    if args.simulate is not None and args.simulate < 2 * args.sim_batches:
+        raise InputError(f"--simulate N: N must be >= {2 * args.sim_batches} requests")
+    if args.optimal_batch:
+        if policy.kind != "fixed":
+            raise InputError("--optimal-batch searches the fixed batch size K: use it with --policy fixed")
+        rows = [optimal_batch(profile, law, lam, args.kmax) for lam in rates]
+        out = {"optimal_batch": rows[0]} if not is_range else {"rows": [{"optimal_batch": r} for r in rows]}
+        _emit(out, args)
+        return 0
+    b_tab = int(policy.K) if policy.kind == "fixed" else (policy.bmax or 16)
+    table = [{"b": b, "mean_batch_time": bt.mean_batch_time(profile, law, b),
+              "elastic_mean_batch_time": bt.elastic_mean_batch_time(profile, law, b),
+              "mu_b": bt.throughput(profile, law, b)} for b in range(1, min(b_tab, 64) + 1)]
+    model = bc.model_for(policy, profile, law)
+    if not is_range:
+        res = evaluate(policy, profile, law, rates[0], args, model)
+        if res["unstable"]:
+            raise UnstableError(f"--rate {rates[0]:g}: {res['reason']}")
+        res["batch_time_table"] = table
+        _emit(res, args)
+        return 0
+    _emit({"rows": [evaluate(policy, profile, law, lam, args, model) for lam in rates],
+           "batch_time_table": table}, args)
+    return 0
+
+
+def _emit(obj: dict, args: argparse.Namespace) -> None:
+    if args.json:
+        print(json.dumps(obj, indent=2, default=float))
+        return
+    _print_text(obj)
+
+
+def _fmt(v) -> str:
+    return f"{v:.6g}" if isinstance(v, float) else str(v)
+
+
+def _print_text(obj: dict, indent: str = "") -> None:
+    for key, val in obj.items():
+        if key == "batch_time_table":
+            print(f"{indent}E[T_b] table (s; mu_b in requests/s):")
+            print(f"{indent}   b   E[T_b] padded   E[T_b] elastic    mu_b")
+            for r in val:
+                print(f"{indent}{r['b']:4d} {r['mean_batch_time']:14.5g} {r['elastic_mean_batch_time']:16.5g} {r['mu_b']:9.4g}")
+        elif key == "rows":
+            for r in val:
+                print(f"{indent}---")
+                _print_text(r, indent + "  ")
+        elif isinstance(val, dict):
+            print(f"{indent}{key}: " + ", ".join(f"{k}={_fmt(v)}" for k, v in val.items()))
+        else:
+            print(f"{indent}{key}: {_fmt(val)}")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("batching", help="delay of dynamic / fixed / elastic batching (Sec. IV)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--policy", choices=["dynamic", "fixed", "elastic"], required=True)
+    p.add_argument("--tokens", required=True, help="output-token law, e.g. lognormal:mu=7,sigma=0.7")
+    p.add_argument("--rate", required=True, help="arrival rate (requests/s) or a range START:STOP:STEP")
+    p.add_argument("--profile", required=True, help="k1=..,k2=..,k3=..,k4=.. of Eq. (18) (s, s, s/token, s/token)")
+    p.add_argument("--batch", type=int, help="fixed batch size K (--policy fixed)")
+    p.add_argument("--bmax", type=int, help="maximum batch size for dynamic/elastic (default: none)")
+    p.add_argument("--simulate", type=int, metavar="N", help="also simulate N requests")
+    p.add_argument("--sim-batches", type=int, default=40, help="batch means for the CI (default 40)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--optimal-batch", action="store_true", help="K* for the rate (--policy fixed)")
+    p.add_argument("--kmax", type=int, default=64, help="largest K searched by --optimal-batch (default 64)")
+    p.add_argument("--fit-max-batch", type=int, default=32,
+                   help="b range 1..B of the least-squares (alpha_b, tau0) for the bound (default 32)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=_handler)
+
+
+def _handler(args: argparse.Namespace) -> int:
+    for name in ("batch", "bmax", "kmax", "fit_max_batch", "sim_batches"):
+        v = getattr(args, name)
+        if v is not None and v < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v}")
+    if args.fit_max_batch < 2:
+        raise InputError("--fit-max-batch must be >= 2")
+    if args.seed < 0:
+        raise InputError("--seed must be >= 0")
+    return run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from llmqueue.cli import main
+
+    sys.exit(main(["batching", *sys.argv[1:]]))
