@@ -269,14 +269,51 @@ def run_model_sweep(
         gc.collect()
     if "depth" in parts and model_name in plan.get("depth_models", []):
         dp = plan["depth_point"]
-        # Every depth, the sweep depth included, is measured here back to back, so that a change of
-        # machine load between the grid and the depth check does not bend the line.
-        for n_layers in plan.get("depth_layers", []):
+        # All depths are built first and timed in interleaved rounds (1, 2, 4, 1, 2, 4, ...), so a
+        # burst of load from other processes falls on every depth alike instead of bending the line;
+        # per depth, medians over the rounds.
+        depths = [int(n) for n in plan.get("depth_layers", [])]
+        models = {}
+        for n_layers in depths:
             t0 = time.perf_counter()
-            model = build_model(model_name, device, dtype, layers=int(n_layers), seed=seed)
+            models[n_layers] = build_model(model_name, device, dtype, layers=n_layers, seed=seed)
             log(f"built {model_name} with {n_layers} layers in {time.perf_counter() - t0:.1f}s")
-            timed(model, int(n_layers), int(dp["batch"]), int(dp["input_tokens"]), "depth")
-            del model
-            gc.collect()
+        rounds = int(plan.get("depth_rounds", plan["repeats"]))
+        per: dict[int, list[Any]] = {n: [] for n in depths}
+        for rnd in range(rounds):
+            for n_layers in depths:
+                pt = time_point(
+                    models[n_layers],
+                    int(dp["batch"]),
+                    int(dp["input_tokens"]),
+                    int(plan["decode_steps"]),
+                    warmup=1 if rnd == 0 else 0,
+                    repeats=1,
+                    seed=seed + rnd,
+                )
+                per[n_layers].append(pt)
+        for n_layers, pts in per.items():
+            t1s, t2s = [p.t1_s for p in pts], [p.t2_s for p in pts]
+            row = {
+                **base,
+                "layers": n_layers,
+                "batch": int(dp["batch"]),
+                "input_tokens": int(dp["input_tokens"]),
+                "decode_steps": int(plan["decode_steps"]),
+                "repeats": rounds,
+                "t1_s": float(np.median(t1s)),
+                "t2_s": float(np.median(t2s)),
+                "t2_mean_s": float(np.median([p.t2_mean_s for p in pts])),
+                "total_s": float(np.median([p.total_s for p in pts])),
+                "t1_spread_s": max(t1s) - min(t1s),
+                "t2_spread_s": max(t2s) - min(t2s),
+                "grid": "depth",
+            }
+            timing.add(row)
+            log(
+                f"{model_name} depth L={n_layers}: t1={row['t1_s']:.4f}s t2={row['t2_s']:.5f}s ({rounds} rounds)"
+            )
+        del models
+        gc.collect()
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
