@@ -5,7 +5,7 @@
 2. Copy the working tree as git sees it (tracked files plus untracked files git does not ignore;
    never results/, logs/, .snakemake/) into a fresh directory that shares this .venv, and rebuild
    the whole study there from nothing. The copy imports its own src/ (PYTHONPATH).
-3. Compare the sha256 of every CSV under results/ in both trees: byte-identical is expected (the
+3. Compare the sha256 of every CSV under results/ (and figures/*.csv) in both trees: byte-identical is expected (the
    same config gives the same bytes: seeded sweeps, fixed float format). Files present on one
    side only count as differences too.
 
@@ -47,12 +47,11 @@ def sha256(path: Path) -> str:
 
 
 def csv_checksums(root: Path) -> dict[str, str]:
-    results = root / "results"
-    if not results.is_dir():
-        return {}
+    """Every computed CSV: results/**/*.csv and the tables under figures/ (Table I)."""
+    found = sorted((root / "results").rglob("*.csv")) + sorted((root / "figures").glob("*.csv"))
     return {
         str(p.relative_to(root)): sha256(p)
-        for p in sorted(results.rglob("*.csv"))
+        for p in found
         if p.is_file() and not p.name.startswith(".")
     }
 
