@@ -314,3 +314,33 @@ def test_makefile_unlock_runs_from_make(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert not locks.exists(), done.stdout
+
+
+def test_verify_copies_the_tree_as_git_sees_it(tmp_path: Path) -> None:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import verify_checksums as vc
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    src = tmp_path / "src_tree"
+    (src / "results" / "a").mkdir(parents=True)
+    (src / ".venv" / "bin").mkdir(parents=True)
+    (src / "figures").mkdir()
+    (src / ".gitignore").write_text("results/\n.venv/\n")
+    (src / "tracked.txt").write_text("t")
+    (src / "results" / "a" / "x.csv").write_text("a,b\n1,2\n")
+    (src / "figures" / "table1.csv").write_text("c\n3\n")
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run(["git", "init", "-q"], cwd=src, check=True)
+    subprocess.run([*git, "add", ".gitignore", "tracked.txt"], cwd=src, check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], cwd=src, check=True)
+    (src / "untracked.txt").write_text("u")  # not ignored: part of the working tree
+    dest = tmp_path / "second"
+    dest.mkdir()
+    vc.copy_tree(src, dest)
+    assert (dest / "tracked.txt").exists() and (dest / "untracked.txt").exists()
+    assert (dest / "figures" / "table1.csv").exists()
+    assert not (dest / "results").exists()
+    assert (dest / ".venv").is_symlink()
+    sums = vc.csv_checksums(src)
+    assert set(sums) == {"results/a/x.csv", "figures/table1.csv"}
