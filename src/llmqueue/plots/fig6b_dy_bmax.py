@@ -20,7 +20,7 @@ def plot(inputs: dict, params: dict):
             bad = s["unstable"].astype(bool)
             meta = s["metastable"].astype(bool) & ~bad
             ok = s[~bad]
-            lab = curve + (" (metastable pts: open)" if meta.any() else "")
+            lab = curve + (" (some points metastable)" if meta.any() else "")
             style.formula_line(ax, ok["rate_per_s"], ok["exact_response"], lab, i=i)
             style.sim_points(ax, ok["rate_per_s"], ok["sim_response"], ok["sim_response_ci95"], "", i=i)
             if bad.any():
@@ -28,6 +28,7 @@ def plot(inputs: dict, params: dict):
                 ax.plot(xs, np.full(len(xs), np.nan), "x")
                 ax.annotate(f"{curve}: unstable from lambda = {xs.min():.3g}", xy=(0.02, 0.98 - 0.06 * i),
                             xycoords="axes fraction", fontsize=5, color=style.color(i), va="top")
+        ax.plot([], [], "ko", mfc="none", label="simulation (95% CI bars)")
         ax.set_yscale("log")
         ax.set_xlabel("arrival rate lambda (requests/s)")
         ax.set_ylabel("mean response time (s)")
