@@ -134,6 +134,7 @@ def test_report_claims_renders_every_row(tmp_path: Path, empty: bool) -> None:
         output=SimpleNamespace(
             table=str(out / "claims.html"),
             summary=str(out / "claims_summary.rst"),
+            markdown=str(out / "claims.md"),
             verdicts=[str(out / f"verdict_{s}.rst") for s in figure_claims],
         ),
         params=SimpleNamespace(figure_claims=figure_claims),
@@ -154,6 +155,9 @@ def test_report_claims_renders_every_row(tmp_path: Path, empty: bool) -> None:
     summary = (out / "claims_summary.rst").read_text()
     publish_parts(summary, writer="html", settings_overrides={"halt_level": 2})
     assert f"{len(claims)} rows" in summary
+    markdown = (out / "claims.md").read_text()
+    assert all(f"| {cid} |" in markdown for cid in claims["id"])
+    assert r"a*b `x` \|y\|" in markdown or empty
 
 
 def fixture_tree(root: Path) -> None:

@@ -141,6 +141,7 @@ rule report_claims:
             for stem in FIGURE_CLAIMS
         ],
         summary="results/report/claims_summary.rst",
+        markdown="results/report/claims.md",
     log:
         "logs/report/claims.log",
     conda:

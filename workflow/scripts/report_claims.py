@@ -71,6 +71,21 @@ if not claims.empty:
     summary += list_table(claims, columns, "Every claim of the paper beside our number")
 write_text(summary, sm.output.summary)
 
+# Markdown table for the README (paste it, or include it in a docs build).
+
+
+def md_cell(value: object) -> str:
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
+md = [f"Claims: {len(claims)} rows ({counts}); source `results/claims.csv`.", ""]
+if not claims.empty:
+    md.append("| " + " | ".join(columns) + " |")
+    md.append("|" + "---|" * len(columns))
+    for _, row in claims.iterrows():
+        md.append("| " + " | ".join(md_cell(row.get(c, "")) for c in columns) + " |")
+write_text("\n".join(md) + "\n", sm.output.markdown)
+
 # Stand-alone HTML table.
 head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
 body = []
