@@ -174,6 +174,31 @@ def elastic_times(lengths, k1, k2, k3, k4, out):
 
 
 @nb.njit(cache=True)
+def _elastic_times_buf(lengths, b, idx, k1, k2, k3, k4, out):
+    """As elastic_times on lengths[:b], sorting an index buffer in place (insertion sort for
+    small batches, no allocation; argsort above 32)."""
+    if b > 32:
+        return elastic_times(lengths[:b], k1, k2, k3, k4, out[:b])
+    for i in range(b):
+        idx[i] = i
+    for i in range(1, b):
+        j = i
+        v = idx[i]
+        while j > 0 and lengths[idx[j - 1]] > lengths[v]:
+            idx[j] = idx[j - 1]
+            j -= 1
+        idx[j] = v
+    t = k1 * b + k2
+    prev = 0.0
+    for j in range(b):
+        n = lengths[idx[j]]
+        t += (k3 * (b - j) + k4) * (n - prev)
+        prev = n
+        out[idx[j]] = t
+    return t
+
+
+@nb.njit(cache=True)
 def _core(seed, lam, n_req, warmup, nbat, threshold, cap_b, elastic, fixed_time, t_tab,
           k1, k2, k3, k4, kind, prm, lcap, vals, cum, nbins, w_width, r_width):
     np.random.seed(seed)
@@ -188,6 +213,7 @@ def _core(seed, lam, n_req, warmup, nbat, threshold, cap_b, elastic, fixed_time,
     qlen = 0
     lengths = np.empty(64)
     comp = np.empty(64)
+    idx = np.empty(64, dtype=np.int64)
     total = warmup + n_req
     served = 0
     t = 0.0
@@ -222,6 +248,7 @@ def _core(seed, lam, n_req, warmup, nbat, threshold, cap_b, elastic, fixed_time,
         if b > lengths.size:
             lengths = np.empty(2 * b)
             comp = np.empty(2 * b)
+            idx = np.empty(2 * b, dtype=np.int64)
         start = t
         if fixed_time:
             if b < t_tab.size:
@@ -234,7 +261,7 @@ def _core(seed, lam, n_req, warmup, nbat, threshold, cap_b, elastic, fixed_time,
         elif elastic:
             for i in range(b):
                 lengths[i] = _draw(kind, prm, lcap, vals, cum)
-            d = elastic_times(lengths[:b], k1, k2, k3, k4, comp[:b])
+            d = _elastic_times_buf(lengths, b, idx, k1, k2, k3, k4, comp)
         else:
             mx = 0.0
             for i in range(b):
