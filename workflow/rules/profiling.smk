@@ -42,7 +42,8 @@ rule profiling_roofline_fit:
     conda:
         "../../envs/analysis.yaml"
     params:
-        profiling=PROF,
+        # only what the roofline fit reads: other profiling keys changing must not rerun it
+        profiling={k: PROF[k] for k in ("table1_pairs", "fig2b", "roofline")},
     script:
         "../scripts/profiling_roofline_fit.py"
 
@@ -63,7 +64,10 @@ rule profiling_measured_fit:
     conda:
         "../../envs/analysis.yaml"
     params:
-        profiling=PROF,
+        profiling={
+            k: PROF[k]
+            for k in ("table1_pairs", "fig2b", "hardware", "depth_tolerance")
+        },
     script:
         "../scripts/profiling_measured_fit.py"
 
@@ -81,7 +85,7 @@ rule profiling_kv_limit:
     conda:
         "../../envs/analysis.yaml"
     params:
-        profiling=PROF,
+        profiling={"kv_limit": PROF["kv_limit"]},
     script:
         "../scripts/profiling_kv_limit.py"
 

@@ -55,10 +55,23 @@ notes = [
 ]
 for hw, f in llama.items():
     lab = hardware_label(data[hw][2])
+    d = f.get("depth", {})
+    if d:
+        depth = (
+            f"depth check at batch {d['batch']}, input {d['input_tokens']}, layers {d['layers']}: max relative "
+            f"residual t1 {d['t1']['max_rel_residual']:.0%}, t2 {d['t2']['max_rel_residual']:.0%} (tolerance "
+            f"{d['tolerance']:.0%}); "
+            + (
+                f"extrapolated to full depth: {f['full_depth']['method']}"
+                if d["linear_ok"]
+                else "time NOT linear in layers within tolerance on this shared machine, so no full-depth "
+                "extrapolation is given (n/a)"
+            )
+        )
+    else:
+        depth = "full depth"
     notes.append(
         f"{hw}_*: {lab}, random-weight model, {f['layers']} of {f['full_layers']} layers, composed as "
-        "T = t1(s) + (n - 1) t2(s) from short decodes at batch 1; *_full_depth_extrapolated_s uses the depth "
-        f"check ({f.get('full_depth', {}).get('method', 'n/a')}; linear in layers: "
-        f"{f.get('depth', {}).get('linear_ok', 'n/a')}). A CPU never stands in for the A100."
+        f"T = t1(s) + (n - 1) t2(s) from short decodes at batch 1; {depth}. A CPU never stands in for the A100."
     )
 write_text(table1_markdown(t1, notes), sm.output.table1_md)

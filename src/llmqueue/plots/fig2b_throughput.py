@@ -94,6 +94,7 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
         fig,
         "Random-weight models with each architecture's shapes. Roofline columns are predictions "
         "(fp16, weights read once per step, KV cache read per token, no framework overhead); measured "
-        "columns are timings on the named hardware (median over repeats; t2 = median decode step).",
+        "columns are timings on the named hardware (median over repeats; t2 = median decode step; machine, "
+        "load and plan in data/profiling/<id>/meta.json).",
     )
     return fig

@@ -61,8 +61,21 @@ def _write_meta(out: Path, entry: dict[str, Any]) -> None:
         if not (r["model"] == entry["run"]["model"] and r["parts"] == entry["run"]["parts"])
     ]
     meta["runs"].append(entry["run"])
+    mark_superseded(meta["runs"])
     meta["note"] = entry["note"]
     write_json(meta, path)
+
+
+def mark_superseded(runs: list[dict[str, Any]]) -> None:
+    """In each run, list under ``superseded_parts`` the parts a later run of the same model
+    re-measured (its rows in the CSVs were replaced)."""
+    for i, r in enumerate(runs):
+        later = {p for q in runs[i + 1 :] if q["model"] == r["model"] for p in q["parts"]}
+        gone = [p for p in r["parts"] if p in later]
+        if gone:
+            r["superseded_parts"] = gone
+        else:
+            r.pop("superseded_parts", None)
 
 
 def cmd_measure(args: argparse.Namespace) -> None:

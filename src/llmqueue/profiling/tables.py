@@ -280,7 +280,9 @@ def table1_frame(
             full.append(composed_time(t1f, t2f, int(n)))
         if layers != fit["full_layers"]:
             out[f"{hw}_{layers}layer_composed_s"] = vals
-            out[f"{hw}_full_depth_extrapolated_s"] = full
+            # extrapolated only when the depth check found time linear in layers
+            valid = bool(fit.get("full_depth", {}).get("valid"))
+            out[f"{hw}_full_depth_extrapolated_s"] = full if valid else [float("nan")] * len(full)
         else:
             out[f"{hw}_composed_s"] = vals
     return out
@@ -297,7 +299,10 @@ def table1_markdown(df: pd.DataFrame, notes: Sequence[str]) -> str:
     for r in rows_of(df):
         cells = []
         for v in r:
-            cells.append(f"{v:.3f}" if isinstance(v, (float, np.floating)) else str(v))
+            if isinstance(v, (float, np.floating)):
+                cells.append(f"{v:.3f}" if np.isfinite(v) else "n/a")
+            else:
+                cells.append(str(v))
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     lines += [f"- {n}" for n in notes]
