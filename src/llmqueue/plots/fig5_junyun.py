@@ -30,6 +30,8 @@ def plot(inputs: dict, params: dict):
     ax.set_title(f"Fig. 5: {NAMES.get(panel, panel)} ({src})")
     ax.set_xlabel("arrival rate lambda (requests/s)")
     ax.set_ylabel("mean response time (s)")
+    lo, hi = ax.get_ylim()
+    ax.set_ylim(lo, hi + 0.9 * (hi - lo))  # room for the legend above the curves
     ax.legend(loc="upper left", fontsize=5.5)
     style.source_note(fig, f"outputs {df['tokens'].iloc[0]}; profile {df['profile'].iloc[0]} "
                            f"(verdict {df['verdict'].iloc[0]}); {int(df['sim_requests'].iloc[0])} requests per point")
