@@ -23,10 +23,13 @@ def plot(inputs: dict, params: dict):
             if s.empty:
                 continue
             ax.plot(s["rate_per_s"], s["formula_wait"], "--", color=style.color(i), lw=1.0)
+            ft = df[(df["mode"] == "fixed_T") & (df["K"] == K) & ~df["unstable"].astype(bool)]
+            ax.plot(ft["rate_per_s"], ft["sim_wait"], "x", color=style.color(i), ms=3)
             style.formula_line(ax, s["rate_per_s"], s["exact_wait"], f"K={int(K)}", i=i)
             style.sim_points(ax, s["rate_per_s"], s["sim_wait"], s["sim_wait_ci95"], f"K={int(K)} sim", i=i, marker="o")
         ax.plot([], [], "k--", lw=1.0, label="Eq. (25), fixed-T approximation")
         ax.plot([], [], "k-", label="exact chain, random T_b")
+        ax.plot([], [], "kx", ms=3, label="simulation, fixed T = E[T_K]")
         ax.set_yscale("log")
         ax.set_xlabel("arrival rate lambda (requests/s)")
         ax.set_ylabel("mean wait, arrival to batch start (s)")
