@@ -74,7 +74,7 @@ def test_context_overflow_is_an_input_error(tiny) -> None:
 def test_layer_scaling_is_linear_on_a_wider_tiny_config() -> None:
     """Decode work grows linearly with the number of layers (the CPU path's extrapolation rests on it).
 
-    Measured as CPU time of one thread (``time.thread_time``), the minimum over many steps, so other
+    Measured as CPU time of one thread (``time.thread_time``), the minimum over 72 steps, so other
     processes on a shared machine do not decide the verdict; a quadratic cost would fail it.
     """
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -101,9 +101,9 @@ def test_layer_scaling_is_linear_on_a_wider_tiny_config() -> None:
                 model = LlamaForCausalLM(cfg).eval()
             fill_random_(model, seed=0)
             runs = [
-                generate_timed(model, [8], 25, seed=s, clock=time.thread_time) for s in range(2)
+                generate_timed(model, [8], 25, seed=s, clock=time.thread_time) for s in range(3)
             ]
-            t2 = float(np.percentile(np.concatenate([r.step_s for r in runs]), 20))
+            t2 = float(np.min(np.concatenate([r.step_s for r in runs])))  # least disturbed step
             t1 = float(np.min([r.t1_s for r in runs]))
             rows.append(
                 {
