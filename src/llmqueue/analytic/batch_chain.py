@@ -335,6 +335,9 @@ def solve(
                 f"lambda = {lam:g}/s (mass {leak:.2e} per batch leaves): unstable"
             )
         S = min(2 * S, s_max)
+    if S_cut is not None and not any(n.startswith("metastable") for n in notes):
+        notes.append(f"metastable: lambda*E[T_b] >= b for b >= {S_cut}, beyond the state space kept "
+                     f"({S_use}); mass {leak:.2e} per batch leaves it")
     st = [model.stats(int(v)) for v in b]
     ed = np.array([s.mean_d for s in st])
     ed2 = np.array([s.mean_d2 for s in st])
