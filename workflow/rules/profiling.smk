@@ -113,7 +113,9 @@ rule profiling_figure_data:
         fig2b_points="results/profiling/fig2b_points.csv",
         fig2b_lines="results/profiling/fig2b_lines.csv",
         composition="results/profiling/composition_check.csv",
-        table1_csv="figures/table1.csv",
+        table1_csv=report(
+            "figures/table1.csv", caption="../report/table1.rst", category="Profiling"
+        ),
         table1_md="figures/table1.md",
     log:
         "logs/profiling/figure_data.log",
