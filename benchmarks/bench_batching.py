@@ -34,20 +34,28 @@ def main() -> None:
         ("elastic b_max=inf", Policy("elastic"), 0.43, False),
         ("elastic b_max=64", Policy("elastic", bmax=64), 0.43, False),
     ]
-    print(f"batching simulation, LogNormal(7, 0.7), profile paper_k8, {args.requests:,} requests per run, one core")
+    print(
+        f"batching simulation, LogNormal(7, 0.7), profile paper_k8, {args.requests:,} requests per run, one core"
+    )
     print(f"{'policy':22s} {'lambda':>7s} {'mean batch':>10s} {'req/s (M)':>10s} {'wait (s)':>16s}")
     for name, pol, lam, fixed_t in cases:
-        simulate(pol, prof, law, lam, 10_000, warmup=100, seed=1, fixed_time=fixed_t)  # compile / warm
+        simulate(
+            pol, prof, law, lam, 10_000, warmup=100, seed=1, fixed_time=fixed_t
+        )  # compile / warm
         t0 = time.perf_counter()
         r = simulate(pol, prof, law, lam, args.requests, warmup=0, seed=2, fixed_time=fixed_t)
         dt = time.perf_counter() - t0
-        print(f"{name:22s} {lam:7.3g} {r.mean_batch:10.2f} {args.requests / dt / 1e6:10.2f} "
-              f"{r.wait.mean:9.3f} +- {r.wait.ci95:.2g}")
+        print(
+            f"{name:22s} {lam:7.3g} {r.mean_batch:10.2f} {args.requests / dt / 1e6:10.2f} "
+            f"{r.wait.mean:9.3f} +- {r.wait.ci95:.2g}"
+        )
     print("\nexact chain (one point each, seconds):")
     for name, pol, lam, _ in cases[:4] + cases[6:7]:
         t0 = time.perf_counter()
         res = bc.solve(bc.model_for(pol, prof, law), lam, pol)
-        print(f"  {name:22s} lambda={lam:<5g} {time.perf_counter() - t0:6.2f} s  (states {res.states}, wait {res.wait:.4g} s)")
+        print(
+            f"  {name:22s} lambda={lam:<5g} {time.perf_counter() - t0:6.2f} s  (states {res.states}, wait {res.wait:.4g} s)"
+        )
     rows = []
     for f in sorted(glob.glob("logs/benchmarks/batching_*.tsv")):
         with open(f) as fh:
@@ -59,7 +67,9 @@ def main() -> None:
         for n, s in rows:
             print(f"  {n:40s} {s:7.1f} s")
         sweep = sum(s for n, s in rows if "sweep" in n)
-        print(f"  sum of the Fig. 5-6 sweep rules: {sweep:.1f} s (CPU-time-ish; wall on 2 cores is about half)")
+        print(
+            f"  sum of the Fig. 5-6 sweep rules: {sweep:.1f} s (CPU-time-ish; wall on 2 cores is about half)"
+        )
 
 
 if __name__ == "__main__":

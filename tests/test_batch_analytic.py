@@ -15,8 +15,17 @@ def test_inoue_phi1_against_exact_chain():
     assert exact.response == pytest.approx(15.8332, abs=1e-4)
 
 
-@pytest.mark.parametrize("lam,alpha,tau0", [(0.5, 0.1, 1.0), (1.0, 0.5, 5.0), (0.05, 0.5, 20.0),
-                                            (0.9, 0.3, 0.2), (0.02, 0.51, 22.3), (2.0, 0.2, 0.5)])
+@pytest.mark.parametrize(
+    "lam,alpha,tau0",
+    [
+        (0.5, 0.1, 1.0),
+        (1.0, 0.5, 5.0),
+        (0.05, 0.5, 20.0),
+        (0.9, 0.3, 0.2),
+        (0.02, 0.51, 22.3),
+        (2.0, 0.2, 0.5),
+    ],
+)
 def test_inoue_bound_dominates_exact_chain(lam, alpha, tau0):
     exact = bc.solve(bc.FixedTimeModel(lambda b: alpha * b + tau0), lam, Policy("dynamic"))
     eps = 1e-9 + 10 * exact.leak

@@ -19,8 +19,22 @@ def run(capsys, *argv):
 
 
 def test_fixed_json_keys_and_values(capsys):
-    code, out, _ = run(capsys, "--policy", "fixed", "--batch", "8", "--tokens", LOGN, "--rate", "0.43",
-                       "--profile", K8, "--simulate", "20000", "--json")
+    code, out, _ = run(
+        capsys,
+        "--policy",
+        "fixed",
+        "--batch",
+        "8",
+        "--tokens",
+        LOGN,
+        "--rate",
+        "0.43",
+        "--profile",
+        K8,
+        "--simulate",
+        "20000",
+        "--json",
+    )
     assert code == 0
     d = json.loads(out)
     assert {"mean_batch_time", "wait", "response", "batch_time_table"} <= d.keys()
@@ -28,11 +42,15 @@ def test_fixed_json_keys_and_values(capsys):
     assert d["wait"]["exact"] > d["wait"]["formula"]  # random batch times wait longer
     for key in ("sim", "sim_ci95", "sim_p50", "sim_p95", "sim_p99"):
         assert key in d["wait"] and key in d["response"]
-    assert d["response"]["formula"] == pytest.approx(d["wait"]["formula"] + d["mean_batch_time"]["formula"])
+    assert d["response"]["formula"] == pytest.approx(
+        d["wait"]["formula"] + d["mean_batch_time"]["formula"]
+    )
 
 
 def test_dynamic_has_bound_on_response(capsys):
-    code, out, _ = run(capsys, "--policy", "dynamic", "--tokens", UNI, "--rate", "0.1", "--profile", T1, "--json")
+    code, out, _ = run(
+        capsys, "--policy", "dynamic", "--tokens", UNI, "--rate", "0.1", "--profile", T1, "--json"
+    )
     d = json.loads(out)
     assert code == 0
     assert d["response"]["bound"] >= d["response"]["exact"]
@@ -40,8 +58,20 @@ def test_dynamic_has_bound_on_response(capsys):
 
 
 def test_rate_range_marks_unstable_rows(capsys):
-    code, out, _ = run(capsys, "--policy", "fixed", "--batch", "4", "--tokens", LOGN, "--rate", "0.1:0.5:0.2",
-                       "--profile", K8, "--json")
+    code, out, _ = run(
+        capsys,
+        "--policy",
+        "fixed",
+        "--batch",
+        "4",
+        "--tokens",
+        LOGN,
+        "--rate",
+        "0.1:0.5:0.2",
+        "--profile",
+        K8,
+        "--json",
+    )
     rows = json.loads(out)["rows"]
     assert code == 0 and len(rows) == 3
     assert rows[0]["unstable"] is False and "wait" in rows[0]
@@ -49,32 +79,150 @@ def test_rate_range_marks_unstable_rows(capsys):
 
 
 def test_optimal_batch(capsys):
-    code, out, _ = run(capsys, "--policy", "fixed", "--optimal-batch", "--tokens", LOGN, "--rate", "0.43",
-                       "--profile", K8, "--kmax", "12", "--json")
+    code, out, _ = run(
+        capsys,
+        "--policy",
+        "fixed",
+        "--optimal-batch",
+        "--tokens",
+        LOGN,
+        "--rate",
+        "0.43",
+        "--profile",
+        K8,
+        "--kmax",
+        "12",
+        "--json",
+    )
     d = json.loads(out)["optimal_batch"]
     assert code == 0
     assert d["formula_wait"] == 8
 
 
 def test_text_output(capsys):
-    code, out, _ = run(capsys, "--policy", "elastic", "--bmax", "8", "--tokens", UNI, "--rate", "0.1", "--profile", T1)
+    code, out, _ = run(
+        capsys,
+        "--policy",
+        "elastic",
+        "--bmax",
+        "8",
+        "--tokens",
+        UNI,
+        "--rate",
+        "0.1",
+        "--profile",
+        T1,
+    )
     assert code == 0 and "E[T_b] table" in out and "response" in out
 
 
-@pytest.mark.parametrize("argv,needle", [
-    (["--policy", "fixed", "--batch", "8", "--tokens", LOGN, "--rate", "1.0", "--profile", K8], "K"),
-    (["--policy", "fixed", "--batch", "0", "--tokens", LOGN, "--rate", "0.1", "--profile", K8], "--batch"),
-    (["--policy", "dynamic", "--bmax", "-1", "--tokens", LOGN, "--rate", "0.1", "--profile", K8], "--bmax"),
-    (["--policy", "dynamic", "--batch", "4", "--tokens", LOGN, "--rate", "0.1", "--profile", K8], "--batch"),
-    (["--policy", "fixed", "--tokens", LOGN, "--rate", "0.1", "--profile", K8], "--batch"),
-    (["--policy", "dynamic", "--tokens", LOGN, "--rate", "0.1", "--profile", "k1=0,k2=0,k3=-1e-4,k4=0.01"], "k3"),
-    (["--policy", "dynamic", "--tokens", LOGN, "--rate", "0.1", "--profile", "k1=0,k2=0"], "k1"),
-    (["--policy", "dynamic", "--tokens", LOGN, "--rate", "-0.1", "--profile", K8], "rate"),
-    (["--policy", "dynamic", "--tokens", LOGN, "--rate", "0.5:0.1:0.1", "--profile", K8], "STOP"),
-    (["--policy", "dynamic", "--tokens", "lognormal:mu=7", "--rate", "0.1", "--profile", K8], "sigma"),
-    (["--policy", "dynamic", "--tokens", LOGN, "--rate", "0.5", "--profile", T1], "unstable"),
-    (["--policy", "elastic", "--optimal-batch", "--tokens", LOGN, "--rate", "0.1", "--profile", K8], "fixed"),
-])
+@pytest.mark.parametrize(
+    "argv,needle",
+    [
+        (
+            [
+                "--policy",
+                "fixed",
+                "--batch",
+                "8",
+                "--tokens",
+                LOGN,
+                "--rate",
+                "1.0",
+                "--profile",
+                K8,
+            ],
+            "K",
+        ),
+        (
+            [
+                "--policy",
+                "fixed",
+                "--batch",
+                "0",
+                "--tokens",
+                LOGN,
+                "--rate",
+                "0.1",
+                "--profile",
+                K8,
+            ],
+            "--batch",
+        ),
+        (
+            [
+                "--policy",
+                "dynamic",
+                "--bmax",
+                "-1",
+                "--tokens",
+                LOGN,
+                "--rate",
+                "0.1",
+                "--profile",
+                K8,
+            ],
+            "--bmax",
+        ),
+        (
+            [
+                "--policy",
+                "dynamic",
+                "--batch",
+                "4",
+                "--tokens",
+                LOGN,
+                "--rate",
+                "0.1",
+                "--profile",
+                K8,
+            ],
+            "--batch",
+        ),
+        (["--policy", "fixed", "--tokens", LOGN, "--rate", "0.1", "--profile", K8], "--batch"),
+        (
+            [
+                "--policy",
+                "dynamic",
+                "--tokens",
+                LOGN,
+                "--rate",
+                "0.1",
+                "--profile",
+                "k1=0,k2=0,k3=-1e-4,k4=0.01",
+            ],
+            "k3",
+        ),
+        (
+            ["--policy", "dynamic", "--tokens", LOGN, "--rate", "0.1", "--profile", "k1=0,k2=0"],
+            "k1",
+        ),
+        (["--policy", "dynamic", "--tokens", LOGN, "--rate", "-0.1", "--profile", K8], "rate"),
+        (
+            ["--policy", "dynamic", "--tokens", LOGN, "--rate", "0.5:0.1:0.1", "--profile", K8],
+            "STOP",
+        ),
+        (
+            ["--policy", "dynamic", "--tokens", "lognormal:mu=7", "--rate", "0.1", "--profile", K8],
+            "sigma",
+        ),
+        (["--policy", "dynamic", "--tokens", LOGN, "--rate", "0.5", "--profile", T1], "unstable"),
+        (
+            [
+                "--policy",
+                "elastic",
+                "--optimal-batch",
+                "--tokens",
+                LOGN,
+                "--rate",
+                "0.1",
+                "--profile",
+                K8,
+            ],
+            "fixed",
+        ),
+    ],
+)
 def test_bad_input_exit_2_one_line(capsys, argv, needle):
     code, out, err = run(capsys, *argv)
     assert code == 2

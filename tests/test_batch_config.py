@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from llmqueue.analytic.batch_time import rate_grid, resolve_batch_profile
@@ -26,32 +27,58 @@ def test_shipped_config_passes(config):
     batching.check(config, ROOT)
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda c: c["batching"].__setitem__("simulaton", {}),
-    lambda c: c["batching"]["fig6"].__setitem__("fixed_k", [8]),
-    lambda c: c["batching"]["simulation"].__setitem__("requests", 10),
-    lambda c: c["batch_profiles"]["paper_k8"].__setitem__("k3", -1e-4),
-    lambda c: c["batch_profiles"]["paper_k8"].__setitem__("k5", 1.0),
-    lambda c: c["batching"]["fig6"].__setitem__("bmax", [0]),
-    lambda c: c["batching"]["fig6"].__setitem__("fixed_K", [0]),
-    lambda c: c["batch_profiles"].__setitem__("x", {"kind": "fit", "source": "roofline-a100-80gb"}),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda c: c["batching"].__setitem__("simulaton", {}),
+        lambda c: c["batching"]["fig6"].__setitem__("fixed_k", [8]),
+        lambda c: c["batching"]["simulation"].__setitem__("requests", 10),
+        lambda c: c["batch_profiles"]["paper_k8"].__setitem__("k3", -1e-4),
+        lambda c: c["batch_profiles"]["paper_k8"].__setitem__("k5", 1.0),
+        lambda c: c["batching"]["fig6"].__setitem__("bmax", [0]),
+        lambda c: c["batching"]["fig6"].__setitem__("fixed_K", [0]),
+        lambda c: c["batch_profiles"].__setitem__(
+            "x", {"kind": "fit", "source": "roofline-a100-80gb"}
+        ),
+    ],
+)
 def test_schema_rejects(config, mutate):
     cfg = copy.deepcopy(config)
     mutate(cfg)
-    with pytest.raises(Exception):
+    with pytest.raises(WorkflowError):
         validate(cfg, str(ROOT / "workflow/schemas/config.schema.yaml"), set_default=True)
 
 
-@pytest.mark.parametrize("mutate,needle", [
-    (lambda c: c["batching"]["fig6"].__setitem__("profiles", ["nope"]), "batching.fig6.profiles"),
-    (lambda c: c["batching"]["fig5"]["panels"].__setitem__("llama", "nope"), "batching.fig5.panels.llama"),
-    (lambda c: c["batching"]["fig6"].__setitem__("tokens", "lognormal:mu=7"), "batching.fig6.tokens"),
-    (lambda c: c["batching"]["fig3"]["fig3b_tokens"].__setitem__(0, "gamma:k=2"), "fig3b_tokens[0]"),
-    (lambda c: c["batching"]["fig5"].__setitem__("bound_fit_range", [10, 2]), "bound_fit_range"),
-    (lambda c: c["batching"]["fig6"]["rates"].__setitem__("start", 0.99), "batching.fig6.rates"),
-    (lambda c: c["batch_profiles"]["paper_k8"].update(k3=0.0, k4=0.0), "k3 and k4"),
-])
+@pytest.mark.parametrize(
+    "mutate,needle",
+    [
+        (
+            lambda c: c["batching"]["fig6"].__setitem__("profiles", ["nope"]),
+            "batching.fig6.profiles",
+        ),
+        (
+            lambda c: c["batching"]["fig5"]["panels"].__setitem__("llama", "nope"),
+            "batching.fig5.panels.llama",
+        ),
+        (
+            lambda c: c["batching"]["fig6"].__setitem__("tokens", "lognormal:mu=7"),
+            "batching.fig6.tokens",
+        ),
+        (
+            lambda c: c["batching"]["fig3"]["fig3b_tokens"].__setitem__(0, "gamma:k=2"),
+            "fig3b_tokens[0]",
+        ),
+        (
+            lambda c: c["batching"]["fig5"].__setitem__("bound_fit_range", [10, 2]),
+            "bound_fit_range",
+        ),
+        (
+            lambda c: c["batching"]["fig6"]["rates"].__setitem__("start", 0.99),
+            "batching.fig6.rates",
+        ),
+        (lambda c: c["batch_profiles"]["paper_k8"].update(k3=0.0, k4=0.0), "k3 and k4"),
+    ],
+)
 def test_semantic_checks_name_the_key(config, mutate, needle):
     cfg = copy.deepcopy(config)
     mutate(cfg)
@@ -61,14 +88,24 @@ def test_semantic_checks_name_the_key(config, mutate, needle):
 
 
 def test_profile_resolution_from_fit_json():
-    fit = {"batch": {"k1": 0.002, "k2": 0.0003, "k3": 8e-6, "k4": 0.006}, "label": "roofline-predicted A100-80GB",
-           "verdict": "predicted"}
+    fit = {
+        "batch": {"k1": 0.002, "k2": 0.0003, "k3": 8e-6, "k4": 0.006},
+        "label": "roofline-predicted A100-80GB",
+        "verdict": "predicted",
+    }
     p = resolve_batch_profile("x", {"kind": "fit", "source": "s", "model": "m"}, fit)
-    assert (p.k1, p.k4, p.verdict, p.source) == (0.002, 0.006, "predicted", "roofline-predicted A100-80GB")
+    assert (p.k1, p.k4, p.verdict, p.source) == (
+        0.002,
+        0.006,
+        "predicted",
+        "roofline-predicted A100-80GB",
+    )
     with pytest.raises(InputError, match="fit.json"):
         resolve_batch_profile("x", {"kind": "fit", "source": "s", "model": "m"}, None)
     with pytest.raises(InputError, match="k3"):
-        resolve_batch_profile("x", {"kind": "fit"}, {"batch": {"k1": 0, "k2": 0, "k3": -1, "k4": 0.1}})
+        resolve_batch_profile(
+            "x", {"kind": "fit"}, {"batch": {"k1": 0, "k2": 0, "k3": -1, "k4": 0.1}}
+        )
 
 
 def test_rate_grid_follows_the_profile(config):

@@ -43,8 +43,16 @@ def exact():
 def test_simulation_within_4_sigma_of_exact_chain(exact, name, lam):
     ref = exact[name, lam]
     for seed in SEEDS:
-        res = simulate(POLICIES[name], PROFILE, LAW, lam, 60_000, warmup=2_000, batches=BATCHES,
-                       seed=np.random.SeedSequence(seed))
+        res = simulate(
+            POLICIES[name],
+            PROFILE,
+            LAW,
+            lam,
+            60_000,
+            warmup=2_000,
+            batches=BATCHES,
+            seed=np.random.SeedSequence(seed),
+        )
         for est, val in ((res.wait, ref.wait), (res.response, ref.response)):
             sigma = est.ci95 / T_QUANT
             # 4 sigma of the simulation plus the chain's discretization error (<= 1e-3 relative)
@@ -59,8 +67,17 @@ def test_eq25_equals_fixed_time_simulation(K):
     T = mean_batch_time(prof, law, K)
     w = bulk.mdk1_wait(lam, T, K)
     for seed in (7, 8, 9):
-        res = simulate(Policy("fixed", K=K), prof, law, lam, 100_000, warmup=2_000, batches=BATCHES,
-                       seed=seed, fixed_time=True)
+        res = simulate(
+            Policy("fixed", K=K),
+            prof,
+            law,
+            lam,
+            100_000,
+            warmup=2_000,
+            batches=BATCHES,
+            seed=seed,
+            fixed_time=True,
+        )
         assert abs(res.wait.mean - w) <= 4 * res.wait.ci95 / T_QUANT
         assert res.response.mean == pytest.approx(res.wait.mean + T, rel=1e-9)
 
@@ -89,9 +106,18 @@ def test_quantiles_ordered_and_elastic_not_slower_per_batch_than_padded_bound():
     assert math.isfinite(res.response_q[2])
 
 
-@pytest.mark.parametrize("kw", [dict(kind="fixed", K=0), dict(kind="fixed", K=2.5), dict(kind="dynamic", bmax=0),
-                                dict(kind="dynamic", bmax=-3), dict(kind="elastic", K=4),
-                                dict(kind="sjf"), dict(kind="fixed", K=4, bmax=8)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kind="fixed", K=0),
+        dict(kind="fixed", K=2.5),
+        dict(kind="dynamic", bmax=0),
+        dict(kind="dynamic", bmax=-3),
+        dict(kind="elastic", K=4),
+        dict(kind="sjf"),
+        dict(kind="fixed", K=4, bmax=8),
+    ],
+)
 def test_bad_policies(kw):
     with pytest.raises(InputError):
         Policy(**kw)

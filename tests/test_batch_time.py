@@ -58,14 +58,18 @@ def test_eq20_linear_bound_and_eq24():
     assert (a, t0) == pytest.approx((0.01 + 0.5, 0.77 + 21.53))
     for b in (1, 5, 40):
         assert bt.mean_batch_time(PROFILE, law, b) <= a * b + t0 + 1e-12
-        assert bt.throughput(PROFILE, law, b) == pytest.approx(b / bt.mean_batch_time(PROFILE, law, b))
+        assert bt.throughput(PROFILE, law, b) == pytest.approx(
+            b / bt.mean_batch_time(PROFILE, law, b)
+        )
 
 
 def test_fig3b_shapes():
     """mu_b rises for U(0,2000) and TN(800,20); interior max for LogNormal(7,0.7) (paper_k8)."""
     p = BatchLatency(0, 0, 3.1e-4, 2.48e-3)
-    mus = {s: [bt.throughput(p, parse_law(s), b) for b in range(1, 65)]
-           for s in ("uniform:low=0,high=2000", "truncnorm:mean=800,sd=20", "lognormal:mu=7,sigma=0.7")}
+    mus = {
+        s: [bt.throughput(p, parse_law(s), b) for b in range(1, 65)]
+        for s in ("uniform:low=0,high=2000", "truncnorm:mean=800,sd=20", "lognormal:mu=7,sigma=0.7")
+    }
     assert np.all(np.diff(mus["uniform:low=0,high=2000"]) > 0)
     assert np.all(np.diff(mus["truncnorm:mean=800,sd=20"]) > 0)
     arg = int(np.argmax(mus["lognormal:mu=7,sigma=0.7"])) + 1
@@ -82,8 +86,13 @@ def test_elastic_identity_equals_eq26_order_statistics():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.floats(0, 5000, allow_nan=False), min_size=1, max_size=40),
-       st.floats(0, 1), st.floats(0, 5), st.floats(0, 1e-3), st.floats(1e-4, 0.05))
+@given(
+    st.lists(st.floats(0, 5000, allow_nan=False), min_size=1, max_size=40),
+    st.floats(0, 1),
+    st.floats(0, 5),
+    st.floats(0, 1e-3),
+    st.floats(1e-4, 0.05),
+)
 def test_elastic_reply_never_later_than_padded(lengths, k1, k2, k3, k4):
     prof = BatchLatency(k1, k2, k3, k4)
     n = np.array(lengths)
@@ -91,7 +100,9 @@ def test_elastic_reply_never_later_than_padded(lengths, k1, k2, k3, k4):
     padded = prof.batch_time(n.size, n.max())
     assert np.all(c <= padded * (1 + 1e-12) + 1e-12)
     # the last reply ends the batch: t1 + k4 max + k3 sum (Eq. 26 summed)
-    assert c.max() == pytest.approx(prof.t1(n.size) + k4 * n.max() + k3 * n.sum(), rel=1e-9, abs=1e-9)
+    assert c.max() == pytest.approx(
+        prof.t1(n.size) + k4 * n.max() + k3 * n.sum(), rel=1e-9, abs=1e-9
+    )
     # shorter replies never come back later
     order = np.argsort(n, kind="stable")
     assert np.all(np.diff(c[order]) >= -1e-9)

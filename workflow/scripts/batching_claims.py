@@ -37,7 +37,19 @@ def add(cid, ours, note, profile, miss="", claim_suffix=""):
     bs = verdict_of(profile) == "back_solved"
     if bs:
         note = f"{note}; profile {profile} is back-solved (from claim 8a), so the row is back_solved whatever the numbers"
-    rows.append(judge(cid, claim, float(r["paper"]), ours, str(r["unit"]), tol, note, back_solved=bs, miss_reason=miss))
+    rows.append(
+        judge(
+            cid,
+            claim,
+            float(r["paper"]),
+            ours,
+            str(r["unit"]),
+            tol,
+            note,
+            back_solved=bs,
+            miss_reason=miss,
+        )
+    )
     print(cid, ours, rows[-1].verdict, file=log)
 
 
@@ -61,43 +73,93 @@ for pi, name in enumerate(BAT["fig3"]["profiles"][:2]):
         add(cid, ours, note, name, miss)
 
 # ---- claim 7: Fig. 5 ------------------------------------------------------------------------
-ids7 = {"llama": ("7a", "7b", "7c", "7j"), "alpaca": ("7d", "7e", "7f", "7k"), "chatglm": ("7g", "7h", "7i", "7l")}
+ids7 = {
+    "llama": ("7a", "7b", "7c", "7j"),
+    "alpaca": ("7d", "7e", "7f", "7k"),
+    "chatglm": ("7g", "7h", "7i", "7l"),
+}
 for path in sm.input.fig5:
     df = pd.read_csv(path)
     panel = path.rsplit("_", 1)[-1].removesuffix(".csv")
     pname = BAT["fig5"]["panels"][panel]
     dyn = df[(df["policy"] == "dynamic") & ~df["unstable"].astype(bool)].sort_values("rate_per_s")
     ela = df[(df["policy"] == "elastic") & ~df["unstable"].astype(bool)].sort_values("rate_per_s")
-    grid = f"lambda = {dyn['rate_per_s'].min():.4g}..{dyn['rate_per_s'].max():.4g}/s ({len(dyn)} points, " \
-           f"{BAT['fig5']['rates']['start']}..{BAT['fig5']['rates']['stop']} of max mu_b over b <= {BAT['fig5']['b_range']})"
+    grid = (
+        f"lambda = {dyn['rate_per_s'].min():.4g}..{dyn['rate_per_s'].max():.4g}/s ({len(dyn)} points, "
+        f"{BAT['fig5']['rates']['start']}..{BAT['fig5']['rates']['stop']} of max mu_b over b <= {BAT['fig5']['b_range']})"
+    )
     src = df["profile_source"].iloc[0]
     c_a, c_b, c_c, c_fit = ids7[panel]
     gap = float(np.max(np.abs(dyn["bound_response"] - dyn["sim_response"]) / dyn["sim_response"]))
-    gap_exact = float(np.max(np.abs(dyn["bound_response"] - dyn["exact_response"]) / dyn["exact_response"]))
-    add(c_a, gap, f"{panel} ({src}); alpha_b, tau0 from Eq. (20) with m2 = 1000: "
+    gap_exact = float(
+        np.max(np.abs(dyn["bound_response"] - dyn["exact_response"]) / dyn["exact_response"])
+    )
+    add(
+        c_a,
+        gap,
+        f"{panel} ({src}); alpha_b, tau0 from Eq. (20) with m2 = 1000: "
         f"({dyn['bound_alpha'].iloc[0]:.4g} s, {dyn['bound_tau0'].iloc[0]:.4g} s); {grid}; vs exact chain {gap_exact:.3g}",
-        pname, "the bound sits above the simulation by more than 5%: Eq. (20) uses m2 where E[L_b] = m2 b/(b+1) (2x at b = 1)")
-    gapf = float(np.max(np.abs(dyn["bound_fit_response"] - dyn["sim_response"]) / dyn["sim_response"]))
-    rows_fit_note = f"{panel} ({src}); alpha_b, tau0 = least squares of E[T_b] over b = {BAT['fig5'].get('bound_fit_range')} " \
-                    f"({dyn['bound_fit_alpha'].iloc[0]:.4g} s, {dyn['bound_fit_tau0'].iloc[0]:.4g} s); {grid}"
-    add(c_fit, gapf, rows_fit_note, pname, "the fitted-line bound misses the simulation by more than 5%",
-        claim_suffix=" (reading: fitted alpha_b, tau0)")
+        pname,
+        "the bound sits above the simulation by more than 5%: Eq. (20) uses m2 where E[L_b] = m2 b/(b+1) (2x at b = 1)",
+    )
+    gapf = float(
+        np.max(np.abs(dyn["bound_fit_response"] - dyn["sim_response"]) / dyn["sim_response"])
+    )
+    rows_fit_note = (
+        f"{panel} ({src}); alpha_b, tau0 = least squares of E[T_b] over b = {BAT['fig5'].get('bound_fit_range')} "
+        f"({dyn['bound_fit_alpha'].iloc[0]:.4g} s, {dyn['bound_fit_tau0'].iloc[0]:.4g} s); {grid}"
+    )
+    add(
+        c_fit,
+        gapf,
+        rows_fit_note,
+        pname,
+        "the fitted-line bound misses the simulation by more than 5%",
+        claim_suffix=" (reading: fitted alpha_b, tau0)",
+    )
     m = dyn.merge(ela, on="rate_per_s", suffixes=("_d", "_e"))
-    below = bool(np.all(m["exact_response_e"] < m["exact_response_d"]) and np.all(m["sim_response_e"] < m["sim_response_d"]))
-    add(c_b, float(below), f"{panel}; exact chain and simulation, mean response; {grid}", pname,
-        "elastic is not below dynamic at every lambda")
+    below = bool(
+        np.all(m["exact_response_e"] < m["exact_response_d"])
+        and np.all(m["sim_response_e"] < m["sim_response_d"])
+    )
+    add(
+        c_b,
+        float(below),
+        f"{panel}; exact chain and simulation, mean response; {grid}",
+        pname,
+        "elastic is not below dynamic at every lambda",
+    )
     gaps = (m["exact_response_d"] - m["exact_response_e"]).to_numpy()
     widen = bool(np.all(np.diff(gaps) > 0))
-    add(c_c, float(widen), f"{panel}; exact chain gap dynamic - elastic from {gaps[0]:.3g} s to {gaps[-1]:.3g} s; {grid}",
-        pname, "the gap does not grow monotonically")
+    add(
+        c_c,
+        float(widen),
+        f"{panel}; exact chain gap dynamic - elastic from {gaps[0]:.3g} s to {gaps[-1]:.3g} s; {grid}",
+        pname,
+        "the gap does not grow monotonically",
+    )
 
 # ---- claim 8: Fig. 6a ------------------------------------------------------------------------
 f6 = BAT["fig6"]
 lam8 = float(f6["claim_rate"])
-ids8 = {0: {"8a": "formula_wait", "8b": "sim_wait", "8c": "sim_response", "8e": "formula_response",
-            "8f": "exact_wait", "8g": "exact_response"},
-        1: {"8h": "formula_wait", "8i": "sim_wait", "8j": "sim_response", "8k": "formula_response",
-            "8l": "exact_wait", "8m": "exact_response"}}
+ids8 = {
+    0: {
+        "8a": "formula_wait",
+        "8b": "sim_wait",
+        "8c": "sim_response",
+        "8e": "formula_response",
+        "8f": "exact_wait",
+        "8g": "exact_response",
+    },
+    1: {
+        "8h": "formula_wait",
+        "8i": "sim_wait",
+        "8j": "sim_response",
+        "8k": "formula_response",
+        "8l": "exact_wait",
+        "8m": "exact_response",
+    },
+}
 for pi, path in enumerate(sm.input.kstar[:2]):
     ks = pd.read_csv(path)
     pname = ks["profile"].iloc[0]
@@ -105,8 +167,13 @@ for pi, path in enumerate(sm.input.kstar[:2]):
     for cid, col in ids8[pi].items():
         krange = f"K = {int(ks['K'].min())}..{int(ks['K'].max())}, lambda = {lam8}"
         if stable.empty or stable[col].isna().all():
-            add(cid, math.nan, f"{krange}: every K is unstable (lambda E[T_K] >= K)", pname,
-                f"lambda = {lam8} exceeds K/E[T_K] for every K in the grid: no optimum exists")
+            add(
+                cid,
+                math.nan,
+                f"{krange}: every K is unstable (lambda E[T_K] >= K)",
+                pname,
+                f"lambda = {lam8} exceeds K/E[T_K] for every K in the grid: no optimum exists",
+            )
             continue
         s = stable.dropna(subset=[col])
         k = int(s.loc[s[col].idxmin(), "K"])
@@ -133,11 +200,18 @@ try:
     exact_txt = f"exact chain (b_max = inf) {ex.response:.4g} s"
 except UnstableError as err:
     exact_txt = f"exact chain (b_max = inf): {err}"
-txt = "; ".join(f"{r[0]}: alpha_b = {r[1]:.4g} s, tau0 = {r[2]:.4g} s -> {r[3]:.4g} s" for r in readings)
+txt = "; ".join(
+    f"{r[0]}: alpha_b = {r[1]:.4g} s, tau0 = {r[2]:.4g} s -> {r[3]:.4g} s" for r in readings
+)
 finite = [r for r in readings if math.isfinite(r[3])]
 best = min(finite, key=lambda r: abs(r[3] - 125.0)) if finite else None
-add("8d", best[3] if best else math.nan, f"readings of Eq. (16) tried: {txt}; {exact_txt}; ours = the reading closest to 125 s",
-    name0, "no reading of Eq. (16) gives about 125 s (equations.md: natural readings give 18-23 s)")
+add(
+    "8d",
+    best[3] if best else math.nan,
+    f"readings of Eq. (16) tried: {txt}; {exact_txt}; ours = the reading closest to 125 s",
+    name0,
+    "no reading of Eq. (16) gives about 125 s (equations.md: natural readings give 18-23 s)",
+)
 
 # the same readings under the second (independent) profile
 if len(f6["profiles"]) > 1:
@@ -151,11 +225,21 @@ if len(f6["profiles"]) > 1:
         except UnstableError:
             rd.append((f"fit b={lo}..{hi}", a, t, math.inf))
     fin1 = [r for r in rd if math.isfinite(r[3])]
-    txt1 = "; ".join(f"{r[0]}: alpha_b = {r[1]:.4g} s, tau0 = {r[2]:.4g} s -> "
-                     f"{'unstable (lambda alpha_b >= 1)' if math.isinf(r[3]) else f'{r[3]:.4g} s'}" for r in rd)
+    txt1 = "; ".join(
+        f"{r[0]}: alpha_b = {r[1]:.4g} s, tau0 = {r[2]:.4g} s -> "
+        f"{'unstable (lambda alpha_b >= 1)' if math.isinf(r[3]) else f'{r[3]:.4g} s'}"
+        for r in rd
+    )
     b1 = min(fin1, key=lambda r: abs(r[3] - 125.0)) if fin1 else None
-    add("8n", b1[3] if b1 else math.nan, f"readings of Eq. (16) tried: {txt1}", name1,
-        "no reading gives about 125 s" if b1 else f"lambda = {lam8} is beyond the stability of Eq. (16) (lambda alpha_b >= 1) for every reading")
+    add(
+        "8n",
+        b1[3] if b1 else math.nan,
+        f"readings of Eq. (16) tried: {txt1}",
+        name1,
+        "no reading gives about 125 s"
+        if b1
+        else f"lambda = {lam8} is beyond the stability of Eq. (16) (lambda alpha_b >= 1) for every reading",
+    )
 
 # ---- claim 9: Fig. 6b ------------------------------------------------------------------------
 ids9 = {0: ("9a", "9b", "9c"), 1: ("9d", "9e", "9f")}
@@ -173,29 +257,56 @@ for pi, path in enumerate(sm.input.fig6b[:2]):
     for bm, s in fin.groupby("bmax"):
         v = s.set_index("rate_per_s").loc[lo, "exact_response"]
         if bm >= q:
-            diffs.append((int(bm), float(abs(v - inf.loc[lo, "exact_response"]) / inf.loc[lo, "exact_response"])))
+            diffs.append(
+                (
+                    int(bm),
+                    float(abs(v - inf.loc[lo, "exact_response"]) / inf.loc[lo, "exact_response"]),
+                )
+            )
     ok = bool(diffs) and all(d < 0.01 for _, d in diffs)
     c9a, c9b, c9c = ids9[pi]
-    add(c9a, float(ok), f"lambda = {lo:.4g}/s; mean batch at b_max = inf {q:.3g}; relative gaps of exact response "
-        f"{[(b, round(d, 5)) for b, d in diffs]} (predicate: all < 1%)", pname, "a finite b_max differs by >= 1%")
+    add(
+        c9a,
+        float(ok),
+        f"lambda = {lo:.4g}/s; mean batch at b_max = inf {q:.3g}; relative gaps of exact response "
+        f"{[(b, round(d, 5)) for b, d in diffs]} (predicate: all < 1%)",
+        pname,
+        "a finite b_max differs by >= 1%",
+    )
     fin_ok = fin[~fin["unstable"].astype(bool)]
     hi = float(fin_ok["rate_per_s"].max())  # the highest lambda where some finite b_max is stable
     best_fin = fin_ok[fin_ok["rate_per_s"] == hi]["exact_response"].min()
     best_bm = int(fin_ok.loc[fin_ok[fin_ok["rate_per_s"] == hi]["exact_response"].idxmin(), "bmax"])
     inf_hi = inf.loc[hi]
     inf_val = math.inf if bool(inf_hi["unstable"]) else float(inf_hi["exact_response"])
-    first_bad = inf[inf["unstable"].astype(bool)].index.min() if inf["unstable"].astype(bool).any() else None
-    add(c9b, float(best_fin < inf_val), f"highest lambda with a stable finite b_max: {hi:.4g}/s; there b_max = {best_bm} "
+    first_bad = (
+        inf[inf["unstable"].astype(bool)].index.min()
+        if inf["unstable"].astype(bool).any()
+        else None
+    )
+    add(
+        c9b,
+        float(best_fin < inf_val),
+        f"highest lambda with a stable finite b_max: {hi:.4g}/s; there b_max = {best_bm} "
         f"gives {best_fin:.4g} s (exact response) vs b_max = inf {'unstable' if math.isinf(inf_val) else f'{inf_val:.4g} s'}; "
         f"b_max = inf unstable (escape probability > escape_tol per batch) from lambda = "
         f"{'none' if first_bad is None else f'{first_bad:.4g}'}/s; {grid}",
-        pname, "b_max = inf is no worse at the highest lambda")
+        pname,
+        "b_max = inf is no worse at the highest lambda",
+    )
     ela = df[df["policy"] == "elastic"].set_index("rate_per_s")
-    both = [x for x in lams if not bool(inf.loc[x, "unstable"]) and not bool(ela.loc[x, "unstable"])]
+    both = [
+        x for x in lams if not bool(inf.loc[x, "unstable"]) and not bool(ela.loc[x, "unstable"])
+    ]
     better = all(ela.loc[x, "exact_response"] < inf.loc[x, "exact_response"] for x in both)
-    add(c9c, float(better and len(both) > 0), f"mean response, exact chain, at the {len(both)} lambdas where dynamic "
-        f"(b_max = inf) is stable; elastic stays stable at all {len(lams)}; {grid}", pname,
-        "elastic is not below dynamic everywhere")
+    add(
+        c9c,
+        float(better and len(both) > 0),
+        f"mean response, exact chain, at the {len(both)} lambdas where dynamic "
+        f"(b_max = inf) is stable; elastic stays stable at all {len(lams)}; {grid}",
+        pname,
+        "elastic is not below dynamic everywhere",
+    )
 
 write_csv(claims_frame(rows), sm.output[0])
 log.close()

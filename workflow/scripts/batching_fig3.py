@@ -22,8 +22,13 @@ with open(sm.log[0], "w") as log:
     for b in bs:
         rng = np.random.default_rng(seed_for(sm.params.seed, 3, int(b)))
         x = la.sample(rng, int(cfg["mc_samples"]) * int(b)).reshape(-1, int(b)).max(axis=1)
-        row = {"b": int(b), "tokens": la.spec, "EL": bt.expected_max(la, int(b)),
-               "EL_mc": x.mean(), "EL_mc_ci95": 1.96 * x.std(ddof=1) / math.sqrt(x.size)}
+        row = {
+            "b": int(b),
+            "tokens": la.spec,
+            "EL": bt.expected_max(la, int(b)),
+            "EL_mc": x.mean(),
+            "EL_mc_ci95": 1.96 * x.std(ddof=1) / math.sqrt(x.size),
+        }
         for n, p in profiles.items():  # Eq. (18) and (26) in expectation
             row[f"ET_{n}"] = float(p.t1(b) + p.t2(b) * row["EL"])
             row[f"ET_elastic_{n}"] = float(p.t1(b) + p.k4 * row["EL"] + p.k3 * b * la.mean())
@@ -35,7 +40,15 @@ with open(sm.log[0], "w") as log:
         for spec in cfg["fig3b_tokens"]:
             for b, eb in zip(bs, el[spec], strict=True):
                 et = float(p.t1(b) + p.t2(b) * eb)  # Eq. (18)
-                rows.append({"profile": n, "verdict": p.verdict, "tokens": spec, "b": int(b),
-                             "ET": et, "mu": b / et})
+                rows.append(
+                    {
+                        "profile": n,
+                        "verdict": p.verdict,
+                        "tokens": spec,
+                        "b": int(b),
+                        "ET": et,
+                        "mu": b / et,
+                    }
+                )
     write_csv(pd.DataFrame(rows), sm.output.fig3b)
     print("fig3 done", file=log)

@@ -18,7 +18,8 @@ for i, (name, cfg) in enumerate(sm.params.profiles.items()):
         fit = fits[f"results/profiling/{cfg['source']}/{cfg['model']}/fit.json"]
     profiles[name] = resolve_linear_profile(name, cfg, fit)
     tables[name] = {
-        key: pd.read_csv(sm.input[key][i]) for key in ("patient", "impatient", "tradeoff", "gamma_sweep")
+        key: pd.read_csv(sm.input[key][i])
+        for key in ("patient", "impatient", "tradeoff", "gamma_sweep")
     }
 rows = claims_rows(
     pd.read_csv(sm.input.reference, dtype={"id": str}),

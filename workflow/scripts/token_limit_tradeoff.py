@@ -12,5 +12,9 @@ law = parse_law(tl["tokens"])
 patient = pd.read_csv(sm.input.patient)
 impatient = pd.read_csv(sm.input.impatient)
 write_csv(tradeoff_table(law, patient, impatient, tl["tradeoff"]), sm.output.tradeoff)
-sweep = tl["tradeoff"].get("gamma_sweep", {"start": tl["tradeoff"]["gamma"], "stop": tl["tradeoff"]["gamma"], "step": 1})
-write_csv(gamma_sweep_table(law, patient, impatient, tl["tradeoff"], grid(sweep)), sm.output.gamma_sweep)
+sweep = tl["tradeoff"].get(
+    "gamma_sweep", {"start": tl["tradeoff"]["gamma"], "stop": tl["tradeoff"]["gamma"], "step": 1}
+)
+write_csv(
+    gamma_sweep_table(law, patient, impatient, tl["tradeoff"], grid(sweep)), sm.output.gamma_sweep
+)

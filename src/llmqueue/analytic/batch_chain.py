@@ -103,7 +103,9 @@ def _poisson_mix_nb(mu, w, n):
 
 def _poisson_mix(mu: np.ndarray, w: np.ndarray, n: int) -> np.ndarray:
     """sum_k w_k * Poisson(j; mu_k) for j = 0..n-1 (terms below 1e-20 of a node's mode dropped)."""
-    return _poisson_mix_nb(np.ascontiguousarray(mu, dtype=float), np.ascontiguousarray(w, dtype=float), int(n))
+    return _poisson_mix_nb(
+        np.ascontiguousarray(mu, dtype=float), np.ascontiguousarray(w, dtype=float), int(n)
+    )
 
 
 class PaddedModel(_Model):
@@ -215,7 +217,9 @@ class FixedTimeModel(_Model):
         return stats.poisson.pmf(np.arange(n), lam * self.stats(b).mean_d)
 
 
-def model_for(policy: Policy, profile: BatchLatency, law: TokenLaw, fixed_time: bool = False, h: float = 0.04) -> _Model:
+def model_for(
+    policy: Policy, profile: BatchLatency, law: TokenLaw, fixed_time: bool = False, h: float = 0.04
+) -> _Model:
     """The batch-time model a policy implies (elastic -> ElasticModel; fixed_time -> E[T_b])."""
     if fixed_time:
         if policy.elastic:
@@ -240,7 +244,7 @@ class ChainResult:
 
 def _policy_b(policy: Policy, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if policy.kind == "fixed":
-        b = np.full_like(x, int(policy.K))
+        b = np.full_like(x, policy.k)
     else:
         b = np.minimum(np.maximum(x, 1), policy.cap)
     r = np.maximum(x - b, 0)
@@ -259,7 +263,7 @@ def _solve_truncated(model: _Model, lam: float, policy: Policy, S: int):
         row = pmf[:n]
         tot = row.sum()
         overflow[i] = max(0.0, 1.0 - tot)
-        P[i, int(r[i]):] = row / tot
+        P[i, int(r[i]) :] = row / tot
     A = P.T - np.eye(S + 1)
     A[-1, :] = 1.0
     rhs = np.zeros(S + 1)
@@ -285,12 +289,12 @@ def solve(
     bcap = policy.K if policy.kind == "fixed" else (None if policy.bmax is None else policy.bmax)
     S_cut = None
     if bcap is not None:
-        ed = model.stats(int(bcap)).mean_d
-        if lam * ed >= bcap:
+        ed_cap = model.stats(int(bcap)).mean_d
+        if lam * ed_cap >= bcap:
             what = "K" if policy.kind == "fixed" else "b_max"
             raise UnstableError(
-                f"{policy.label()}: lambda*E[T_b] = {lam * ed:.4g} >= {what} = {bcap} at b = {bcap} "
-                f"(lambda = {lam:g}/s, E[T_b] = {ed:.4g} s); need lambda < {bcap / ed:.6g}/s"
+                f"{policy.label()}: lambda*E[T_b] = {lam * ed_cap:.4g} >= {what} = {bcap} at b = {bcap} "
+                f"(lambda = {lam:g}/s, E[T_b] = {ed_cap:.4g} s); need lambda < {bcap / ed_cap:.6g}/s"
             )
         S = max(64, min(4 * int(bcap), 256))
     else:
@@ -327,7 +331,9 @@ def solve(
         if leak <= tol:
             break
         if S >= s_max and leak <= escape_tol:
-            notes.append(f"state space cut at {S} waiting requests; mass {leak:.2e} per batch leaves it")
+            notes.append(
+                f"state space cut at {S} waiting requests; mass {leak:.2e} per batch leaves it"
+            )
             break
         if S >= s_max:
             raise UnstableError(
@@ -336,23 +342,26 @@ def solve(
             )
         S = min(2 * S, s_max)
     if S_cut is not None and not any(n.startswith("metastable") for n in notes):
-        notes.append(f"metastable: lambda*E[T_b] >= b for b >= {S_cut}, beyond the state space kept "
-                     f"({S_use}); mass {leak:.2e} per batch leaves it")
+        notes.append(
+            f"metastable: lambda*E[T_b] >= b for b >= {S_cut}, beyond the state space kept "
+            f"({S_use}); mass {leak:.2e} per batch leaves it"
+        )
     st = [model.stats(int(v)) for v in b]
     ed = np.array([s.mean_d for s in st])
     ed2 = np.array([s.mean_d2 for s in st])
     resp = np.array([s.response_sum for s in st])
     area = r * ed + 0.5 * lam * ed2
     if policy.kind == "fixed":
-        K = int(policy.K)
+        K = policy.k
         x = np.arange(b.size)
         collect = np.where(x < K, (K * (K - 1) / 2 - x * (x - 1) / 2) / lam, 0.0)
         area = area + collect
     served = float(pi @ b)
     wait = float(pi @ area) / served
     response = float(pi @ (area + resp)) / served
-    return ChainResult(wait, response, served, float(pi @ ed), int(b.size - 1), leak,
-                       S_cut is not None, notes)
+    return ChainResult(
+        wait, response, served, float(pi @ ed), int(b.size - 1), leak, S_cut is not None, notes
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -379,21 +388,36 @@ def evaluate_point(
 
     nan = math.nan
     row: dict = {
-        "policy": policy.kind, "K": policy.K if policy.kind == "fixed" else nan,
+        "policy": policy.kind,
+        "K": policy.K if policy.kind == "fixed" else nan,
         "bmax": (nan if policy.bmax is None else policy.bmax) if policy.kind != "fixed" else nan,
-        "rate_per_s": lam, "unstable": False, "metastable": False, "note": "",
-        "formula_wait": nan, "formula_response": nan, "bound_response": nan,
-        "exact_wait": nan, "exact_response": nan, "exact_mean_batch": nan,
-        "sim_wait": nan, "sim_wait_ci95": nan, "sim_response": nan, "sim_response_ci95": nan,
-        "sim_wait_p50": nan, "sim_wait_p95": nan, "sim_wait_p99": nan,
-        "sim_response_p50": nan, "sim_response_p95": nan, "sim_response_p99": nan,
+        "rate_per_s": lam,
+        "unstable": False,
+        "metastable": False,
+        "note": "",
+        "formula_wait": nan,
+        "formula_response": nan,
+        "bound_response": nan,
+        "exact_wait": nan,
+        "exact_response": nan,
+        "exact_mean_batch": nan,
+        "sim_wait": nan,
+        "sim_wait_ci95": nan,
+        "sim_response": nan,
+        "sim_response_ci95": nan,
+        "sim_wait_p50": nan,
+        "sim_wait_p95": nan,
+        "sim_wait_p99": nan,
+        "sim_response_p50": nan,
+        "sim_response_p95": nan,
+        "sim_response_p99": nan,
         "sim_mean_batch": nan,
     }
     notes = []
     if policy.kind == "fixed":
-        T = mean_batch_time(profile, law, int(policy.K))
+        T = mean_batch_time(profile, law, policy.k)
         try:
-            w = bulk.mdk1_wait(lam, T, int(policy.K))
+            w = bulk.mdk1_wait(lam, T, policy.k)
             row["formula_wait"], row["formula_response"] = w, w + T
         except UnstableError as err:
             row["unstable"] = True
@@ -414,14 +438,31 @@ def evaluate_point(
             row["unstable"] = True
             notes.append(str(err))
     if sim is not None and not row["unstable"]:
-        r = simulate(policy, profile, law, lam, int(sim["requests"]), int(sim.get("warmup", 10_000)),
-                     int(sim.get("batches", 40)), seed, bool(sim.get("fixed_time", False)))
-        row.update({
-            "sim_wait": r.wait.mean, "sim_wait_ci95": r.wait.ci95,
-            "sim_response": r.response.mean, "sim_response_ci95": r.response.ci95,
-            "sim_wait_p50": r.wait_q[0], "sim_wait_p95": r.wait_q[1], "sim_wait_p99": r.wait_q[2],
-            "sim_response_p50": r.response_q[0], "sim_response_p95": r.response_q[1],
-            "sim_response_p99": r.response_q[2], "sim_mean_batch": r.mean_batch,
-        })
+        r = simulate(
+            policy,
+            profile,
+            law,
+            lam,
+            int(sim["requests"]),
+            int(sim.get("warmup", 10_000)),
+            int(sim.get("batches", 40)),
+            seed,
+            bool(sim.get("fixed_time", False)),
+        )
+        row.update(
+            {
+                "sim_wait": r.wait.mean,
+                "sim_wait_ci95": r.wait.ci95,
+                "sim_response": r.response.mean,
+                "sim_response_ci95": r.response.ci95,
+                "sim_wait_p50": r.wait_q[0],
+                "sim_wait_p95": r.wait_q[1],
+                "sim_wait_p99": r.wait_q[2],
+                "sim_response_p50": r.response_q[0],
+                "sim_response_p95": r.response_q[1],
+                "sim_response_p99": r.response_q[2],
+                "sim_mean_batch": r.mean_batch,
+            }
+        )
     row["note"] = "; ".join(notes)
     return row

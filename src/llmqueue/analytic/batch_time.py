@@ -74,8 +74,15 @@ def expected_max_truncnorm(law: TruncNormLaw, b: int) -> float:
     b = _check_b(b)
     lo, hi = law.low, law.high
     pts = sorted({float(law.ppf(q)) for q in (0.01, 0.1, 0.5, 0.9, 0.99)} - {lo, hi})
-    val, _ = integrate.quad(lambda x: float(law.cdf(x)) ** b, lo, hi, points=pts or None,
-                            limit=400, epsabs=1e-9, epsrel=1e-11)
+    val, _ = integrate.quad(
+        lambda x: float(law.cdf(x)) ** b,
+        lo,
+        hi,
+        points=pts or None,
+        limit=400,
+        epsabs=1e-9,
+        epsrel=1e-11,
+    )
     return float(hi - val)
 
 
@@ -104,7 +111,9 @@ def expected_max(law: TokenLaw, b: int) -> float:
 def _tail_integral(func, lo: float, hi: float, law: TokenLaw) -> float:
     pts = sorted({float(law.ppf(q)) for q in (0.1, 0.5, 0.9, 0.99)} - {lo, hi})
     pts = [p for p in pts if lo < p < hi]
-    return float(integrate.quad(func, lo, hi, points=pts or None, limit=400, epsabs=1e-9, epsrel=1e-11)[0])
+    return float(
+        integrate.quad(func, lo, hi, points=pts or None, limit=400, epsabs=1e-9, epsrel=1e-11)[0]
+    )
 
 
 def mean_batch_time(profile: BatchLatency, law: TokenLaw, b: int) -> float:
@@ -132,8 +141,9 @@ def uniform_linear_bound(profile: BatchLatency, m2: float) -> tuple[float, float
     return profile.k1 + profile.k3 * m2, profile.k2 + profile.k4 * m2
 
 
-def fit_alpha_tau(profile: BatchLatency, law: TokenLaw, b_lo: int, b_hi: int,
-                  elastic: bool = False) -> tuple[float, float]:
+def fit_alpha_tau(
+    profile: BatchLatency, law: TokenLaw, b_lo: int, b_hi: int, elastic: bool = False
+) -> tuple[float, float]:
     """Least-squares line E[T_b] ~ alpha_b*b + tau0 over b = b_lo..b_hi (s/request, s)."""
     if not (1 <= b_lo < b_hi):
         raise InputError(f"fit range needs 1 <= b_lo < b_hi, got {b_lo}..{b_hi}")
@@ -253,8 +263,7 @@ def batch_stats(profile: BatchLatency, dlaw: DiscreteLaw, b: int, elastic: bool)
     else:
         ems = em2
     ed = t1 + k4 * em + k3 * es
-    ed2 = (t1 * t1 + 2 * t1 * (k4 * em + k3 * es) + k4 * k4 * em2 + 2 * k4 * k3 * ems
-           + k3 * k3 * es2)
+    ed2 = t1 * t1 + 2 * t1 * (k4 * em + k3 * es) + k4 * k4 * em2 + 2 * k4 * k3 * ems + k3 * k3 * es2
     # E[min(N1, N2)] = sum_k x_k * P(min = x_k), P(min >= x_k) = (1 - Fprev_k)^2
     sf_prev = 1.0 - Fprev
     sf = 1.0 - F
@@ -272,28 +281,48 @@ def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> Batc
     kind = cfg.get("kind", "fixed")
     if kind == "fixed":
         try:
-            k = [float(cfg[key]) for key in ("k1", "k2", "k3", "k4")]
+            k1, k2, k3, k4 = (float(cfg[key]) for key in ("k1", "k2", "k3", "k4"))
         except KeyError as err:
-            raise InputError(f"batch_profiles.{name}: kind fixed needs k1, k2, k3, k4 ({err} missing)") from None
-        return BatchLatency(*k, name=name, source=str(cfg.get("description", "config")),
-                            verdict=str(cfg.get("verdict", "independent")))
+            raise InputError(
+                f"batch_profiles.{name}: kind fixed needs k1, k2, k3, k4 ({err} missing)"
+            ) from None
+        return BatchLatency(
+            k1,
+            k2,
+            k3,
+            k4,
+            name=name,
+            source=str(cfg.get("description", "config")),
+            verdict=str(cfg.get("verdict", "independent")),
+        )
     if kind == "fit":
         if fit is None or "batch" not in fit:
-            raise InputError(f"batch_profiles.{name}: needs its fit.json with a 'batch' entry "
-                             f"(results/profiling/{cfg.get('source')}/{cfg.get('model')}/fit.json)")
+            raise InputError(
+                f"batch_profiles.{name}: needs its fit.json with a 'batch' entry "
+                f"(results/profiling/{cfg.get('source')}/{cfg.get('model')}/fit.json)"
+            )
         bb = fit["batch"]
-        return BatchLatency(float(bb["k1"]), float(bb["k2"]), float(bb["k3"]), float(bb["k4"]), name=name,
-                            source=str(fit.get("label", cfg.get("source"))),
-                            verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))))
+        return BatchLatency(
+            float(bb["k1"]),
+            float(bb["k2"]),
+            float(bb["k3"]),
+            float(bb["k4"]),
+            name=name,
+            source=str(fit.get("label", cfg.get("source"))),
+            verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))),
+        )
     raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
 
 
-def rate_grid(profile: BatchLatency, law: TokenLaw, b_range: int, start: float, stop: float,
-              step: float) -> tuple[FloatArray, float, int]:
+def rate_grid(
+    profile: BatchLatency, law: TokenLaw, b_range: int, start: float, stop: float, step: float
+) -> tuple[FloatArray, float, int]:
     """lambda grid = fractions (start..stop by step) of the best mu_b over b = 1..b_range, so no
     point is drawn in an unstable region by accident. Returns (rates, best mu_b, its b)."""
     if not (0 < start <= stop < 1.0 + 1e-12) or step <= 0:
-        raise InputError(f"rate fractions need 0 < start <= stop <= 1 and step > 0, got {start}, {stop}, {step}")
+        raise InputError(
+            f"rate fractions need 0 < start <= stop <= 1 and step > 0, got {start}, {stop}, {step}"
+        )
     b_best, mu = best_throughput(profile, law, b_range)
     fr = np.round(np.arange(start, stop + step / 2, step), 10)
     return fr * mu, mu, b_best

@@ -56,7 +56,9 @@ def roots_in_disc(a: float, K: int, tol: float = 1e-14, max_iter: int = 100000) 
             break
     resid = np.abs(z**K - np.exp(a * (z - 1)))
     if np.any(resid > 1e-9) or np.any(np.abs(z) > 1 + 1e-12):
-        raise RuntimeError(f"root finding for K = {K}, a = {a} did not converge (residual {resid.max():.2e})")
+        raise RuntimeError(
+            f"root finding for K = {K}, a = {a} did not converge (residual {resid.max():.2e})"
+        )
     return z
 
 
@@ -74,7 +76,9 @@ def mdk1_wait(lam: float, T: float, K: int) -> float:
     return s / lam + T * (a - K + 1) / (2 * (K - a))
 
 
-def optimal_k(lam: float, times: dict[int, float], response: bool = False) -> tuple[int | None, dict[int, float]]:
+def optimal_k(
+    lam: float, times: dict[int, float], response: bool = False
+) -> tuple[int | None, dict[int, float]]:
     """K* minimising Eq. (25) over the given {K: T_K}; response adds T_K. Unstable K are skipped."""
     vals: dict[int, float] = {}
     for k, t in sorted(times.items()):
@@ -85,4 +89,4 @@ def optimal_k(lam: float, times: dict[int, float], response: bool = False) -> tu
         vals[k] = w + (t if response else 0.0)
     if not vals:
         return None, vals
-    return min(vals, key=vals.get), vals
+    return min(vals, key=lambda k: vals[k]), vals

@@ -69,4 +69,8 @@ def phi0_public_variant(lam: float, alpha_b: float, tau0: float) -> float:
     """The circulating variant with (1 + lambda*tau0) in the last denominator: NOT a bound."""
     check_stable(lam, alpha_b, tau0)
     la = lam * alpha_b
-    return (alpha_b + tau0) / (2 * (1 - la)) * (1 + 2 * lam * tau0 + (1 - lam * tau0) / (1 + lam * tau0))
+    return (
+        (alpha_b + tau0)
+        / (2 * (1 - la))
+        * (1 + 2 * lam * tau0 + (1 - lam * tau0) / (1 + lam * tau0))
+    )

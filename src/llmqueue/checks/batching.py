@@ -54,10 +54,14 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     for sect, key in ((f5, "batching.fig5"), (bat["fig6"], "batching.fig6")):
         r = sect["rates"]
         if not (r["start"] <= r["stop"]):
-            raise InputError(f"{key}.rates: need start <= stop (fractions of the best mu_b in (0, 1]), got {r}")
+            raise InputError(
+                f"{key}.rates: need start <= stop (fractions of the best mu_b in (0, 1]), got {r}"
+            )
     rng = f5.get("bound_fit_range", [1, f5["b_range"]])
     if not (1 <= rng[0] < rng[1] <= f5["b_range"]):
-        raise InputError(f"batching.fig5.bound_fit_range: need 1 <= lo < hi <= b_range ({f5['b_range']}), got {rng}")
+        raise InputError(
+            f"batching.fig5.bound_fit_range: need 1 <= lo < hi <= b_range ({f5['b_range']}), got {rng}"
+        )
     f6 = bat["fig6"]
     _law(f6["tokens"], "batching.fig6.tokens", base_dir)
     for name in f6["profiles"]:

@@ -26,10 +26,10 @@ import numpy as np
 
 from llmqueue.analytic import batch_chain as bc
 from llmqueue.analytic import batch_time as bt
-from llmqueue.analytic import bulk, inoue
+from llmqueue.analytic import bulk
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency
-from llmqueue.sim.batching import Policy, simulate
+from llmqueue.sim.batching import Policy
 from llmqueue.tokens import parse_law
 
 
@@ -40,14 +40,18 @@ def parse_profile(text: str) -> BatchLatency:
         key, eq, val = item.partition("=")
         key = key.strip()
         if not eq or key not in ("k1", "k2", "k3", "k4"):
-            raise InputError(f"--profile {text!r}: expected k1=S,k2=S,k3=S_PER_TOKEN,k4=S_PER_TOKEN (all >= 0)")
+            raise InputError(
+                f"--profile {text!r}: expected k1=S,k2=S,k3=S_PER_TOKEN,k4=S_PER_TOKEN (all >= 0)"
+            )
         try:
             vals[key] = float(val)
         except ValueError:
             raise InputError(f"--profile {text!r}: {key}={val!r} is not a number") from None
     if set(vals) != {"k1", "k2", "k3", "k4"}:
         raise InputError(f"--profile {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
-    return BatchLatency(vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--profile")
+    return BatchLatency(
+        vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--profile"
+    )
 
 
 def parse_rates(text: str) -> tuple[list[float], bool]:
@@ -84,7 +88,9 @@ def _policy(args: argparse.Namespace) -> Policy:
             raise InputError("--bmax applies to dynamic/elastic; fixed batching takes --batch K")
         return Policy("fixed", K=args.batch if args.batch is not None else 1)
     if args.batch is not None:
-        raise InputError(f"--batch applies to --policy fixed; {args.policy} batching takes --bmax B")
+        raise InputError(
+            f"--batch applies to --policy fixed; {args.policy} batching takes --bmax B"
+        )
     return Policy(args.policy, bmax=args.bmax)
 
 
@@ -94,16 +100,28 @@ def _inoue_params(policy: Policy, profile: BatchLatency, law, fit_hi: int):
     lo, hi = law.support
     if policy.kind == "dynamic" and law.spec.startswith("uniform") and lo == 0:
         return bt.uniform_linear_bound(profile, hi), "Eq. (20) with m2 = high"
-    return bt.fit_alpha_tau(profile, law, 1, fit_hi, elastic=policy.elastic), f"least-squares fit of E[T_b], b = 1..{fit_hi}"
+    return bt.fit_alpha_tau(
+        profile, law, 1, fit_hi, elastic=policy.elastic
+    ), f"least-squares fit of E[T_b], b = 1..{fit_hi}"
 
 
 def evaluate(policy, profile, law, lam, args, model=None) -> dict:
     params, how = _inoue_params(policy, profile, law, args.fit_max_batch)
     sim = None
     if args.simulate:
-        sim = dict(requests=args.simulate, warmup=max(1000, args.simulate // 20), batches=args.sim_batches)
-    row = bc.evaluate_point(policy, profile, law, lam, model=model, inoue_params=params, sim=sim,
-                            seed=np.random.SeedSequence(args.seed))
+        sim = dict(
+            requests=args.simulate, warmup=max(1000, args.simulate // 20), batches=args.sim_batches
+        )
+    row = bc.evaluate_point(
+        policy,
+        profile,
+        law,
+        lam,
+        model=model,
+        inoue_params=params,
+        sim=sim,
+        seed=np.random.SeedSequence(args.seed),
+    )
     if row["unstable"]:
         return {"rate": lam, "unstable": True, "reason": row["note"]}
 
@@ -116,14 +134,23 @@ def evaluate(policy, profile, law, lam, args, model=None) -> dict:
         if math.isfinite(row[f"exact_{kind}"]):
             d["exact"] = row[f"exact_{kind}"]
         if sim is not None:
-            d.update({"sim": row[f"sim_{kind}"], "sim_ci95": row[f"sim_{kind}_ci95"],
-                      "sim_p50": row[f"sim_{kind}_p50"], "sim_p95": row[f"sim_{kind}_p95"],
-                      "sim_p99": row[f"sim_{kind}_p99"]})
+            d.update(
+                {
+                    "sim": row[f"sim_{kind}"],
+                    "sim_ci95": row[f"sim_{kind}_ci95"],
+                    "sim_p50": row[f"sim_{kind}_p50"],
+                    "sim_p95": row[f"sim_{kind}_p95"],
+                    "sim_p99": row[f"sim_{kind}_p99"],
+                }
+            )
         return d
 
     out: dict = {"rate": lam, "unstable": False}
     if policy.kind == "fixed":
-        out["mean_batch_time"] = {"formula": bt.mean_batch_time(profile, law, int(policy.K)), "batch": int(policy.K)}
+        out["mean_batch_time"] = {
+            "formula": bt.mean_batch_time(profile, law, policy.k),
+            "batch": policy.k,
+        }
     else:
         out["mean_batch_size"] = {"exact": row["exact_mean_batch"]}
         if sim is not None:
@@ -144,8 +171,10 @@ def optimal_batch(profile, law, lam, kmax: int) -> dict:
     res: dict = {"rate": lam, "K_range": [1, kmax]}
     kw, vals_w = bulk.optimal_k(lam, times)
     kr, vals_r = bulk.optimal_k(lam, times, response=True)
-    if kw is None:
-        raise UnstableError(f"--rate {lam:g}: every K in 1..{kmax} is unstable (lambda*E[T_K] >= K)")
+    if kw is None or kr is None:
+        raise UnstableError(
+            f"--rate {lam:g}: every K in 1..{kmax} is unstable (lambda*E[T_K] >= K)"
+        )
     res["formula_wait"], res["formula_response"] = kw, kr
     res["formula_wait_value"], res["formula_response_value"] = vals_w[kw], vals_r[kr]
     ex = {}
@@ -157,7 +186,9 @@ def optimal_batch(profile, law, lam, kmax: int) -> dict:
     res["exact_response"] = min(ex, key=lambda k: ex[k][1])
     res["exact_wait_value"] = ex[res["exact_wait"]][0]
     res["exact_response_value"] = ex[res["exact_response"]][1]
-    res["note"] = "formula = Eq. (25), fixed-T approximation T = E[T_K]; exact = chain with random batch times"
+    res["note"] = (
+        "formula = Eq. (25), fixed-T approximation T = E[T_K]; exact = chain with random batch times"
+    )
     return res
 
 
@@ -170,15 +201,27 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--simulate N: N must be >= {2 * args.sim_batches} requests")
     if args.optimal_batch:
         if policy.kind != "fixed":
-            raise InputError("--optimal-batch searches the fixed batch size K: use it with --policy fixed")
+            raise InputError(
+                "--optimal-batch searches the fixed batch size K: use it with --policy fixed"
+            )
         rows = [optimal_batch(profile, law, lam, args.kmax) for lam in rates]
-        out = {"optimal_batch": rows[0]} if not is_range else {"rows": [{"optimal_batch": r} for r in rows]}
+        out = (
+            {"optimal_batch": rows[0]}
+            if not is_range
+            else {"rows": [{"optimal_batch": r} for r in rows]}
+        )
         _emit(out, args)
         return 0
-    b_tab = int(policy.K) if policy.kind == "fixed" else (policy.bmax or 16)
-    table = [{"b": b, "mean_batch_time": bt.mean_batch_time(profile, law, b),
-              "elastic_mean_batch_time": bt.elastic_mean_batch_time(profile, law, b),
-              "mu_b": bt.throughput(profile, law, b)} for b in range(1, min(b_tab, 64) + 1)]
+    b_tab = policy.k if policy.kind == "fixed" else (policy.bmax or 16)
+    table = [
+        {
+            "b": b,
+            "mean_batch_time": bt.mean_batch_time(profile, law, b),
+            "elastic_mean_batch_time": bt.elastic_mean_batch_time(profile, law, b),
+            "mu_b": bt.throughput(profile, law, b),
+        }
+        for b in range(1, min(b_tab, 64) + 1)
+    ]
     model = bc.model_for(policy, profile, law)
     if not is_range:
         res = evaluate(policy, profile, law, rates[0], args, model)
@@ -187,8 +230,13 @@ def run(args: argparse.Namespace) -> int:
         res["batch_time_table"] = table
         _emit(res, args)
         return 0
-    _emit({"rows": [evaluate(policy, profile, law, lam, args, model) for lam in rates],
-           "batch_time_table": table}, args)
+    _emit(
+        {
+            "rows": [evaluate(policy, profile, law, lam, args, model) for lam in rates],
+            "batch_time_table": table,
+        },
+        args,
+    )
     return 0
 
 
@@ -209,7 +257,9 @@ def _print_text(obj: dict, indent: str = "") -> None:
             print(f"{indent}E[T_b] table (s; mu_b in requests/s):")
             print(f"{indent}   b   E[T_b] padded   E[T_b] elastic    mu_b")
             for r in val:
-                print(f"{indent}{r['b']:4d} {r['mean_batch_time']:14.5g} {r['elastic_mean_batch_time']:16.5g} {r['mu_b']:9.4g}")
+                print(
+                    f"{indent}{r['b']:4d} {r['mean_batch_time']:14.5g} {r['elastic_mean_batch_time']:16.5g} {r['mu_b']:9.4g}"
+                )
         elif key == "rows":
             for r in val:
                 print(f"{indent}---")
@@ -221,21 +271,43 @@ def _print_text(obj: dict, indent: str = "") -> None:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("batching", help="delay of dynamic / fixed / elastic batching (Sec. IV)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "batching",
+        help="delay of dynamic / fixed / elastic batching (Sec. IV)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--policy", choices=["dynamic", "fixed", "elastic"], required=True)
-    p.add_argument("--tokens", required=True, help="output-token law, e.g. lognormal:mu=7,sigma=0.7")
-    p.add_argument("--rate", required=True, help="arrival rate (requests/s) or a range START:STOP:STEP")
-    p.add_argument("--profile", required=True, help="k1=..,k2=..,k3=..,k4=.. of Eq. (18) (s, s, s/token, s/token)")
+    p.add_argument(
+        "--tokens", required=True, help="output-token law, e.g. lognormal:mu=7,sigma=0.7"
+    )
+    p.add_argument(
+        "--rate", required=True, help="arrival rate (requests/s) or a range START:STOP:STEP"
+    )
+    p.add_argument(
+        "--profile",
+        required=True,
+        help="k1=..,k2=..,k3=..,k4=.. of Eq. (18) (s, s, s/token, s/token)",
+    )
     p.add_argument("--batch", type=int, help="fixed batch size K (--policy fixed)")
-    p.add_argument("--bmax", type=int, help="maximum batch size for dynamic/elastic (default: none)")
+    p.add_argument(
+        "--bmax", type=int, help="maximum batch size for dynamic/elastic (default: none)"
+    )
     p.add_argument("--simulate", type=int, metavar="N", help="also simulate N requests")
-    p.add_argument("--sim-batches", type=int, default=40, help="batch means for the CI (default 40)")
+    p.add_argument(
+        "--sim-batches", type=int, default=40, help="batch means for the CI (default 40)"
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--optimal-batch", action="store_true", help="K* for the rate (--policy fixed)")
-    p.add_argument("--kmax", type=int, default=64, help="largest K searched by --optimal-batch (default 64)")
-    p.add_argument("--fit-max-batch", type=int, default=32,
-                   help="b range 1..B of the least-squares (alpha_b, tau0) for the bound (default 32)")
+    p.add_argument(
+        "--kmax", type=int, default=64, help="largest K searched by --optimal-batch (default 64)"
+    )
+    p.add_argument(
+        "--fit-max-batch",
+        type=int,
+        default=32,
+        help="b range 1..B of the least-squares (alpha_b, tau0) for the bound (default 32)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_handler)
 

@@ -20,10 +20,14 @@ def plot(inputs: dict, params: dict):
             style.formula_line(ax, s["b"], s["mu"], spec, i=i)
             k = int(np.argmax(s["mu"].to_numpy()))
             if 0 < k < len(s) - 1:
-                style.mark_optimum(ax, s["b"].iloc[k], s["mu"].iloc[k], f"max at b = {s['b'].iloc[k]}", i=i)
+                style.mark_optimum(
+                    ax, s["b"].iloc[k], s["mu"].iloc[k], f"max at b = {s['b'].iloc[k]}", i=i
+                )
         ax.set_xlabel("batch size b")
         ax.set_ylabel("mu_b = b / E[T_b] (requests/s)")
         ax.set_title(f"profile {name} ({sub['verdict'].iloc[0]})")
         ax.legend(loc="best")
-    style.source_note(fig, "Eq. (24) with E[T_b] from Eq. (18); paper_k8 is back-solved from claim 8")
+    style.source_note(
+        fig, "Eq. (24) with E[T_b] from Eq. (18); paper_k8 is back-solved from claim 8"
+    )
     return fig

@@ -18,11 +18,25 @@ def plot(inputs: dict, params: dict):
         s = df[df["policy"] == pol].sort_values("rate_per_s")
         x = s["rate_per_s"]
         style.formula_line(ax, x, s["exact_response"], f"{pol}: exact chain", i=i)
-        style.sim_points(ax, x, s["sim_response"], s["sim_response_ci95"], f"{pol}: simulation", i=i)
+        style.sim_points(
+            ax, x, s["sim_response"], s["sim_response_ci95"], f"{pol}: simulation", i=i
+        )
         if pol == "dynamic" and np.isfinite(s["bound_response"]).any():
-            ax.plot(x, s["bound_response"], "--", color=style.color(i), label="dynamic: bound (16), Eq. (20) alpha, tau0")
+            ax.plot(
+                x,
+                s["bound_response"],
+                "--",
+                color=style.color(i),
+                label="dynamic: bound (16), Eq. (20) alpha, tau0",
+            )
         if "bound_fit_response" in s:
-            ax.plot(x, s["bound_fit_response"], ":", color=style.color(i), label=f"{pol}: bound (16), fitted alpha, tau0")
+            ax.plot(
+                x,
+                s["bound_fit_response"],
+                ":",
+                color=style.color(i),
+                label=f"{pol}: bound (16), fitted alpha, tau0",
+            )
         if s["unstable"].any():
             style.mark_unstable(ax, x, s["unstable"].astype(bool), label="unstable")
     panel = params.get("panel", "")
@@ -33,6 +47,9 @@ def plot(inputs: dict, params: dict):
     lo, hi = ax.get_ylim()
     ax.set_ylim(lo, hi + 0.9 * (hi - lo))  # room for the legend above the curves
     ax.legend(loc="upper left", fontsize=5.5)
-    style.source_note(fig, f"outputs {df['tokens'].iloc[0]}; profile {df['profile'].iloc[0]} "
-                           f"(verdict {df['verdict'].iloc[0]}); {int(df['sim_requests'].iloc[0])} requests per point")
+    style.source_note(
+        fig,
+        f"outputs {df['tokens'].iloc[0]}; profile {df['profile'].iloc[0]} "
+        f"(verdict {df['verdict'].iloc[0]}); {int(df['sim_requests'].iloc[0])} requests per point",
+    )
     return fig

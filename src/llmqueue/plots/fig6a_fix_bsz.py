@@ -26,7 +26,15 @@ def plot(inputs: dict, params: dict):
             ft = df[(df["mode"] == "fixed_T") & (df["K"] == K) & ~df["unstable"].astype(bool)]
             ax.plot(ft["rate_per_s"], ft["sim_wait"], "x", color=style.color(i), ms=3)
             style.formula_line(ax, s["rate_per_s"], s["exact_wait"], f"K={int(K)}", i=i)
-            style.sim_points(ax, s["rate_per_s"], s["sim_wait"], s["sim_wait_ci95"], f"K={int(K)} sim", i=i, marker="o")
+            style.sim_points(
+                ax,
+                s["rate_per_s"],
+                s["sim_wait"],
+                s["sim_wait_ci95"],
+                f"K={int(K)} sim",
+                i=i,
+                marker="o",
+            )
         ax.plot([], [], "k--", lw=1.0, label="Eq. (25), fixed-T approximation")
         ax.plot([], [], "k-", label="exact chain, random T_b")
         ax.plot([], [], "kx", ms=3, label="simulation, fixed T = E[T_K]")
@@ -35,6 +43,9 @@ def plot(inputs: dict, params: dict):
         ax.set_ylabel("mean wait, arrival to batch start (s)")
         ax.set_title(f"profile {name} ({df['verdict'].iloc[0]})")
         ax.legend(loc="upper right", fontsize=5, ncol=2)
-    style.source_note(fig, "fixed batch K: the server waits for K requests; unstable (lambda E[T_K] >= K) points left out; "
-                           f"{int(inputs[profiles[0]]['sim_requests'].iloc[0])} requests per point")
+    style.source_note(
+        fig,
+        "fixed batch K: the server waits for K requests; unstable (lambda E[T_K] >= K) points left out; "
+        f"{int(inputs[profiles[0]]['sim_requests'].iloc[0])} requests per point",
+    )
     return fig

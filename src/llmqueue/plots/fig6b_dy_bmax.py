@@ -22,20 +22,35 @@ def plot(inputs: dict, params: dict):
             ok = s[~bad]
             lab = curve + (" (some points metastable)" if meta.any() else "")
             style.formula_line(ax, ok["rate_per_s"], ok["exact_response"], lab, i=i)
-            style.sim_points(ax, ok["rate_per_s"], ok["sim_response"], ok["sim_response_ci95"], "", i=i)
+            style.sim_points(
+                ax, ok["rate_per_s"], ok["sim_response"], ok["sim_response_ci95"], "", i=i
+            )
             if bad.any():
                 xs = s.loc[bad, "rate_per_s"]
                 ax.plot(xs, np.full(len(xs), np.nan), "x")
-                ax.annotate(f"{curve}: unstable from lambda = {xs.min():.3g}", xy=(0.02, 0.98 - 0.06 * i),
-                            xycoords="axes fraction", fontsize=5, color=style.color(i), va="top")
+                ax.annotate(
+                    f"{curve}: unstable from lambda = {xs.min():.3g}",
+                    xy=(0.02, 0.98 - 0.06 * i),
+                    xycoords="axes fraction",
+                    fontsize=5,
+                    color=style.color(i),
+                    va="top",
+                )
         ax.plot([], [], "ko", mfc="none", label="simulation (95% CI bars)")
         ax.set_yscale("log")
         ax.set_xlabel("arrival rate lambda (requests/s)")
         ax.set_ylabel("mean response time (s)")
         ax.set_title(f"profile {name} ({df['verdict'].iloc[0]})")
         handles, labels = ax.get_legend_handles_labels()
-        keep = [(h, lab) for h, lab in zip(handles, labels, strict=True) if lab and not lab.startswith(" (95%")]
+        keep = [
+            (h, lab)
+            for h, lab in zip(handles, labels, strict=True)
+            if lab and not lab.startswith(" (95%")
+        ]
         ax.legend([h for h, _ in keep], [lab for _, lab in keep], loc="lower right", fontsize=5)
-    style.source_note(fig, "lines: exact chain; markers: simulation with 95% CI; "
-                           f"{int(inputs[profiles[0]]['sim_requests'].iloc[0])} requests per point")
+    style.source_note(
+        fig,
+        "lines: exact chain; markers: simulation with 95% CI; "
+        f"{int(inputs[profiles[0]]['sim_requests'].iloc[0])} requests per point",
+    )
     return fig

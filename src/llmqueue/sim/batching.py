@@ -65,23 +65,34 @@ class Policy:
             raise InputError(f"policy must be dynamic, fixed or elastic, got {self.kind!r}")
         if self.kind == "fixed":
             if self.K is None or int(self.K) != self.K or self.K < 1:
-                raise InputError(f"fixed batching needs a batch size K >= 1 (integer), got {self.K!r}")
+                raise InputError(
+                    f"fixed batching needs a batch size K >= 1 (integer), got {self.K!r}"
+                )
             if self.bmax is not None:
                 raise InputError("fixed batching takes K, not b_max")
         else:
             if self.K is not None:
                 raise InputError(f"{self.kind} batching takes b_max, not K")
             if self.bmax is not None and (int(self.bmax) != self.bmax or self.bmax < 1):
-                raise InputError(f"b_max must be an integer >= 1 (or none for infinity), got {self.bmax!r}")
+                raise InputError(
+                    f"b_max must be an integer >= 1 (or none for infinity), got {self.bmax!r}"
+                )
+
+    @property
+    def k(self) -> int:
+        """The fixed batch size K (fixed policy only)."""
+        if self.K is None:
+            raise InputError(f"policy {self.kind!r} has no fixed batch size K")
+        return int(self.K)
 
     @property
     def threshold(self) -> int:
-        return int(self.K) if self.kind == "fixed" else 1
+        return self.k if self.kind == "fixed" else 1
 
     @property
     def cap(self) -> int:
         if self.kind == "fixed":
-            return int(self.K)
+            return self.k
         return NO_CAP if self.bmax is None else int(self.bmax)
 
     @property
@@ -123,7 +134,9 @@ def encode_law(law: TokenLaw) -> tuple[int, np.ndarray, float, np.ndarray, np.nd
     if isinstance(law, TruncNormLaw):
         _, _, z = law._ab
         if z < 1e-3:
-            raise InputError(f"token law {law.spec!r}: truncation keeps {z:.2e} of the mass; too little to simulate")
+            raise InputError(
+                f"token law {law.spec!r}: truncation keeps {z:.2e} of the mass; too little to simulate"
+            )
         return 2, np.array([law.mean_param, law.sd, law.low, law.high]), cap, empty, empty
     if isinstance(law, ExponentialLaw):
         return 3, np.array([law.mean_tokens, 0.0, 0.0, 0.0]), cap, empty, empty
@@ -199,8 +212,30 @@ def _elastic_times_buf(lengths, b, idx, k1, k2, k3, k4, out):
 
 
 @nb.njit(cache=True)
-def _core(seed, lam, n_req, warmup, nbat, threshold, cap_b, elastic, fixed_time, t_tab,
-          k1, k2, k3, k4, kind, prm, lcap, vals, cum, nbins, w_width, r_width):
+def _core(
+    seed,
+    lam,
+    n_req,
+    warmup,
+    nbat,
+    threshold,
+    cap_b,
+    elastic,
+    fixed_time,
+    t_tab,
+    k1,
+    k2,
+    k3,
+    k4,
+    kind,
+    prm,
+    lcap,
+    vals,
+    cum,
+    nbins,
+    w_width,
+    r_width,
+):
     np.random.seed(seed)
     w_sum = np.zeros(nbat)
     r_sum = np.zeros(nbat)
@@ -264,7 +299,7 @@ def _core(seed, lam, n_req, warmup, nbat, threshold, cap_b, elastic, fixed_time,
             d = _elastic_times_buf(lengths, b, idx, k1, k2, k3, k4, comp)
         else:
             mx = 0.0
-            for i in range(b):
+            for _i in range(b):
                 x = _draw(kind, prm, lcap, vals, cum)
                 if x > mx:
                     mx = x
@@ -323,13 +358,15 @@ def simulate(
     if not (lam > 0 and math.isfinite(lam)):
         raise InputError(f"arrival rate must be > 0 requests/s, got {lam}")
     if int(requests) != requests or requests < batches * 2:
-        raise InputError(f"requests must be an integer >= 2*batches ({2 * batches}), got {requests}")
+        raise InputError(
+            f"requests must be an integer >= 2*batches ({2 * batches}), got {requests}"
+        )
     if warmup < 0 or batches < 2:
         raise InputError("warmup must be >= 0 and batches >= 2")
     if fixed_time and policy.elastic:
         raise InputError("fixed-T mode applies to padded batches (dynamic, fixed), not elastic")
     kind, prm, lcap, vals, cum = encode_law(law)
-    b_ref = policy.K if policy.kind == "fixed" else 16  # histogram span, independent of b_max
+    b_ref = policy.k if policy.kind == "fixed" else 16  # histogram span, independent of b_max
     if fixed_time:
         n_tab = policy.cap + 1 if policy.cap < NO_CAP else 2049
         t_tab = np.full(n_tab, np.nan)
@@ -339,20 +376,50 @@ def simulate(
         t_tab = np.zeros(1)
     if hist_max_s is None:
         f = elastic_mean_batch_time if policy.elastic else mean_batch_time
-        hist_max_s = 400.0 * f(profile, law, int(b_ref)) + 100.0 / lam
+        hist_max_s = 400.0 * f(profile, law, b_ref) + 100.0 / lam
     width = hist_max_s / hist_bins
     out = _core(
-        _seed_word(seed), float(lam), int(requests), int(warmup), int(batches), policy.threshold,
-        policy.cap, policy.elastic, bool(fixed_time), t_tab, profile.k1, profile.k2, profile.k3,
-        profile.k4, kind, prm, lcap, vals, cum, int(hist_bins), width, width,
+        _seed_word(seed),
+        float(lam),
+        int(requests),
+        int(warmup),
+        int(batches),
+        policy.threshold,
+        policy.cap,
+        policy.elastic,
+        bool(fixed_time),
+        t_tab,
+        profile.k1,
+        profile.k2,
+        profile.k3,
+        profile.k4,
+        kind,
+        prm,
+        lcap,
+        vals,
+        cum,
+        int(hist_bins),
+        width,
+        width,
     )
     w_sum, r_sum, cnt, h_w, h_r, sum_b, sum_d, n_b, max_q, miss = out
     if miss:
-        raise InputError("fixed-T mode: a batch exceeded 2048 requests (no E[T_b] tabulated); the load is too high")
+        raise InputError(
+            "fixed-T mode: a batch exceeded 2048 requests (no E[T_b] tabulated); the load is too high"
+        )
     qs = (0.5, 0.95, 0.99)
-    wq = tuple(float(v) for v in histogram_quantiles(h_w, width, qs))
-    rq = tuple(float(v) for v in histogram_quantiles(h_r, width, qs))
+    w50, w95, w99 = (float(v) for v in histogram_quantiles(h_w, width, qs))
+    r50, r95, r99 = (float(v) for v in histogram_quantiles(h_r, width, qs))
+    wq = (w50, w95, w99)
+    rq = (r50, r95, r99)
     return SimResult(
-        batch_means(w_sum, cnt), batch_means(r_sum, cnt), wq, rq,
-        sum_b / max(n_b, 1), sum_d / max(n_b, 1), int(requests), int(n_b), int(max_q),
+        batch_means(w_sum, cnt),
+        batch_means(r_sum, cnt),
+        wq,
+        rq,
+        sum_b / max(n_b, 1),
+        sum_d / max(n_b, 1),
+        int(requests),
+        int(n_b),
+        int(max_q),
     )
