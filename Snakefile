@@ -32,6 +32,13 @@ include: "workflow/rules/claims.smk"
 include: "workflow/rules/notebooks.smk"
 
 
+wildcard_constraints:
+    profile="[A-Za-z0-9_\-]+",
+    scenario="patient|impatient",
+    panel="|".join(FIG5_PANELS),
+    bprofile="|".join(FIG6_PROFILES),
+
+
 rule all:
     default_target: True
     input:

@@ -9,5 +9,7 @@ rule gather_claims:
         "results/claims.csv",
     log:
         "logs/claims/gather.log",
+    conda:
+        "../../envs/analysis.yaml"
     script:
         "../scripts/gather_claims.py"

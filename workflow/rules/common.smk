@@ -9,7 +9,7 @@ CLAIM_TABLES = []
 
 
 def lib(*modules):
-    """Library source files a rule depends on: touching one reruns the rule."""
+    """Library source files a job depends on (touching one reruns the job)."""
     return [str(LIB / m) for m in modules]
 
 
@@ -30,6 +30,39 @@ def latency_profile_inputs(name):
     return []
 
 
-wildcard_constraints:
-    profile="[A-Za-z0-9_\-]+",
-    scenario="patient|impatient",
+# ---- token-limit study (workflow/rules/token_limit.smk; TL is defined there)
+def tl_tables(name):
+    return expand(f"results/token_limit/{{profile}}/{name}.csv", profile=TL_PROFILES)
+
+
+def tl_figure_inputs(scenario_tables):
+    def inputs(wildcards):
+        files = {}
+        for name in scenario_tables:
+            files[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
+            for p in TL.get("extra_profiles", []):
+                files[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
+        return files
+
+    return inputs
+
+
+# ---- batching study (workflow/rules/batching.smk; BAT, BPROF are defined there)
+def bprof_fit(name):
+    """The fit.json a batch profile of kind 'fit' is read from (none for a fixed profile)."""
+    p = BPROF[name]
+    if p.get("kind", "fixed") == "fit":
+        return [f"results/profiling/{p['source']}/{p['model']}/fit.json"]
+    return []
+
+
+def _sweep_params(figure, fig_index, section):
+    return dict(
+        figure=figure,
+        fig_index=fig_index,
+        cfg=section,
+        sim=BAT["simulation"],
+        chain=BAT["chain"],
+        seed=config["seed"],
+        tail_cap=BAT.get("tail_cap_tokens"),
+    )

@@ -14,25 +14,23 @@ TL_CODE = lib(
 )
 
 
-def tl_tables(name):
-    return expand(f"results/token_limit/{{profile}}/{name}.csv", profile=TL_PROFILES)
-
-
 rule token_limit_sweep:
     input:
         fit=lambda w: latency_profile_inputs(w.profile),
         code=TL_CODE,
     output:
         "results/token_limit/{profile}/{scenario}.csv",
+    log:
+        "logs/token_limit/sweep_{profile}_{scenario}.log",
+    benchmark:
+        "logs/benchmarks/token_limit_sweep_{profile}_{scenario}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
     params:
         section=TL,
         profile_cfg=lambda w: config["latency_profiles"][w.profile],
         simulate=lambda w: w.profile == TL["profile"],
         seed=config["seed"],
-    log:
-        "logs/token_limit/sweep_{profile}_{scenario}.log",
-    benchmark:
-        "logs/benchmarks/token_limit_sweep_{profile}_{scenario}.tsv"
     script:
         "../scripts/token_limit_sweep.py"
 
@@ -45,12 +43,14 @@ rule token_limit_tradeoff:
     output:
         tradeoff="results/token_limit/{profile}/tradeoff.csv",
         gamma_sweep="results/token_limit/{profile}/gamma_sweep.csv",
-    params:
-        section=TL,
     log:
         "logs/token_limit/tradeoff_{profile}.log",
     benchmark:
         "logs/benchmarks/token_limit_tradeoff_{profile}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        section=TL,
     script:
         "../scripts/token_limit_tradeoff.py"
 
@@ -66,26 +66,16 @@ rule token_limit_claims:
         code=TL_CODE + lib("claims.py"),
     output:
         "results/claims/token_limit.csv",
+    log:
+        "logs/token_limit/claims.log",
+    conda:
+        "../../envs/analysis.yaml"
     params:
         section=TL,
         profiles={p: config["latency_profiles"][p] for p in TL_PROFILES},
         tolerances=config["claims"]["tolerances"],
-    log:
-        "logs/token_limit/claims.log",
     script:
         "../scripts/token_limit_claims.py"
-
-
-def tl_figure_inputs(scenario_tables):
-    def inputs(wildcards):
-        files = {}
-        for name in scenario_tables:
-            files[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
-            for p in TL.get("extra_profiles", []):
-                files[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
-        return files
-
-    return inputs
 
 
 # figure stem -> (tables it draws, shared plot helpers it imports besides plots/style.py)
@@ -112,14 +102,16 @@ for _stem, (_tables, _helpers) in TL_FIGURES.items():
                 caption=f"../report/{_stem}.rst",
                 category="Token limit (Sec. III)",
             ),
+        log:
+            f"logs/figures/{_stem}.log",
+        conda:
+            "../../envs/analysis.yaml"
         params:
             module=_stem,
             main_profile=TL["profile"],
             extra_profiles=TL.get("extra_profiles", []),
             profiles={p: config["latency_profiles"][p] for p in TL_PROFILES},
             section=TL,
-        log:
-            f"logs/figures/{_stem}.log",
         script:
             "../scripts/plot_figure.py"
 
