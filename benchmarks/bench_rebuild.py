@@ -118,9 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:38s} {value!s:>10s} {target:>8.0f}  {'ok' if ok else 'OVER'}")
     print(f"jobs in a cold build: {numbers.get('cold_jobs')}")
     if "touched" in numbers:
-        print(f"touch {numbers['touched']}: reran {numbers['touch_rerun_rules']}")
+        print(f"edit {numbers['touched']}: reran {numbers['touch_rerun_rules']}")
         print(
-            f"  in {numbers['touch_rebuild_s']} s; only that figure: {numbers['touch_only_that_figure']}"
+            f"  in {numbers['touch_rebuild_s']} s; only that figure: "
+            f"{numbers['touch_only_that_figure']}; no simulation: {numbers['touch_no_simulation']}"
         )
     if opts.json:
         Path(opts.json).write_text(json.dumps(numbers, indent=2) + "\n")
