@@ -88,7 +88,7 @@ def copy_tree(src: Path, dest: Path) -> int:
 def snakemake(root: Path, cores: str, extra_env: dict[str, str] | None = None) -> float:
     env = dict(os.environ, **(extra_env or {}))
     cmd = [str(root / ".venv" / "bin" / "snakemake"), "--cores", cores, "--rerun-incomplete"]
-    cmd += ["--quiet", "progress"]
+    cmd += ["--quiet", "rules"]  # progress lines only
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=root, env=env)
     if done.returncode != 0:
