@@ -17,10 +17,14 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
 
+from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
 from llmqueue.tokens import TokenLaw
+
+# SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
+# config check, on every run) does not pay its import time.
+stats = lazy_module("scipy.stats")
 
 __all__ = [
     "LinearLatency",

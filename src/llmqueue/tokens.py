@@ -36,9 +36,16 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import integrate, special, stats
 
+from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
+
+# SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
+# config check, on every run) does not pay its import time.
+integrate = lazy_module("scipy.integrate")
+special = lazy_module("scipy.special")
+stats = lazy_module("scipy.stats")
+
 
 FloatArray = NDArray[np.float64]
 

@@ -224,10 +224,8 @@ rule profiling_smoke:
         "logs/benchmarks/profiling_smoke.tsv"
     conda:
         "../../envs/profiling.yaml"
-    params:
-        python=sys.executable,
     shell:
-        "{params.python} -m llmqueue.profiling smoke --out logs/profiling-smoke > {log} 2>&1"
+        "python -m llmqueue.profiling smoke --out logs/profiling-smoke > {log} 2>&1"
 
 
 # On-demand measurement (never in `rule all`): copy the result to data/profiling/<id>/ to commit it.
@@ -240,10 +238,8 @@ rule profile_cpu:
         "logs/benchmarks/profile_cpu_{hwid}.tsv"
     conda:
         "../../envs/profiling.yaml"
-    params:
-        python=sys.executable,
     shell:
-        "{params.python} -m llmqueue.profiling measure --device cpu --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
+        "python -m llmqueue.profiling measure --device cpu --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
 
 rule profile_cuda:
@@ -257,10 +253,8 @@ rule profile_cuda:
         "../../envs/profiling.yaml"
     resources:
         gpu=1,
-    params:
-        python=sys.executable,
     shell:
-        "{params.python} -m llmqueue.profiling measure --device cuda --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
+        "python -m llmqueue.profiling measure --device cuda --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
 
 STUDY_TARGETS["profiling"] = [

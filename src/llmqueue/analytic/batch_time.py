@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import integrate, special
 
+from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, fit_linear_latency
 from llmqueue.tokens import (
@@ -40,6 +40,11 @@ from llmqueue.tokens import (
     TruncNormLaw,
     UniformLaw,
 )
+
+# SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
+# config check, on every run) does not pay its import time.
+integrate = lazy_module("scipy.integrate")
+special = lazy_module("scipy.special")
 
 FloatArray = NDArray[np.float64]
 
