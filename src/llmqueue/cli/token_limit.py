@@ -164,13 +164,7 @@ def _point(
         out["wq"] = {"formula": float(c.wq_s[0])}
         if args.simulate:
             s = _simulate(args, law, latency, limit, es, index)
-            out["wq"].update(
-                sim=s["w_all"],
-                sim_ci95=s["w_all_ci95"],
-                sim_p50=s["wait_p50"],
-                sim_p95=s["wait_p95"],
-                sim_p99=s["wait_p99"],
-            )
+            out["wq"].update(_sim_fields(s, "w_all", "wait"))
         return out
     out["unstable"] = False
     exact = exact_token_limit(law, latency, args.rate, args.patience, limit)
@@ -189,21 +183,17 @@ def _point(
             out[key]["formula"] = formula[key]
     if args.simulate:
         s = _simulate(args, law, latency, limit, es, index)
-        out["loss"].update(sim=s["loss"], sim_ci95=s["loss_ci95"])
-        out["wqs"].update(
-            sim=s["w_served"],
-            sim_ci95=s["w_served_ci95"],
-            sim_p50=s["served_p50"],
-            sim_p95=s["served_p95"],
-            sim_p99=s["served_p99"],
-        )
-        out["w_all"].update(
-            sim=s["w_all"],
-            sim_ci95=s["w_all_ci95"],
-            sim_p50=s["wait_p50"],
-            sim_p95=s["wait_p95"],
-            sim_p99=s["wait_p99"],
-        )
+        out["loss"].update(_sim_fields(s, "loss"))
+        out["wqs"].update(_sim_fields(s, "w_served", "served"))
+        out["w_all"].update(_sim_fields(s, "w_all", "wait"))
+    return out
+
+
+def _sim_fields(sim: dict[str, float], mean: str, quantiles: str | None = None) -> dict[str, float]:
+    """The `sim`, `sim_ci95` (and `sim_p50/p95/p99`) entries of one JSON quantity."""
+    out = {"sim": sim[mean], "sim_ci95": sim[f"{mean}_ci95"]}
+    if quantiles:
+        out.update({f"sim_{q}": sim[f"{quantiles}_{q}"] for q in ("p50", "p95", "p99")})
     return out
 
 
