@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument(
         "--hardware-id",
         required=True,
-        help="folder name under data/profiling/, e.g. cpu-amd-epyc-2c, h100",
+        help="folder name under data/profiling/, e.g. cpu-intel-xeon-2c, h100",
     )
     m.add_argument("--out", default=None)
     m.add_argument("--models", default=None, help="comma-separated subset of profiling.models")
