@@ -78,15 +78,22 @@ def judge(
     note: str = "",
     back_solved: bool = False,
     miss_reason: str = "",
+    incomparable: str = "",
 ) -> ClaimRow:
     """Compare a computed number with the paper's under a tolerance fixed in advance.
 
     A row whose inputs were back-solved is ``back_solved`` whatever the numbers say; a miss
-    is ``not_reproduced`` and its note carries `miss_reason`.
+    is ``not_reproduced`` and its note carries `miss_reason`. `incomparable` names a reason the
+    inputs cannot reproduce this number whatever the values (a different GPU than the paper's,
+    figures.md): such a row is ``not_reproduced`` even within tolerance, with that reason.
     """
     ok = tol.holds(float(paper), float(ours))
     if back_solved:
         verdict = "back_solved"
+    elif incomparable:
+        verdict = "not_reproduced"
+        within = "within" if ok else "outside"
+        miss_reason = f"{incomparable} ({within} tolerance, which cannot turn the verdict)"
     else:
         verdict = "reproduced" if ok else "not_reproduced"
     if verdict == "not_reproduced" and miss_reason:

@@ -189,7 +189,9 @@ rule profiling_claims:
         roofline=expand(
             "results/profiling/roofline-{gpu}/llama2-7b-chat/fit.json", gpu=ROOF_GPUS
         ),
-        code=PROF_CODE + lib("claims.py"),
+        table1_ours="figures/table1.csv",
+        meta=expand("data/profiling/{hw}/meta.json", hw=MEASURED),
+        code=PROF_CODE + lib("claims.py", "profiling/claim_rows.py"),
     output:
         "results/claims/profiling.csv",
     log:
@@ -200,6 +202,7 @@ rule profiling_claims:
         "../../envs/analysis.yaml"
     params:
         profiling=PROF,
+        measured=MEASURED,
         tolerances=config["claims"]["tolerances"],
         table1=config["data"]["table1"],
     script:

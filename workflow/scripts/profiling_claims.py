@@ -1,9 +1,11 @@
-"""Claims 1a-1h (Table I) and 2a-2c (KV-cache limit) of the profiling study."""
+"""Claims 1a-1h (Table I) and 2a-2c (KV-cache limit) of the profiling study; rows 1a-<gpu-id> ..
+for every committed GPU measurement listed in profiling.measured."""
 
 import pandas as pd
 
 from llmqueue.claims import Tolerance, claims_frame, judge
 from llmqueue.io import read_json, write_csv
+from llmqueue.profiling.claim_rows import is_gpu_source, measured_gpu_table1_claims
 from llmqueue.profiling.roofline import roofline
 
 sm = snakemake  # noqa: F821
@@ -38,6 +40,13 @@ for i, c in t1_rows.iterrows():
             miss_reason="a roofline lower bound cannot reproduce a measured eager Hugging Face latency",
         )
     )
+table1_ours = pd.read_csv(sm.input.table1_ours)
+for hw, meta_path in zip(sm.params.measured, sm.input.meta, strict=True):
+    meta = read_json(meta_path)
+    if is_gpu_source(meta):
+        rows += measured_gpu_table1_claims(
+            t1_rows, table1_ours, hw, meta, tols[t1_rows["tolerance"].iloc[0]]
+        )
 for cid, c in ref[ref["id"].str.startswith("2")].set_index("id").iterrows():
     k = kv.loc[cid]
     note = (

@@ -1,0 +1,136 @@
+"""Claim 1 from a measured GPU: rows beside the roofline, a different GPU never 'reproduced'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from llmqueue.claims import Tolerance, judge
+from llmqueue.errors import InputError
+from llmqueue.profiling.claim_rows import is_gpu_source, measured_gpu_table1_claims
+from llmqueue.profiling.fits import measured_fit_json
+from llmqueue.profiling.sweeps import TIMING_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = Tolerance("rel", 0.05)
+
+
+def _reference() -> pd.DataFrame:
+    ref = pd.read_csv(ROOT / "data/reference/claims_profiling.csv", dtype={"id": str})
+    return ref[ref["id"].str.startswith("1")].reset_index(drop=True)
+
+
+def _meta(gpu: str) -> dict:
+    return {
+        "environment": {"device": "cuda", "gpu": gpu, "torch": "2.11.0", "transformers": "5.17.0"},
+        "runs": [{"model": "llama2-7b-chat", "plan": {"dtype": "float16"}}],
+    }
+
+
+def _table1_with(column: str, values: list[float]) -> pd.DataFrame:
+    t = pd.read_csv(ROOT / "data/reference/table1.csv")
+    t[column] = values
+    return t
+
+
+def test_judge_incomparable_is_never_reproduced() -> None:
+    row = judge("1a-x", "c", 2.91, 2.91, "s", TOL, incomparable="measured on H100, not the A100")
+    assert row.verdict == "not_reproduced" and "within tolerance" in row.note
+    row = judge("1a-x", "c", 2.91, 9.0, "s", TOL, incomparable="measured on H100, not the A100")
+    assert row.verdict == "not_reproduced" and "outside tolerance" in row.note
+    assert judge("1a", "c", 2.91, 2.95, "s", TOL).verdict == "reproduced"
+
+
+@pytest.mark.parametrize(
+    ("gpu", "scale", "verdicts"),
+    [
+        ("NVIDIA H100 80GB HBM3", 1.0, {"not_reproduced"}),  # equal values, wrong GPU
+        ("NVIDIA A100-SXM4-80GB", 1.02, {"reproduced"}),  # within 5% on the paper's GPU
+        ("NVIDIA A100-SXM4-80GB", 0.5, {"not_reproduced"}),
+    ],
+)
+def test_gpu_rows_by_hardware(gpu: str, scale: float, verdicts: set[str]) -> None:
+    ref = _reference()
+    t1 = _table1_with("gpu-x_composed_s", list(ref["paper"].astype(float) * scale))
+    rows = measured_gpu_table1_claims(ref, t1, "gpu-x", _meta(gpu), TOL)
+    assert [r.id for r in rows] == [f"{i}-gpu-x" for i in ref["id"]]
+    assert {r.verdict for r in rows} == verdicts
+    assert all(f"measured on {gpu}" in r.note and "float16" in r.note for r in rows)
+    assert all(r.ours == pytest.approx(p * scale) for r, p in zip(rows, ref["paper"], strict=True))
+
+
+def test_gpu_rows_refuse_cpu_and_fewer_layer_sources() -> None:
+    ref = _reference()
+    cpu = {"environment": {"device": "cpu", "cpu": "X"}}
+    assert not is_gpu_source(cpu) and is_gpu_source(_meta("H100"))
+    t1 = _table1_with("cpu-x_1layer_composed_s", [1.0] * len(ref))
+    with pytest.raises(InputError, match="not CUDA"):
+        measured_gpu_table1_claims(ref, t1, "cpu-x", cpu, TOL)
+    with pytest.raises(InputError, match="gpu-x_composed_s"):
+        measured_gpu_table1_claims(ref, t1, "gpu-x", _meta("H100"), TOL)
+
+
+def test_full_depth_gpu_measurement_flows_into_table1_and_claims() -> None:
+    """A synthetic full-depth GPU sweep: Table I composes T = t1 + (n - 1) t2 and claim rows follow."""
+    from llmqueue.profiling.tables import table1_frame
+
+    prof = yaml.safe_load((ROOT / "config/config.yaml").read_text())["profiling"]
+    model = "llama2-7b-chat"
+    grid = [(1, 64), (1, 128), (1, 256), (1, 512), (2, 64), (4, 64), (4, 256)]
+    timing = pd.DataFrame(
+        [
+            {
+                "model": model,
+                "layers": 32,
+                "full_layers": 32,
+                "dtype": "float16",
+                "batch": b,
+                "input_tokens": s,
+                "decode_steps": 32,
+                "repeats": 3,
+                "t1_s": 1e-4 * b * s + 0.02,
+                "t2_s": 0.0005 * b + 0.022,
+                "t2_mean_s": 0.0005 * b + 0.022,
+                "total_s": 1.0,
+                "t1_spread_s": 0.0,
+                "t2_spread_s": 0.0,
+                "grid": "table1",
+            }
+            for b, s in grid
+        ],
+        columns=TIMING_COLUMNS,
+    )
+    n = np.array([30, 120, 250, 400])
+    e2e = pd.DataFrame(
+        {
+            "model": model,
+            "layers": 32,
+            "full_layers": 32,
+            "dtype": "float16",
+            "kind": "fig2a",
+            "request": range(4),
+            "trace_row": range(4),
+            "batch": 1,
+            "input_tokens": 128,
+            "output_tokens": n,
+            "total_s": 0.0328 + (n - 1) * 0.0225,
+            "t1_s": 0.0328,
+            "t2_mean_s": 0.0225,
+        }
+    )
+    meta = _meta("NVIDIA H100 80GB HBM3")
+    fit = measured_fit_json("h100-x", model, timing, e2e, meta, prof)
+    assert "full_depth" not in fit and fit["label"].startswith("measured on NVIDIA H100")
+    table1 = pd.read_csv(ROOT / "data/reference/table1.csv")
+    t1 = table1_frame(table1, [], prof, {"h100-x": (timing, fit)})
+    s, out = t1["input_tokens"].to_numpy(), t1["output_tokens"].to_numpy()
+    np.testing.assert_allclose(
+        t1["h100-x_composed_s"], (1e-4 * s + 0.02) + (out - 1) * 0.0225, rtol=1e-9
+    )
+    rows = measured_gpu_table1_claims(_reference(), t1, "h100-x", meta, TOL)
+    assert len(rows) == 8 and {r.verdict for r in rows} == {"not_reproduced"}
+    assert rows[0].ours == pytest.approx(t1.loc[0, "h100-x_composed_s"], rel=1e-5)
