@@ -27,6 +27,8 @@ from llmqueue.tokens import TokenLaw
 stats = lazy_module("scipy.stats")
 
 __all__ = [
+    "fit_section",
+    "FIT_DEPTHS",
     "LinearLatency",
     "BatchLatency",
     "LinearFit",
@@ -158,15 +160,45 @@ def fit_linear_latency(x: ArrayLike, y: ArrayLike) -> LinearFit:
     return LinearFit(float(res.slope), float(res.intercept), r2, s_ci, i_ci, n)
 
 
+FIT_DEPTHS = ("measured", "full")
+
+
+def fit_section(
+    fit: Mapping[str, Any], key: str, depth: str, where: str
+) -> tuple[Mapping[str, Any], str]:
+    """The ``key`` entry (``linear`` or ``batch``) of a parsed fit.json and the label to show.
+
+    ``depth: measured`` (default) takes the law at the depth that was timed; ``depth: full`` takes
+    the full-depth extrapolation of a fewer-layer (CPU) measurement, ``fit["full_depth"][key]``,
+    which exists only when the sweep ran fewer layers and is usable only when the 1/2/4-layer
+    depth check found time linear in layers (``full_depth.valid``). A full-depth source (a GPU,
+    the roofline, the paper) is its own full depth. `where` names the config key in errors.
+    """
+    if depth not in FIT_DEPTHS:
+        raise InputError(f"{where}.depth: must be one of {list(FIT_DEPTHS)}, got {depth!r}")
+    label = str(fit.get("label", fit.get("source", "")))
+    if depth == "full" and "full_depth" in fit:
+        fd = fit["full_depth"]
+        if not fd.get("valid"):
+            raise InputError(
+                f"{where}: depth full asked for, but {fit.get('source')}/{fit.get('model')} failed its "
+                "depth check (time not linear in layers), so it has no full-depth extrapolation"
+            )
+        return fd[key], str(fd.get("label", label))
+    if key not in fit:
+        raise InputError(f"{where}: its fit.json has no {key!r} entry")
+    return fit[key], label
+
+
 def resolve_linear_profile(
     name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
 ) -> LinearLatency:
     """Build the LinearLatency a config profile names.
 
     A profile is either ``{kind: fixed, a_s_per_token, b0_s, verdict}`` or
-    ``{kind: fit, source, model}``, in which case `fit` is the parsed
+    ``{kind: fit, source, model[, depth]}``, in which case `fit` is the parsed
     ``results/profiling/<source>/<model>/fit.json`` whose ``linear`` entry holds slope and
-    intercept of S on N.
+    intercept of S on N (``depth: full``: its full-depth extrapolation, see :func:`fit_section`).
     """
     kind = profile.get("kind")
     verdict = str(profile.get("verdict", "independent"))
@@ -181,8 +213,12 @@ def resolve_linear_profile(
     if kind == "fit":
         if fit is None or "linear" not in fit:
             raise InputError(f"latency profile {name!r} needs its fit.json with a 'linear' entry")
-        lin = fit["linear"]
-        source = f"least-squares fit: {fit.get('description', profile.get('source'))}"
+        depth = str(profile.get("depth", "measured"))
+        lin, label = fit_section(fit, "linear", depth, f"latency_profiles.{name}")
+        described = fit.get("description", profile.get("source"))
+        if depth == "full" and "full_depth" in fit:
+            described = f"{label}; {fit['full_depth'].get('method', '')}; {described}"
+        source = f"least-squares fit: {described}"
         return LinearLatency(float(lin["slope"]), float(lin["intercept"]), name, source, verdict)
     raise InputError(f"latency profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
 

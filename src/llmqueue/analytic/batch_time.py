@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 
 from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, fit_linear_latency
+from llmqueue.latency import BatchLatency, fit_linear_latency, fit_section
 from llmqueue.tokens import (
     ClippedLaw,
     DeterministicLaw,
@@ -281,8 +281,9 @@ def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> Batc
     """The BatchLatency a config ``batch_profiles`` entry names.
 
     ``kind: fixed`` holds k1..k4 (s, s/token); ``kind: fit`` names ``source`` and ``model`` and
-    takes k1..k4 from ``results/profiling/<source>/<model>/fit.json`` (its ``batch`` entry), with
-    the fit's own label and verdict ("predicted" or "measured")."""
+    takes k1..k4 from ``results/profiling/<source>/<model>/fit.json`` (its ``batch`` entry, or
+    with ``depth: full`` the full-depth extrapolation of a fewer-layer CPU sweep), with the fit's
+    own label and verdict ("predicted" or "measured")."""
     kind = cfg.get("kind", "fixed")
     if kind == "fixed":
         try:
@@ -306,14 +307,16 @@ def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> Batc
                 f"batch_profiles.{name}: needs its fit.json with a 'batch' entry "
                 f"(results/profiling/{cfg.get('source')}/{cfg.get('model')}/fit.json)"
             )
-        bb = fit["batch"]
+        bb, label = fit_section(
+            fit, "batch", str(cfg.get("depth", "measured")), f"batch_profiles.{name}"
+        )
         return BatchLatency(
             float(bb["k1"]),
             float(bb["k2"]),
             float(bb["k3"]),
             float(bb["k4"]),
             name=name,
-            source=str(fit.get("label", cfg.get("source"))),
+            source=label or str(cfg.get("source")),
             verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))),
         )
     raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
