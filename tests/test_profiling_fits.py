@@ -372,6 +372,30 @@ def test_measured_fit_json_contract_and_table1(prof: dict) -> None:
     assert set(pts["quantity"]) == {"throughput", "t1", "t2"} and (pts["value"] > 0).all()
 
 
+def test_committed_cpu_sweeps_pass_the_depth_check(prof: dict) -> None:
+    """Every committed CPU sweep listed in profiling.measured: time linear in layers at full width
+    (the condition for its full-depth extrapolation), and the plan issue 5 asks for: ~20 Fig. 2a
+    requests per model measured end to end, batch sizes up to 16."""
+    from llmqueue.profiling.claim_rows import is_gpu_source
+
+    plan = prof["hardware"]["cpu"]
+    cpu = []
+    for hw in prof["measured"]:
+        timing, e2e, meta = read_measured(ROOT / "data/profiling" / hw)
+        if is_gpu_source(meta):
+            continue
+        cpu.append(hw)
+        for model in plan["depth_models"]:
+            d = depth_fit(timing, model, plan["depth_point"], prof["depth_tolerance"])
+            assert d["linear_ok"], (hw, model, d)
+        for model in prof["models"]:
+            f2a = e2e[(e2e["model"] == model) & (e2e["kind"] == "fig2a")]
+            assert len(f2a) >= 20 and (f2a["output_tokens"] < 512).all(), (hw, model)
+            mine = timing[(timing["model"] == model) & (timing["grid"] != "depth")]
+            assert mine["batch"].max() == 16, (hw, model)
+    assert cpu, "no committed CPU sweep is listed in profiling.measured"
+
+
 def test_harness_imports_only_what_the_gpu_machine_has() -> None:
     """`python -m llmqueue.profiling` must run with torch, transformers, numpy, scipy, pandas, pyyaml only."""
     import subprocess
