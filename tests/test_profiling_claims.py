@@ -11,12 +11,13 @@ import yaml
 
 from llmqueue.claims import Tolerance, judge
 from llmqueue.errors import InputError
-from llmqueue.profiling.claim_rows import is_gpu_source, measured_gpu_table1_claims
-from llmqueue.profiling.fits import measured_fit_json
+from llmqueue.profiling.claim_rows import measured_gpu_table1_claims
+from llmqueue.profiling.fits import is_gpu_source, measured_fit_json
 from llmqueue.profiling.sweeps import TIMING_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerance("rel", 0.05)
+TOLS = {"time": TOL}  # the tolerance claims 1a-1h name in data/reference
 
 
 def _reference() -> pd.DataFrame:
@@ -56,7 +57,7 @@ def test_judge_incomparable_is_never_reproduced() -> None:
 def test_gpu_rows_by_hardware(gpu: str, scale: float, verdicts: set[str]) -> None:
     ref = _reference()
     t1 = _table1_with("gpu-x_composed_s", list(ref["paper"].astype(float) * scale))
-    rows = measured_gpu_table1_claims(ref, t1, "gpu-x", _meta(gpu), TOL)
+    rows = measured_gpu_table1_claims(ref, t1, "gpu-x", _meta(gpu), TOLS)
     assert [r.id for r in rows] == [f"{i}-gpu-x" for i in ref["id"]]
     assert {r.verdict for r in rows} == verdicts
     assert all(f"measured on {gpu}" in r.note and "float16" in r.note for r in rows)
@@ -69,9 +70,9 @@ def test_gpu_rows_refuse_cpu_and_fewer_layer_sources() -> None:
     assert not is_gpu_source(cpu) and is_gpu_source(_meta("H100"))
     t1 = _table1_with("cpu-x_1layer_composed_s", [1.0] * len(ref))
     with pytest.raises(InputError, match="not CUDA"):
-        measured_gpu_table1_claims(ref, t1, "cpu-x", cpu, TOL)
+        measured_gpu_table1_claims(ref, t1, "cpu-x", cpu, TOLS)
     with pytest.raises(InputError, match="gpu-x_composed_s"):
-        measured_gpu_table1_claims(ref, t1, "gpu-x", _meta("H100"), TOL)
+        measured_gpu_table1_claims(ref, t1, "gpu-x", _meta("H100"), TOLS)
 
 
 def test_full_depth_gpu_measurement_flows_into_table1_and_claims() -> None:
@@ -131,6 +132,6 @@ def test_full_depth_gpu_measurement_flows_into_table1_and_claims() -> None:
     np.testing.assert_allclose(
         t1["h100-x_composed_s"], (1e-4 * s + 0.02) + (out - 1) * 0.0225, rtol=1e-9
     )
-    rows = measured_gpu_table1_claims(_reference(), t1, "h100-x", meta, TOL)
+    rows = measured_gpu_table1_claims(_reference(), t1, "h100-x", meta, TOLS)
     assert len(rows) == 8 and {r.verdict for r in rows} == {"not_reproduced"}
     assert rows[0].ours == pytest.approx(t1.loc[0, "h100-x_composed_s"], rel=1e-5)

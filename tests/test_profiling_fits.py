@@ -18,6 +18,7 @@ from llmqueue.profiling.fits import (
     composed_time,
     composition_check,
     depth_fit,
+    is_gpu_source,
     linear_fit_e2e,
     measured_fit_json,
     read_measured,
@@ -376,8 +377,6 @@ def test_committed_cpu_sweeps_pass_the_depth_check(prof: dict) -> None:
     """Every committed CPU sweep listed in profiling.measured: time linear in layers at full width
     (the condition for its full-depth extrapolation), and the plan issue 5 asks for: ~20 Fig. 2a
     requests per model measured end to end, batch sizes up to 16."""
-    from llmqueue.profiling.claim_rows import is_gpu_source
-
     plan = prof["hardware"]["cpu"]
     cpu = []
     for hw in prof["measured"]:

@@ -5,7 +5,8 @@ import pandas as pd
 
 from llmqueue.claims import Tolerance, claims_frame, judge
 from llmqueue.io import read_json, write_csv
-from llmqueue.profiling.claim_rows import is_gpu_source, measured_gpu_table1_claims
+from llmqueue.profiling.claim_rows import measured_gpu_table1_claims
+from llmqueue.profiling.fits import is_gpu_source
 from llmqueue.profiling.roofline import roofline
 
 sm = snakemake  # noqa: F821
@@ -44,9 +45,7 @@ table1_ours = pd.read_csv(sm.input.table1_ours)
 for hw, meta_path in zip(sm.params.measured, sm.input.meta, strict=True):
     meta = read_json(meta_path)
     if is_gpu_source(meta):
-        rows += measured_gpu_table1_claims(
-            t1_rows, table1_ours, hw, meta, tols[t1_rows["tolerance"].iloc[0]]
-        )
+        rows += measured_gpu_table1_claims(t1_rows, table1_ours, hw, meta, tols)
 for cid, c in ref[ref["id"].str.startswith("2")].set_index("id").iterrows():
     k = kv.loc[cid]
     note = (

@@ -19,13 +19,9 @@ import pandas as pd
 
 from llmqueue.claims import ClaimRow, Tolerance, judge
 from llmqueue.errors import InputError
+from llmqueue.profiling.fits import is_gpu_source
 
-__all__ = ["is_gpu_source", "measured_gpu_table1_claims"]
-
-
-def is_gpu_source(meta: Mapping[str, Any]) -> bool:
-    """True when a measurement's ``meta.json`` says it ran on CUDA."""
-    return str(meta.get("environment", {}).get("device", "cpu")).startswith("cuda")
+__all__ = ["measured_gpu_table1_claims"]
 
 
 def measured_gpu_table1_claims(
@@ -33,13 +29,14 @@ def measured_gpu_table1_claims(
     table1_ours: pd.DataFrame,
     hw: str,
     meta: Mapping[str, Any],
-    tol: Tolerance,
+    tolerances: Mapping[str, Tolerance],
 ) -> list[ClaimRow]:
     """Rows ``1a-<hw>`` .. ``1h-<hw>``: the paper's Table I beside T composed from `hw`'s timings.
 
     `reference`: the claim-1 rows of ``data/reference/claims_profiling.csv`` in Table I order;
     `table1_ours`: ``figures/table1.csv`` (same order), which must hold ``<hw>_composed_s``
-    (a full-depth measurement; a CPU or fewer-layer source has no such column).
+    (a full-depth measurement; a CPU or fewer-layer source has no such column); `tolerances`:
+    config ``claims.tolerances`` by name, each row judged by its reference row's tolerance.
     """
     if not is_gpu_source(meta):
         raise InputError(
@@ -71,7 +68,7 @@ def measured_gpu_table1_claims(
                 paper,
                 ours,
                 c["unit"],
-                tol,
+                tolerances[c["tolerance"]],
                 note=(
                     f"ours = measured on {gpu} ({dtype}, random-weight LLaMA-2-7B shapes, full depth, "
                     f"torch {env.get('torch', '?')}, transformers {env.get('transformers', '?')}): "

@@ -107,9 +107,14 @@ def read_measured(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     return timing, e2e, meta
 
 
+def is_gpu_source(meta: Mapping[str, Any]) -> bool:
+    """True when a measurement's ``meta.json`` says it ran on CUDA."""
+    return str(meta.get("environment", {}).get("device", "cpu")).startswith("cuda")
+
+
 def hardware_label(meta: Mapping[str, Any]) -> str:
     env = meta.get("environment", {})
-    if str(env.get("device", "cpu")).startswith("cuda"):
+    if is_gpu_source(meta):
         return f"measured on {env.get('gpu', 'GPU')}"
     return f"measured on CPU {env.get('cpu', '?')} ({env.get('cpu_count', '?')} cores)"
 
