@@ -14,7 +14,8 @@ import time
 
 from llmqueue.analytic import batch_chain as bc
 from llmqueue.latency import BatchLatency
-from llmqueue.sim.batching import Policy, simulate
+from llmqueue.policy import Policy
+from llmqueue.sim.batching import simulate
 from llmqueue.tokens import parse_law
 
 
@@ -40,10 +41,19 @@ def main() -> None:
     print(f"{'policy':22s} {'lambda':>7s} {'mean batch':>10s} {'req/s (M)':>10s} {'wait (s)':>16s}")
     for name, pol, lam, fixed_t in cases:
         simulate(
-            pol, prof, law, lam, 10_000, warmup=100, seed=1, fixed_time=fixed_t
+            pol, law, prof, rate_per_s=lam, requests=10_000, warmup=100, seed=1, fixed_time=fixed_t
         )  # compile / warm
         t0 = time.perf_counter()
-        r = simulate(pol, prof, law, lam, args.requests, warmup=0, seed=2, fixed_time=fixed_t)
+        r = simulate(
+            pol,
+            law,
+            prof,
+            rate_per_s=lam,
+            requests=args.requests,
+            warmup=0,
+            seed=2,
+            fixed_time=fixed_t,
+        )
         dt = time.perf_counter() - t0
         print(
             f"{name:22s} {lam:7.3g} {r.mean_batch:10.2f} {args.requests / dt / 1e6:10.2f} "

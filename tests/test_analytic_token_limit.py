@@ -60,7 +60,7 @@ def test_paper_numbers_with_table1_fit():
     assert fit.slope == pytest.approx(0.02299, abs=2e-5)
     assert fit.intercept == pytest.approx(0.186, abs=1e-3)
     c = token_limit_curve(LN, TABLE1, 1 / 40, [1600, 3000])
-    assert c.wq_s[0] == pytest.approx(24.7, abs=0.05)  # equations.md
+    assert c.wq_s[0] == pytest.approx(24.7, abs=0.05)  # docs/equations.md
     assert 1 - c.wq_s[0] / c.wq_s[1] == pytest.approx(0.608, abs=0.001)
 
 
@@ -101,7 +101,7 @@ def test_exact_solver_equals_mm1d_closed_form(rho, tau):
     closed = mm1d(rho, 1.0, tau)
     assert exact.loss == pytest.approx(closed.loss, rel=1e-6, abs=1e-10)
     assert exact.wqs_s == pytest.approx(closed.wqs_s, rel=1e-6)
-    # the M/M/1+D loss of equations.md
+    # the M/M/1+D loss of docs/equations.md
     theta = 1.0 - rho
     e = math.exp(-theta * tau)
     assert closed.loss == pytest.approx(
@@ -137,7 +137,7 @@ def test_tau_to_infinity_gives_mg1():
 
 
 def test_paper_impatient_numbers_exact():
-    # equations.md: pi(1300) ~ 0.121, pi(3000) ~ 0.284 (57.4% drop) with the Table I fit
+    # docs/equations.md: pi(1300) ~ 0.121, pi(3000) ~ 0.284 (57.4% drop) with the Table I fit
     p13 = exact_token_limit(LN, TABLE1, 1 / 25, 60, 1300)
     p30 = exact_token_limit(LN, TABLE1, 1 / 25, 60, 3000)
     assert p13.loss == pytest.approx(0.121, abs=0.001)
@@ -216,7 +216,7 @@ def test_patient_optimum_with_gamma_grid_matches_equations_md():
         ).limit
         for g in (1.0, 4.0)
     }
-    assert best[4.0] == 1600  # equations.md: l* = 1600 near gamma = 4 with the Table I fit
+    assert best[4.0] == 1600  # docs/equations.md: l* = 1600 near gamma = 4 with the Table I fit
     assert best[1.0] < 1600
 
 

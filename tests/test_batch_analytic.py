@@ -6,7 +6,7 @@ import pytest
 from llmqueue.analytic import batch_chain as bc
 from llmqueue.analytic import bulk, inoue
 from llmqueue.errors import InputError, UnstableError
-from llmqueue.sim.batching import Policy
+from llmqueue.policy import Policy
 
 
 def test_inoue_phi1_against_exact_chain():

@@ -11,7 +11,8 @@ from llmqueue.analytic import bulk
 from llmqueue.analytic.batch_time import mean_batch_time
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency
-from llmqueue.sim.batching import Policy, simulate
+from llmqueue.policy import Policy
+from llmqueue.sim.batching import simulate
 from llmqueue.tokens import parse_law
 
 PROFILE = BatchLatency(0.01, 0.77, 5e-4, 0.02153)  # table1_consistent
@@ -45,10 +46,10 @@ def test_simulation_within_4_sigma_of_exact_chain(exact, name, lam):
     for seed in SEEDS:
         res = simulate(
             POLICIES[name],
-            PROFILE,
             LAW,
-            lam,
-            60_000,
+            PROFILE,
+            rate_per_s=lam,
+            requests=60_000,
             warmup=2_000,
             batches=BATCHES,
             seed=np.random.SeedSequence(seed),
@@ -69,10 +70,10 @@ def test_eq25_equals_fixed_time_simulation(K):
     for seed in (7, 8, 9):
         res = simulate(
             Policy("fixed", K=K),
-            prof,
             law,
-            lam,
-            100_000,
+            prof,
+            rate_per_s=lam,
+            requests=100_000,
             warmup=2_000,
             batches=BATCHES,
             seed=seed,
@@ -83,27 +84,57 @@ def test_eq25_equals_fixed_time_simulation(K):
 
 
 def test_bmax_infinite_equals_dynamic():
-    a = simulate(Policy("dynamic"), PROFILE, LAW, 0.3, 20_000, seed=5)
-    b = simulate(Policy("dynamic", bmax=10**9), PROFILE, LAW, 0.3, 20_000, seed=5)
-    c = simulate(Policy("dynamic", bmax=a.max_queue), PROFILE, LAW, 0.3, 20_000, seed=5)
+    a = simulate(Policy("dynamic"), LAW, PROFILE, rate_per_s=0.3, requests=20_000, seed=5)
+    b = simulate(
+        Policy("dynamic", bmax=10**9), LAW, PROFILE, rate_per_s=0.3, requests=20_000, seed=5
+    )
+    c = simulate(
+        Policy("dynamic", bmax=10**6), LAW, PROFILE, rate_per_s=0.3, requests=20_000, seed=5
+    )
     assert a == b == c
 
 
 def test_same_seed_same_numbers_and_seeds_differ():
     pol = Policy("elastic", bmax=16)
-    a = simulate(pol, PROFILE, LAW, 0.3, 20_000, seed=np.random.SeedSequence(1, spawn_key=(3,)))
-    b = simulate(pol, PROFILE, LAW, 0.3, 20_000, seed=np.random.SeedSequence(1, spawn_key=(3,)))
-    c = simulate(pol, PROFILE, LAW, 0.3, 20_000, seed=np.random.SeedSequence(1, spawn_key=(4,)))
+    a = simulate(
+        pol,
+        LAW,
+        PROFILE,
+        rate_per_s=0.3,
+        requests=20_000,
+        seed=np.random.SeedSequence(1, spawn_key=(3,)),
+    )
+    b = simulate(
+        pol,
+        LAW,
+        PROFILE,
+        rate_per_s=0.3,
+        requests=20_000,
+        seed=np.random.SeedSequence(1, spawn_key=(3,)),
+    )
+    c = simulate(
+        pol,
+        LAW,
+        PROFILE,
+        rate_per_s=0.3,
+        requests=20_000,
+        seed=np.random.SeedSequence(1, spawn_key=(4,)),
+    )
     assert a == b
     assert a.wait.mean != c.wait.mean
 
 
 def test_quantiles_ordered_and_elastic_not_slower_per_batch_than_padded_bound():
-    res = simulate(Policy("elastic"), PROFILE, LAW, 0.2, 20_000, seed=3)
-    assert res.wait_q[0] <= res.wait_q[1] <= res.wait_q[2]
-    assert res.response_q[0] <= res.response_q[1] <= res.response_q[2]
-    assert res.response.mean > res.wait.mean > 0
-    assert math.isfinite(res.response_q[2])
+    res = simulate(Policy("elastic"), LAW, PROFILE, rate_per_s=0.2, requests=20_000, seed=3)
+    w, r = res.wait, res.response
+    assert w.p50 <= w.p90 <= w.p95 <= w.p99 <= w.max
+    assert r.p50 <= r.p90 <= r.p95 <= r.p99 <= r.max
+    assert r.mean > w.mean > 0
+    assert math.isfinite(r.p99)
+    # the first token of every member comes at t1(b) after the batch start
+    assert res.ttft.mean == pytest.approx(
+        w.mean + PROFILE.k2 + PROFILE.k1 * res.mean_batch, rel=0.05
+    )
 
 
 @pytest.mark.parametrize(
@@ -125,8 +156,10 @@ def test_bad_policies(kw):
 
 def test_bad_simulation_inputs():
     with pytest.raises(InputError, match="rate"):
-        simulate(Policy("dynamic"), PROFILE, LAW, 0.0, 1000)
+        simulate(Policy("dynamic"), LAW, PROFILE, rate_per_s=0.0, requests=1000, seed=1)
     with pytest.raises(InputError, match="requests"):
-        simulate(Policy("dynamic"), PROFILE, LAW, 0.1, 10)
+        simulate(Policy("dynamic"), LAW, PROFILE, rate_per_s=0.1, requests=10, seed=1)
     with pytest.raises(InputError, match="fixed-T"):
-        simulate(Policy("elastic"), PROFILE, LAW, 0.1, 1000, fixed_time=True)
+        simulate(
+            Policy("elastic"), LAW, PROFILE, rate_per_s=0.1, requests=1000, seed=1, fixed_time=True
+        )

@@ -12,6 +12,20 @@ from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency
 from llmqueue.tokens import parse_law
 
+
+def eq26_reply_times(prof, lengths):
+    """Reply time of each member after the batch start under elastic batching, Eq. (26) (s): the
+    members leave shortest first; the i-th shortest replies at
+    t1(b) + sum_{j<=i} t2(b - j + 1) (n_(j) - n_(j-1)). A plain reference for the tests."""
+    n = np.asarray(lengths, dtype=float)
+    order = np.argsort(n, kind="stable")
+    steps = np.diff(np.concatenate([[0.0], n[order]]))
+    remaining = n.size - np.arange(n.size)  # b, b-1, ..., 1 members still running
+    out = np.empty(n.size)
+    out[order] = prof.t1(n.size) + np.cumsum(prof.t2(remaining) * steps)
+    return out
+
+
 PROFILE = BatchLatency(0.01, 0.77, 5e-4, 0.02153)
 
 
@@ -25,9 +39,9 @@ def _mc_max(law, b, n, seed):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_eq19_uniform_max_matches_monte_carlo(b, seed):
     law = parse_law("uniform:low=0,high=2000")
-    assert bt.expected_max(law, b) == pytest.approx(2000 * b / (b + 1), rel=1e-14)
+    assert law.expected_max(b) == pytest.approx(2000 * b / (b + 1), rel=1e-14)
     m, se = _mc_max(law, b, 20000, seed)
-    assert abs(m - bt.expected_max(law, b)) < 4 * se
+    assert abs(m - law.expected_max(b)) < 4 * se
 
 
 @pytest.mark.parametrize("b", [1, 4, 16, 49])
@@ -35,13 +49,26 @@ def test_eq19_uniform_max_matches_monte_carlo(b, seed):
 def test_eq23_truncnorm_max_matches_monte_carlo(b, seed):
     law = parse_law("truncnorm:mean=800,sd=20")
     m, se = _mc_max(law, b, 20000, seed)
-    assert abs(m - bt.expected_max(law, b)) < 4 * se
+    assert abs(m - law.expected_max(b)) < 4 * se
 
 
-def test_eq23_equals_generic_integral():
+def test_eq23_equals_the_order_statistic_integral():
+    """Eq. (23) (high - integral of F^b) against the largest order statistic's own integral."""
     law = parse_law("truncnorm:mean=300,sd=200")  # heavy truncation at 0
     for b in (1, 3, 10):
-        assert bt.expected_max_truncnorm(law, b) == pytest.approx(law.expected_max(b), rel=1e-8)
+        assert law.expected_max(b) == pytest.approx(law.order_stat_means(b)[-1], rel=1e-8)
+
+
+@pytest.mark.parametrize(
+    "spec", ["lognormal:mu=7,sigma=0.7,cap=2000", "exponential:mean=500,cap=800"]
+)
+def test_clipped_max_is_the_max_of_clipped_draws(spec):
+    """A capped law's E[L_b] (the generic tail integral) is E[min(max, cap)] = min of a sum."""
+    law = parse_law(spec)
+    for b, seed in ((1, 8), (4, 9), (16, 10)):
+        m, se = _mc_max(law, b, 40000, seed)
+        assert abs(m - law.expected_max(b)) < 4 * se + 1e-9
+        assert law.expected_max(b) <= law.cap
 
 
 @pytest.mark.parametrize("spec", ["lognormal:mu=7,sigma=0.7", "lognormal:mu=7,sigma=0.7,cap=4096"])
@@ -49,7 +76,7 @@ def test_lognormal_max_matches_monte_carlo(spec):
     law = parse_law(spec)
     for b, seed in ((1, 5), (8, 6), (32, 7)):
         m, se = _mc_max(law, b, 40000, seed)
-        assert abs(m - bt.expected_max(law, b)) < 4 * se
+        assert abs(m - law.expected_max(b)) < 4 * se
 
 
 def test_eq20_linear_bound_and_eq24():
@@ -94,9 +121,10 @@ def test_elastic_identity_equals_eq26_order_statistics():
     st.floats(1e-4, 0.05),
 )
 def test_elastic_reply_never_later_than_padded(lengths, k1, k2, k3, k4):
+    """Properties of Eq. (26) per batch (the reference the batch-stats test below relies on)."""
     prof = BatchLatency(k1, k2, k3, k4)
     n = np.array(lengths)
-    c = bt.elastic_completion_times(prof, n)
+    c = eq26_reply_times(prof, n)
     padded = prof.batch_time(n.size, n.max())
     assert np.all(c <= padded * (1 + 1e-12) + 1e-12)
     # the last reply ends the batch: t1 + k4 max + k3 sum (Eq. 26 summed)
@@ -117,7 +145,7 @@ def test_batch_stats_match_monte_carlo(elastic):
     x = law.sample(rng, n * b).reshape(n, b)
     if elastic:
         d = PROFILE.t1(b) + PROFILE.k4 * x.max(1) + PROFILE.k3 * x.sum(1)
-        resp = np.array([bt.elastic_completion_times(PROFILE, row).sum() for row in x[:20000]])
+        resp = np.array([eq26_reply_times(PROFILE, row).sum() for row in x[:20000]])
     else:
         d = PROFILE.batch_time(b, x.max(1))
         resp = b * d
@@ -130,6 +158,8 @@ def test_bad_batch_sizes():
     law = parse_law("uniform:low=0,high=10")
     for b in (0, -1, 2.5):
         with pytest.raises(InputError, match="batch size"):
-            bt.expected_max(law, b)
+            law.expected_max(b)
+        with pytest.raises(InputError, match="batch size"):
+            bt.mean_batch_time(PROFILE, law, b)
     with pytest.raises(InputError):
         BatchLatency(0, 1, -1e-4, 0.01)

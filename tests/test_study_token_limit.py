@@ -9,17 +9,19 @@ import pytest
 import yaml
 
 from llmqueue.checks import check_config
-from llmqueue.claims import Tolerance, claims_frame, gather_claims, judge
+from llmqueue.claims import ClaimBook, Tolerance, claims_frame, gather_claims, judge
 from llmqueue.errors import InputError
+from llmqueue.grids import arithmetic_grid, grid_from_config, parse_range
 from llmqueue.io import write_csv
 from llmqueue.latency import LinearLatency
 from llmqueue.studies.token_limit import (
     SimSettings,
     claims_rows,
+    gamma_grid,
     gamma_sweep_table,
-    grid,
     impatient_table,
     patient_table,
+    sweep_table,
     tradeoff_table,
 )
 from llmqueue.tokens import parse_law
@@ -31,7 +33,41 @@ TRADEOFF = {"alpha_patient": 119 / 120, "alpha_impatient": 0.95, "loss_cost": 4.
 
 
 def test_grid_is_inclusive():
-    assert list(grid({"start": 100, "stop": 300, "step": 50})) == [100, 150, 200, 250, 300]
+    assert list(grid_from_config({"start": 100, "stop": 300, "step": 50})) == [
+        100,
+        150,
+        200,
+        250,
+        300,
+    ]
+    # 0.1 + 0.085 k lands on 0.95 only up to rounding: the stop is kept
+    assert list(arithmetic_grid(0.1, 0.95, 0.085))[-1] == 0.95
+    assert len(arithmetic_grid(0.1, 0.95, 0.085)) == 11
+    assert parse_range("7", "--x") == (pytest.approx([7.0]), False)
+    with pytest.raises(InputError, match="--x '1:2'"):
+        parse_range("1:2", "--x")
+    with pytest.raises(InputError, match="at most 10"):
+        arithmetic_grid(0, 100, 1, what="g", max_points=10)
+    with pytest.raises(InputError, match="STOP"):
+        arithmetic_grid(5, 1, 1)
+
+
+def test_gamma_grid_defaults_to_the_fixed_gamma():
+    assert list(gamma_grid({"gamma": 1.5})) == [1.5]
+    assert list(gamma_grid({"gamma": 1, "gamma_sweep": {"start": 1, "stop": 2, "step": 0.5}})) == [
+        1,
+        1.5,
+        2,
+    ]
+
+
+def test_sweep_table_routes_by_patience_and_records_the_profile():
+    limits = np.array([800.0, 1600.0])
+    pat = sweep_table(LN, FIT, limits, 1 / 40, None, None, 0)
+    imp = sweep_table(LN, FIT, limits, 1 / 25, 60.0, None, 0, {"step_s": 0.05})
+    assert "wq_formula_s" in pat and "loss_exact" in imp and "loss_exact" not in pat
+    assert list(pat.columns[:3]) == ["limit_tokens", "a_s_per_token", "b0_s"]
+    assert (imp["b0_s"] == FIT.b0_s).all()
 
 
 def test_same_seed_gives_byte_identical_csv(tmp_path):
@@ -74,49 +110,73 @@ def _reference(root):
     return pd.read_csv(root / "data/reference/claims_token_limit.csv", dtype={"id": str})
 
 
-def test_claims_rows_verdicts(root):
-    limits = np.array([300.0, 1300.0, 1600.0, 3000.0])
+def test_claims_rows_verdicts_on_the_shipped_grid(root):
+    """Claims 3-5 on the config's own l and gamma grids (closed forms and exact solutions; the
+    simulation only adds notes): every verdict and every optimum, both profiles."""
+    cfg = yaml.safe_load((root / "config/config.yaml").read_text())
+    tl = cfg["token_limit"]
+    limits = grid_from_config(tl["limits"])
+    back = LinearLatency(
+        0.02203, 0.78, "back_solved", verdict="back_solved", solved_from=("3b", "3c")
+    )
     tables = {}
-    for lat in (FIT, LinearLatency(0.02203, 0.78, name="back_solved", verdict="back_solved")):
-        pat = patient_table(LN, lat, 1 / 40, limits, None, 0)
-        imp = impatient_table(LN, lat, 1 / 25, 60.0, limits, None, 0)
+    for lat in (FIT, back):
+        pat = patient_table(LN, lat, tl["patient"]["rate_per_s"], limits, None, 0)
+        imp = impatient_table(
+            LN, lat, tl["impatient"]["rate_per_s"], tl["impatient"]["patience_s"], limits, None, 0
+        )
         tables[lat.name] = {
             "patient": pat,
             "impatient": imp,
-            "tradeoff": tradeoff_table(LN, pat, imp, TRADEOFF),
-            "gamma_sweep": gamma_sweep_table(LN, pat, imp, TRADEOFF, np.array([1.0, 4.0])),
+            "tradeoff": tradeoff_table(LN, pat, imp, tl["tradeoff"]),
+            "gamma_sweep": gamma_sweep_table(
+                LN, pat, imp, tl["tradeoff"], gamma_grid(tl["tradeoff"])
+            ),
         }
-    tol = yaml.safe_load((root / "config/config.yaml").read_text())["claims"]["tolerances"]
+    book = ClaimBook(_reference(root), cfg["claims"]["tolerances"])
     rows = claims_frame(
         claims_rows(
-            _reference(root),
-            tol,
+            book,
             LN,
-            {
-                "table1_fit": FIT,
-                "back_solved": LinearLatency(
-                    0.02203, 0.78, name="back_solved", verdict="back_solved"
-                ),
-            },
+            {"table1_fit": FIT, "back_solved": back},
             tables,
-            {"patient": 1600, "impatient": 1300, "baseline": 3000},
+            tl["claim_limits"],
             "table1_fit",
         )
     ).set_index("id")
-    assert rows.loc["3b", "verdict"] == "not_reproduced"  # 24.7 s vs 23 s: outside 5%
-    assert rows.loc["3c", "verdict"] == "reproduced"
-    assert rows.loc["4b", "verdict"] == "reproduced"
-    assert rows.loc["5a", "verdict"] == "reproduced"
-    assert (
-        rows.loc[[i for i in rows.index if "back_solved" in i], "verdict"].isin(
-            ["back_solved", "not_reproduced"]
-        )
-    ).all()
-    assert rows.loc["3b-back_solved", "verdict"] == "back_solved"
-    assert (
-        rows.loc["3a-gamma", "verdict"] == "back_solved"
-    )  # gamma = 4 hits 1600: a back-solved gamma
-    assert "not_reproduced" == rows.loc["4a", "verdict"]
+    expected = {
+        "3a": ("not_reproduced", 1300.0),  # F1 peaks at 1300 with g(r) = r
+        "3a-gamma": ("back_solved", "3.5, 3.75, 4, 4.25"),
+        "3b": ("not_reproduced", None),  # 24.7 s vs 23 s: outside 5%
+        "3c": ("reproduced", None),
+        "4a": ("not_reproduced", 400.0),
+        "4a-interp": ("not_reproduced", 400.0),
+        "4a-gamma": ("not_reproduced", "none"),
+        "4b": ("reproduced", None),
+        "4c": ("reproduced", None),
+        "5a": ("reproduced", None),
+        "5b": ("reproduced", None),
+        # the back-solved law: back_solved only for the two numbers it was solved from
+        "3b-back_solved": ("back_solved", None),
+        "3c-back_solved": ("back_solved", None),
+        "3a-back_solved": ("not_reproduced", 1300.0),
+        "3a-back_solved-gamma": ("back_solved", "2.5, 2.75"),
+        "4a-back_solved": ("not_reproduced", 400.0),
+        "4a-back_solved-interp": ("not_reproduced", 400.0),
+        "4a-back_solved-gamma": ("not_reproduced", "none"),
+        "4b-back_solved": ("not_reproduced", None),  # 0.1132 vs 0.12: 5.7% off
+        "4c-back_solved": ("reproduced", None),  # 58.2% vs 56.36%
+    }
+    assert sorted(rows.index) == sorted(expected)
+    for rid, (verdict, ours) in expected.items():
+        assert rows.loc[rid, "verdict"] == verdict, rid
+        if ours is not None:
+            assert rows.loc[rid, "ours"] == ours, rid
+    assert rows.loc["3b-back_solved", "ours"] == pytest.approx(23.0, abs=0.01)
+    assert rows.loc["4b-back_solved", "ours"] == pytest.approx(0.1132, abs=5e-4)
+    for rid in ("3a-back_solved", "4b-back_solved", "4c-back_solved"):
+        assert "back-solved from claim(s) 3b, 3c" in rows.loc[rid, "note"], rid
+    assert "by construction" in rows.loc["3b-back_solved", "note"]
     assert all(rows.loc[rows["verdict"] == "not_reproduced", "note"].str.len() > 0)
 
 

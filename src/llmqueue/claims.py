@@ -1,16 +1,23 @@
 """The claims table: each of the paper's numbers beside the number we rebuilt.
 
-Columns (figures.md, "How claims are recorded"): id, claim, paper, ours, unit, tolerance,
-verdict, note. Verdicts: ``reproduced`` (independent inputs, within tolerance),
+Columns (docs/figures.md, "How claims are recorded"): id, claim, paper, ours, unit, tolerance,
+verdict, note. Verdicts: ``reproduced`` (within the tolerance fixed in config),
 ``not_reproduced`` (with the reason in the note), ``back_solved`` (a parameter was chosen to hit
 this very number). Tolerances come from config and are set before anything is computed.
+
+Every study builds its rows through one :class:`ClaimBook` (the study's reference rows from
+``data/reference/claims_<study>.csv`` and the config tolerances), so the verdict rule is written
+once: a row is ``back_solved`` only when the profile it was computed under names the row's claim
+in its ``solved_from`` (config); any other row under that profile is judged by its tolerance, and
+its note names the profile and what it was solved from (docs/README.md).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any, Protocol
 
 import pandas as pd
 
@@ -85,7 +92,7 @@ def judge(
     A row whose inputs were back-solved is ``back_solved`` whatever the numbers say; a miss
     is ``not_reproduced`` and its note carries `miss_reason`. `incomparable` names a reason the
     inputs cannot reproduce this number whatever the values (a different GPU than the paper's,
-    figures.md): such a row is ``not_reproduced`` even within tolerance, with that reason.
+    docs/figures.md): such a row is ``not_reproduced`` even within tolerance, with that reason.
     """
     ok = tol.holds(float(paper), float(ours))
     if back_solved:
@@ -99,6 +106,139 @@ def judge(
     if verdict == "not_reproduced" and miss_reason:
         note = f"{note}; {miss_reason}" if note else miss_reason
     return ClaimRow(claim_id, claim, paper, _round(ours), unit, str(tol), verdict, note)
+
+
+class SolvedProfile(Protocol):
+    """What the claims need of a latency profile: its name and the claim ids (if any) one of its
+    parameters was solved from (:class:`llmqueue.latency.LinearLatency`, ``BatchLatency``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def solved_from(self) -> tuple[str, ...]: ...
+
+
+def solved_note(profile: SolvedProfile, claim_id: str) -> str:
+    """The note a row computed under a back-solved profile carries ("" for an independent one)."""
+    if not profile.solved_from:
+        return ""
+    src = ", ".join(profile.solved_from)
+    if claim_id in profile.solved_from:
+        return (
+            f"profile {profile.name} was solved from claim(s) {src}, this number among them: "
+            "it matches by construction and proves nothing"
+        )
+    return (
+        f"profile {profile.name} was back-solved from claim(s) {src}; this row is not one of "
+        "them and is judged by its tolerance like any other"
+    )
+
+
+class ClaimBook:
+    """A study's reference rows (``data/reference/claims_<study>.csv``: id, claim, paper, unit,
+    tolerance) and the config tolerances (``claims.tolerances``): judges our numbers into rows.
+
+    ``judge(cid, ours, ...)`` looks up the paper's number, unit and tolerance class of reference
+    row `cid`; the row's own id may differ (``row_id``, e.g. ``3b-back_solved``).
+    """
+
+    def __init__(
+        self, reference: pd.DataFrame, tolerances: Mapping[str, Mapping[str, Any]]
+    ) -> None:
+        self._ref: dict[str, dict[str, Any]] = {
+            str(r["id"]): {str(k): v for k, v in r.items()} for r in reference.to_dict("records")
+        }
+        self._tol = {str(k): Tolerance.from_config(dict(v)) for k, v in tolerances.items()}
+        missing = sorted({str(r["tolerance"]) for r in self._ref.values()} - set(self._tol))
+        if missing:
+            raise InputError(
+                f"claims.tolerances has no class {missing} that the reference claims name; "
+                f"defined: {sorted(self._tol)}"
+            )
+
+    def ids(self, prefix: str = "") -> list[str]:
+        """Reference ids starting with `prefix`, in file order."""
+        return [cid for cid in self._ref if cid.startswith(prefix)]
+
+    def _row(self, cid: str) -> dict[str, Any]:
+        try:
+            return self._ref[cid]
+        except KeyError:
+            raise InputError(f"claim {cid!r} is not in the reference table") from None
+
+    def claim(self, cid: str) -> str:
+        return str(self._row(cid)["claim"])
+
+    def paper(self, cid: str) -> float:
+        return float(self._row(cid)["paper"])
+
+    def unit(self, cid: str) -> str:
+        return str(self._row(cid)["unit"])
+
+    def tolerance(self, cid: str) -> Tolerance:
+        return self._tol[str(self._row(cid)["tolerance"])]
+
+    def tolerance_class(self, name: str) -> Tolerance:
+        """A tolerance class of config ``claims.tolerances`` by name (e.g. ``same_delay``)."""
+        try:
+            return self._tol[name]
+        except KeyError:
+            raise InputError(
+                f"claims.tolerances.{name} is missing; defined: {sorted(self._tol)}"
+            ) from None
+
+    def judge(
+        self,
+        cid: str,
+        ours: float,
+        note: str = "",
+        *,
+        row_id: str | None = None,
+        claim: str | None = None,
+        profile: SolvedProfile | None = None,
+        miss: str = "",
+        incomparable: str = "",
+    ) -> ClaimRow:
+        """Row `row_id` (default `cid`) for reference claim `cid`: ``back_solved`` when `profile`
+        was solved from `cid`; otherwise judged by the tolerance (see :func:`judge`). `claim`
+        replaces the reference claim text (default: the reference text)."""
+        back = profile is not None and cid in profile.solved_from
+        if profile is not None and profile.solved_from:
+            extra = solved_note(profile, cid)
+            note = f"{note}; {extra}" if note else extra
+        return judge(
+            row_id or cid,
+            self.claim(cid) if claim is None else claim,
+            self.paper(cid),
+            ours,
+            self.unit(cid),
+            self.tolerance(cid),
+            note,
+            back_solved=back,
+            miss_reason=miss,
+            incomparable=incomparable,
+        )
+
+
+def solved_parameter_row(
+    row_id: str, claim: str, target: float, hits: Sequence[float], unit: str, note: str
+) -> ClaimRow:
+    """A row for a parameter searched so that a model hits the paper's number (e.g. the gamma of
+    g(r) = r^gamma giving l* = 1600): ``back_solved`` with the values found, or
+    ``not_reproduced`` ("none") when no value on the searched grid reaches it."""
+    if len(hits) == 0:
+        return ClaimRow(row_id, claim, target, "none", unit, "exact", "not_reproduced", note)
+    return ClaimRow(
+        row_id,
+        claim,
+        target,
+        ", ".join(f"{g:g}" for g in hits),
+        unit,
+        "exact",
+        "back_solved",
+        f"a value picked to hit the paper's number is back-solved; {note}",
+    )
 
 
 def _round(x: float | str) -> float | str:

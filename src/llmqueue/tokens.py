@@ -9,7 +9,7 @@ branches on the law's type:
 - ``expected_max(b)``: E[max of b i.i.d. draws] = E[L_b], Eq. (19), (23);
 - ``order_stat_means(b)``: E[N_(1:b)], ..., E[N_(b:b)] (elastic batching, Eq. 26).
 
-Convention (equations.md, Eq. 18): N counts the tokens after the first one; no "- 1" appears in
+Convention (docs/equations.md, Eq. 18): N counts the tokens after the first one; no "- 1" appears in
 any formula. Continuous laws treat token counts as real numbers, as the paper does.
 
 One spec string parses to a law (:func:`parse_law`)::
@@ -61,6 +61,7 @@ __all__ = [
     "parse_law",
     "read_trace_column",
     "LAW_FORMS",
+    "check_batch_size",
 ]
 
 
@@ -112,16 +113,21 @@ class TokenLaw(ABC):
 
     # ---- batch order statistics ----------------------------------------------------------
     def expected_max(self, b: int) -> float:
-        """E[L_b] = E[max of b i.i.d. draws] = lo + integral of (1 - F(x)^b) dx. Eq. (19), (23)."""
-        _check_batch(b)
-        return float(self.order_stat_means(b)[-1])
+        """E[L_b] = E[max of b i.i.d. draws] = lo + integral_lo^hi (1 - F(x)^b) dx (tokens).
+
+        The general form of Eq. (19) and (23) (docs/equations.md, "Any law"); laws with a closed
+        form or an exact sum override it. This is the one place E[L_b] is computed.
+        """
+        b = check_batch_size(b)
+        lo, hi = self.support
+        return float(lo + _integrate_tail(lambda x: 1.0 - float(self.cdf(x)) ** b, lo, hi, self))
 
     def order_stat_means(self, b: int) -> FloatArray:
         """E[N_(i:b)] for i = 1..b (ascending): the integral of P(N_(i:b) > x) over x >= lo.
 
         P(N_(i:b) > x) = P(Binomial(b, F(x)) <= i - 1). Numeric quadrature for continuous laws.
         """
-        _check_batch(b)
+        b = check_batch_size(b)
         lo, hi = self.support
         out = np.empty(b)
         for i in range(1, b + 1):
@@ -131,15 +137,25 @@ class TokenLaw(ABC):
         return out
 
 
-def _check_batch(b: int) -> None:
-    if int(b) != b or b < 1:
+def check_batch_size(b: Any) -> int:
+    """The batch size b as an int; InputError unless it is an integer >= 1 (the one check)."""
+    try:
+        ok = int(b) == b and b >= 1
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
         raise InputError(f"batch size b must be an integer >= 1, got {b!r}")
+    return int(b)
 
 
 def _integrate_tail(func: Any, lo: float, hi: float, law: TokenLaw) -> float:
-    """Integral of a tail function over [lo, hi] (hi may be inf) with quantile breakpoints."""
+    """Integral of a tail function over [lo, hi] (hi may be inf) with quantile breakpoints: the one
+    tail integrator behind E[L_b] and the order-statistic means."""
+    if hi <= lo:
+        return 0.0
     if math.isfinite(hi):
-        pts = sorted({float(law.ppf(q)) for q in (0.1, 0.5, 0.9, 0.99)} - {lo, hi})
+        pts = sorted({float(law.ppf(q)) for q in (0.01, 0.1, 0.5, 0.9, 0.99)} - {lo, hi})
+        pts = [x for x in pts if lo < x < hi]
         val, _ = integrate.quad(
             func, lo, hi, points=pts or None, limit=400, epsabs=1e-10, epsrel=1e-10
         )
@@ -161,7 +177,7 @@ def _require(cond: bool, spec: str, msg: str) -> None:
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LogNormalLaw(TokenLaw):
-    """ln N ~ Normal(mu, sigma^2). Closed-form clipped moments (equations.md, Eq. 3-5):
+    """ln N ~ Normal(mu, sigma^2). Closed-form clipped moments (docs/equations.md, Eq. 3-5):
 
     E[min(N,l)^k] = e^{k mu + k^2 sigma^2/2} Phi((ln l - mu - k sigma^2)/sigma)
                     + l^k (1 - Phi((ln l - mu)/sigma)).
@@ -209,7 +225,7 @@ class LogNormalLaw(TokenLaw):
         # Substitute x = exp(mu + sigma z): the integrand decays like a Gaussian in z, so a finite
         # z range of +-40 loses nothing representable. P(N_(i:b) > x) = P(Bin(b, sf) >= b - i + 1)
         # is evaluated through the survival function to keep precision in the upper tail.
-        _check_batch(b)
+        b = check_batch_size(b)
         out = np.empty(b)
         for i in range(1, b + 1):
 
@@ -221,7 +237,8 @@ class LogNormalLaw(TokenLaw):
         return out
 
     def expected_max(self, b: int) -> float:
-        _check_batch(b)
+        """E[L_b] by one quadrature over the normal score z (tokens)."""
+        b = check_batch_size(b)
 
         def f(z: float) -> float:
             return (
@@ -283,11 +300,12 @@ class UniformLaw(TokenLaw):
         return _scalar_or_array(out, limit)
 
     def expected_max(self, b: int) -> float:
-        _check_batch(b)
+        """Eq. (19): E[L_b] = low + (high - low) b/(b + 1) (tokens)."""
+        b = check_batch_size(b)
         return self.low + (self.high - self.low) * b / (b + 1)
 
     def order_stat_means(self, b: int) -> FloatArray:
-        _check_batch(b)
+        b = check_batch_size(b)
         return self.low + (self.high - self.low) * np.arange(1, b + 1) / (b + 1)
 
 
@@ -381,6 +399,12 @@ class TruncNormLaw(TokenLaw):
         out = partial / z + la**k * (1.0 - dphi / z)
         return _scalar_or_array(out, limit)
 
+    def expected_max(self, b: int) -> float:
+        """Eq. (23): E[L_b] = high - integral_low^high F(x)^b dx (tokens), F the truncated cdf."""
+        b = check_batch_size(b)
+        lo, hi = self.low, self.high
+        return float(hi - _integrate_tail(lambda x: float(self.cdf(x)) ** b, lo, hi, self))
+
 
 @dataclass(frozen=True)
 class ExponentialLaw(TokenLaw):
@@ -422,7 +446,8 @@ class ExponentialLaw(TokenLaw):
         return _scalar_or_array(body + tail, limit)
 
     def expected_max(self, b: int) -> float:
-        _check_batch(b)
+        """E[L_b] = mean * H_b (harmonic number), tokens."""
+        b = check_batch_size(b)
         return self.mean_tokens * float(np.sum(1.0 / np.arange(1, b + 1)))
 
 
@@ -454,12 +479,16 @@ class DeterministicLaw(TokenLaw):
     def ppf(self, q: ArrayLike) -> Any:
         return _scalar_or_array(np.full(np.shape(q), float(self.value)), q)
 
+    def expected_max(self, b: int) -> float:
+        check_batch_size(b)
+        return float(self.value)
+
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         la = np.asarray(limit, dtype=float)
         return _scalar_or_array(np.minimum(la, self.value) ** k, limit)
 
     def order_stat_means(self, b: int) -> FloatArray:
-        _check_batch(b)
+        b = check_batch_size(b)
         return np.full(b, float(self.value))
 
 
@@ -517,7 +546,7 @@ class EmpiricalLaw(TokenLaw):
         return _scalar_or_array(partial[idx] + tail, limit)
 
     def order_stat_means(self, b: int) -> FloatArray:
-        _check_batch(b)
+        b = check_batch_size(b)
         cdf = np.minimum(self._cum, 1.0)
         cdf_prev = np.concatenate([[0.0], cdf[:-1]])
         i = np.arange(1, b + 1)[:, None]
@@ -527,7 +556,7 @@ class EmpiricalLaw(TokenLaw):
         return np.asarray((upto - upto_prev) @ self.values, dtype=float)
 
     def expected_max(self, b: int) -> float:
-        _check_batch(b)
+        b = check_batch_size(b)
         cdf = np.minimum(self._cum, 1.0)
         cdf_prev = np.concatenate([[0.0], cdf[:-1]])
         return float(np.dot(self.values, cdf**b - cdf_prev**b))

@@ -13,11 +13,11 @@ X' = r + A_b with A_b ~ Poisson(lambda D_b) mixed over D_b. Renewal reward per b
 mean wait = E_pi[area] / E_pi[b] with area = r*E[D_b] + lambda*E[D_b^2]/2 (plus
 sum_{i=X}^{K-1} i/lambda while a fixed-K server collects its batch) and mean response =
 (E_pi[area] + E_pi[sum of members' reply times after the start]) / E_pi[b]. For unbounded dynamic
-batching this is equations.md's (E_pi[lambda D^2/2] + E_pi[B D]) / E_pi[B].
+batching this is docs/equations.md's (E_pi[lambda D^2/2] + E_pi[B D]) / E_pi[B].
 
 The state space is truncated at S (rows renormalised); S doubles until the mass leaving it per
 batch is below ``tol`` (1e-12). Where lambda*E[D_b] >= b for some b (unbounded dynamic batching
-with a heavy-tailed law: no steady state in the strict sense, equations.md) the chain is cut at
+with a heavy-tailed law: no steady state in the strict sense, docs/equations.md) the chain is cut at
 that b* and the result carries ``metastable = True`` and the escape probability per batch; above
 ``escape_tol`` it is reported as unstable (UnstableError), never as a number.
 
@@ -38,7 +38,7 @@ from scipy import stats
 from llmqueue.analytic.batch_time import BatchStats, DiscreteLaw, batch_stats, discretize
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency
-from llmqueue.sim.batching import Policy
+from llmqueue.policy import Policy
 from llmqueue.tokens import TokenLaw
 
 __all__ = ["PaddedModel", "ElasticModel", "FixedTimeModel", "ChainResult", "solve", "model_for"]
@@ -362,107 +362,3 @@ def solve(
     return ChainResult(
         wait, response, served, float(pi @ ed), int(b.size - 1), leak, S_cut is not None, notes
     )
-
-
-# ---------------------------------------------------------------------------------------------
-def evaluate_point(
-    policy: Policy,
-    profile: BatchLatency,
-    law: TokenLaw,
-    lam: float,
-    model: _Model | None = None,
-    inoue_params: tuple[float, float] | None = None,
-    sim: dict | None = None,
-    seed: np.random.SeedSequence | int = 0,
-    exact: bool = True,
-    tol: float = 1e-12,
-    escape_tol: float = 1e-9,
-) -> dict:
-    """Every number for one (policy, lambda): Eq. (25) for fixed K (fixed-T approximation), the
-    Inoue bound (16) for dynamic/elastic when (alpha_b, tau0) are given, the exact chain and the
-    simulation (``sim`` = dict(requests, warmup, batches[, fixed_time])). An unstable point gets
-    ``unstable = True`` and no numbers. Times in s."""
-    from llmqueue.analytic import bulk, inoue
-    from llmqueue.analytic.batch_time import mean_batch_time
-    from llmqueue.sim.batching import simulate
-
-    nan = math.nan
-    row: dict = {
-        "policy": policy.kind,
-        "K": policy.K if policy.kind == "fixed" else nan,
-        "bmax": (nan if policy.bmax is None else policy.bmax) if policy.kind != "fixed" else nan,
-        "rate_per_s": lam,
-        "unstable": False,
-        "metastable": False,
-        "note": "",
-        "formula_wait": nan,
-        "formula_response": nan,
-        "bound_response": nan,
-        "exact_wait": nan,
-        "exact_response": nan,
-        "exact_mean_batch": nan,
-        "sim_wait": nan,
-        "sim_wait_ci95": nan,
-        "sim_response": nan,
-        "sim_response_ci95": nan,
-        "sim_wait_p50": nan,
-        "sim_wait_p95": nan,
-        "sim_wait_p99": nan,
-        "sim_response_p50": nan,
-        "sim_response_p95": nan,
-        "sim_response_p99": nan,
-        "sim_mean_batch": nan,
-    }
-    notes = []
-    if policy.kind == "fixed":
-        T = mean_batch_time(profile, law, policy.k)
-        try:
-            w = bulk.mdk1_wait(lam, T, policy.k)
-            row["formula_wait"], row["formula_response"] = w, w + T
-        except UnstableError as err:
-            row["unstable"] = True
-            notes.append(str(err))
-    if inoue_params is not None and policy.kind != "fixed":
-        try:
-            row["bound_response"] = inoue.bound(lam, *inoue_params)
-        except UnstableError as err:
-            notes.append(f"bound: {err}")
-    if exact and not row["unstable"]:
-        try:
-            res = solve(model or model_for(policy, profile, law), lam, policy, tol, escape_tol)
-            row["exact_wait"], row["exact_response"] = res.wait, res.response
-            row["exact_mean_batch"] = res.mean_batch
-            row["metastable"] = res.metastable
-            notes.extend(res.notes)
-        except UnstableError as err:
-            row["unstable"] = True
-            notes.append(str(err))
-    if sim is not None and not row["unstable"]:
-        r = simulate(
-            policy,
-            profile,
-            law,
-            lam,
-            int(sim["requests"]),
-            int(sim.get("warmup", 10_000)),
-            int(sim.get("batches", 40)),
-            seed,
-            bool(sim.get("fixed_time", False)),
-        )
-        row.update(
-            {
-                "sim_wait": r.wait.mean,
-                "sim_wait_ci95": r.wait.ci95,
-                "sim_response": r.response.mean,
-                "sim_response_ci95": r.response.ci95,
-                "sim_wait_p50": r.wait_q[0],
-                "sim_wait_p95": r.wait_q[1],
-                "sim_wait_p99": r.wait_q[2],
-                "sim_response_p50": r.response_q[0],
-                "sim_response_p95": r.response_q[1],
-                "sim_response_p99": r.response_q[2],
-                "sim_mean_batch": r.mean_batch,
-            }
-        )
-    row["note"] = "; ".join(notes)
-    return row

@@ -2,10 +2,11 @@
 
 Batch time (Eq. 18): T_b = t1(b) + t2(b)*L_b with t1(b) = k1*b + k2 (s), t2(b) = k3*b + k4
 (s/token) and L_b the largest output-token count N in the batch (padding to the longest reply).
-N counts the tokens after the first one (equations.md); no "- 1" appears anywhere.
+N counts the tokens after the first one (docs/equations.md); no "- 1" appears anywhere.
 
-- :func:`expected_max` E[L_b]: Eq. (19) closed form for U(low, high); Eq. (23) integral for the
-  truncated Gaussian; one quadrature of the log-normal tail; exact sums for traces;
+- E[L_b] is the token law's own ``expected_max(b)`` (:mod:`llmqueue.tokens`: Eq. 19 for U(low,
+  high), Eq. 23 for the truncated Gaussian, one quadrature for the log-normal, exact sums for
+  traces);
 - :func:`mean_batch_time` E[T_b] (Eq. 18, 20); :func:`throughput` mu_b = b/E[T_b] (Eq. 24);
 - :func:`uniform_linear_bound` (alpha_b, tau0) of Eq. (20); :func:`fit_alpha_tau` the
   least-squares line of E[T_b] over a b range (the alternative input to Inoue's bound);
@@ -29,6 +30,7 @@ from numpy.typing import NDArray
 
 from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
+from llmqueue.grids import arithmetic_grid
 from llmqueue.latency import BatchLatency, fit_linear_latency, fit_section
 from llmqueue.tokens import (
     ClippedLaw,
@@ -37,93 +39,34 @@ from llmqueue.tokens import (
     ExponentialLaw,
     LogNormalLaw,
     TokenLaw,
-    TruncNormLaw,
-    UniformLaw,
+    check_batch_size,
 )
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
 # config check, on every run) does not pay its import time.
-integrate = lazy_module("scipy.integrate")
 special = lazy_module("scipy.special")
 
 FloatArray = NDArray[np.float64]
 
 __all__ = [
-    "expected_max",
-    "expected_max_truncnorm",
     "mean_batch_time",
     "throughput",
     "best_throughput",
     "uniform_linear_bound",
     "fit_alpha_tau",
     "elastic_mean_batch_time",
-    "elastic_completion_times",
     "DiscreteLaw",
     "discretize",
     "BatchStats",
     "batch_stats",
-    "is_bounded",
     "resolve_batch_profile",
     "rate_grid",
 ]
 
 
-def _check_b(b: int) -> int:
-    if int(b) != b or b < 1:
-        raise InputError(f"batch size b must be an integer >= 1, got {b!r}")
-    return int(b)
-
-
-def expected_max_truncnorm(law: TruncNormLaw, b: int) -> float:
-    """Eq. (23): E[L_b] = high - integral_low^high F(x)^b dx (tokens), F the truncated cdf."""
-    b = _check_b(b)
-    lo, hi = law.low, law.high
-    pts = sorted({float(law.ppf(q)) for q in (0.01, 0.1, 0.5, 0.9, 0.99)} - {lo, hi})
-    val, _ = integrate.quad(
-        lambda x: float(law.cdf(x)) ** b,
-        lo,
-        hi,
-        points=pts or None,
-        limit=400,
-        epsabs=1e-9,
-        epsrel=1e-11,
-    )
-    return float(hi - val)
-
-
-def expected_max(law: TokenLaw, b: int) -> float:
-    """E[L_b], the mean of the largest of b i.i.d. output lengths (tokens). Eq. (19), (23).
-
-    Uniform: low + (high - low)*b/(b + 1) (Eq. 19). Truncated Gaussian: Eq. (23). Log-normal,
-    traces and the others: the law's own quadrature or exact sum. Raises InputError when the
-    result is not finite (a law whose max has infinite mean).
-    """
-    b = _check_b(b)
-    if isinstance(law, UniformLaw):
-        val = law.low + (law.high - law.low) * b / (b + 1)
-    elif isinstance(law, TruncNormLaw):
-        val = expected_max_truncnorm(law, b)
-    elif isinstance(law, ClippedLaw):
-        lo, _ = law.support
-        val = lo + _tail_integral(lambda x: 1.0 - float(law.cdf(x)) ** b, lo, law.cap, law)
-    else:
-        val = law.expected_max(b)
-    if not math.isfinite(val):
-        raise InputError(f"token law {law.spec!r}: E[L_b] is not finite for b = {b}")
-    return float(val)
-
-
-def _tail_integral(func, lo: float, hi: float, law: TokenLaw) -> float:
-    pts = sorted({float(law.ppf(q)) for q in (0.1, 0.5, 0.9, 0.99)} - {lo, hi})
-    pts = [p for p in pts if lo < p < hi]
-    return float(
-        integrate.quad(func, lo, hi, points=pts or None, limit=400, epsabs=1e-9, epsrel=1e-11)[0]
-    )
-
-
 def mean_batch_time(profile: BatchLatency, law: TokenLaw, b: int) -> float:
     """E[T_b] = t1(b) + t2(b)*E[L_b] (s), Eq. (18) and (20)."""
-    return float(profile.t1(b) + profile.t2(b) * expected_max(law, b))
+    return float(profile.t1(b) + profile.t2(b) * law.expected_max(b))
 
 
 def throughput(profile: BatchLatency, law: TokenLaw, b: int) -> float:
@@ -165,26 +108,7 @@ def elastic_mean_batch_time(profile: BatchLatency, law: TokenLaw, b: int) -> flo
     Eq. (26): T_b = t1(b) + sum_i t2(b - i + 1)*(n_(i) - n_(i-1)). With t2 linear this sums to
     t1(b) + k4*L_b + k3*(sum of all b lengths), so E[T_b] = t1(b) + k4*E[L_b] + k3*b*E[N].
     """
-    b = _check_b(b)
-    return float(profile.t1(b) + profile.k4 * expected_max(law, b) + profile.k3 * b * law.mean())
-
-
-def elastic_completion_times(profile: BatchLatency, lengths: FloatArray) -> FloatArray:
-    """Reply time of each member after the batch start under elastic batching (Eq. 26), s.
-
-    Members sorted by length leave in that order; member i (i-th shortest) replies at
-    t1(b) + sum_{j<=i} t2(b - j + 1)*(n_(j) - n_(j-1)). Returned in the input order.
-    """
-    n = np.asarray(lengths, dtype=float)
-    b = n.size
-    order = np.argsort(n, kind="stable")
-    srt = n[order]
-    steps = np.diff(np.concatenate([[0.0], srt]))
-    remaining = b - np.arange(b)  # b, b-1, ..., 1 members still running
-    c_sorted = profile.t1(b) + np.cumsum(profile.t2(remaining) * steps)
-    out = np.empty(b)
-    out[order] = c_sorted
-    return out
+    return float(profile.t1(b) + profile.k4 * law.expected_max(b) + profile.k3 * b * law.mean())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -201,10 +125,6 @@ class DiscreteLaw:
     @property
     def cum(self) -> FloatArray:
         return np.minimum(np.cumsum(self.p), 1.0)
-
-
-def is_bounded(law: TokenLaw) -> bool:
-    return math.isfinite(law.support[1])
 
 
 def discretize(law: TokenLaw, h: float = 0.04, zmax: float = 8.0) -> DiscreteLaw:
@@ -246,7 +166,7 @@ class BatchStats:
 
 def batch_stats(profile: BatchLatency, dlaw: DiscreteLaw, b: int, elastic: bool) -> BatchStats:
     """Exact moments of a padded (Eq. 18) or elastic (Eq. 26) batch of b for a discrete law."""
-    b = _check_b(b)
+    b = check_batch_size(b)
     x, p = dlaw.x, dlaw.p
     F = dlaw.cum
     Fprev = np.concatenate([[0.0], F[:-1]])
@@ -280,7 +200,8 @@ def batch_stats(profile: BatchLatency, dlaw: DiscreteLaw, b: int, elastic: bool)
 def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> BatchLatency:
     """The BatchLatency a config ``batch_profiles`` entry names.
 
-    ``kind: fixed`` holds k1..k4 (s, s/token); ``kind: fit`` names ``source`` and ``model`` and
+    ``kind: fixed`` holds k1..k4 (s, s/token) and optionally ``solved_from`` (the claim ids a
+    back-solved profile was solved from); ``kind: fit`` names ``source`` and ``model`` and
     takes k1..k4 from ``results/profiling/<source>/<model>/fit.json`` (its ``batch`` entry, or
     with ``depth: full`` the full-depth extrapolation of a fewer-layer CPU sweep), with the fit's
     own label and verdict ("predicted" or "measured")."""
@@ -300,6 +221,7 @@ def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> Batc
             name=name,
             source=str(cfg.get("description", "config")),
             verdict=str(cfg.get("verdict", "independent")),
+            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
         )
     if kind == "fit":
         if fit is None or "batch" not in fit:
@@ -318,6 +240,7 @@ def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> Batc
             name=name,
             source=label or str(cfg.get("source")),
             verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))),
+            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
         )
     raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
 
@@ -332,5 +255,5 @@ def rate_grid(
             f"rate fractions need 0 < start <= stop <= 1 and step > 0, got {start}, {stop}, {step}"
         )
     b_best, mu = best_throughput(profile, law, b_range)
-    fr = np.round(np.arange(start, stop + step / 2, step), 10)
+    fr = arithmetic_grid(start, stop, step, what="rate fractions")
     return fr * mu, mu, b_best

@@ -103,7 +103,7 @@ def mm1d(rate_per_s: float, mean_service_s: float, patience_s: float) -> Impatie
 
 
 def md1d_h(x: float, rate_per_s: float, service_s: float) -> float:
-    """Closed-form H(x) for deterministic service D (equations.md):
+    """Closed-form H(x) for deterministic service D (docs/equations.md):
     H(x) = sum_{k=0}^{floor(x/D)} (lambda (kD - x))^k / k! * e^{lambda (x - kD)}."""
     lam, d = rate_per_s, service_s
     total = 0.0
@@ -257,7 +257,7 @@ def de_kok_tijms(
 ) -> tuple[ImpatienceResult, float]:
     """The paper's Eq. (6)-(8): De Kok-Tijms interpolation; returns (result, c^2).
 
-    ``exp_reading`` (OPEN in equations.md): ``same_mean_service`` uses an exponential S with mean
+    ``exp_reading`` (OPEN in docs/equations.md): ``same_mean_service`` uses an exponential S with mean
     E[S] (M/M/1+D closed form); ``exponential_tokens`` uses S = a*N' + b0 with N' exponential of
     mean E[min(N, l)], solved exactly. Raises InputError if c^2 lies outside [0, 1].
     """

@@ -22,14 +22,15 @@ import json
 import math
 import sys
 
-import numpy as np
-
 from llmqueue.analytic import batch_chain as bc
 from llmqueue.analytic import batch_time as bt
 from llmqueue.analytic import bulk
 from llmqueue.errors import InputError, UnstableError
+from llmqueue.grids import parse_range
 from llmqueue.latency import BatchLatency
-from llmqueue.sim.batching import Policy
+from llmqueue.policy import Policy
+from llmqueue.seeds import seed_sequence
+from llmqueue.studies.batching import SimSettings, evaluate_point
 from llmqueue.tokens import parse_law
 
 
@@ -55,27 +56,11 @@ def parse_profile(text: str) -> BatchLatency:
 
 
 def parse_rates(text: str) -> tuple[list[float], bool]:
-    def num(s: str) -> float:
-        try:
-            v = float(s)
-        except ValueError:
-            raise InputError(f"--rate {text!r}: {s!r} is not a number") from None
-        if not (v > 0 and math.isfinite(v)):
-            raise InputError(f"--rate {text!r}: rates must be > 0 requests/s")
-        return v
-
-    if ":" in text:
-        parts = text.split(":")
-        if len(parts) != 3:
-            raise InputError(f"--rate {text!r}: a range is START:STOP:STEP (requests/s, all > 0)")
-        a, b, s = (num(p) for p in parts)
-        if b < a:
-            raise InputError(f"--rate {text!r}: STOP must be >= START")
-        n = int(math.floor((b - a) / s + 1e-9)) + 1
-        if n > 10_000:
-            raise InputError(f"--rate {text!r}: {n} points; at most 10000")
-        return [round(a + i * s, 12) for i in range(n)], True
-    return [num(text)], False
+    """``--rate``: one rate or START:STOP:STEP (requests/s, all > 0; at most 10000 points)."""
+    rates, is_range = parse_range(text, "--rate", max_points=10_000)
+    if not (rates[0] > 0 and math.isfinite(rates[0])):
+        raise InputError(f"--rate {text!r}: rates must be > 0 requests/s")
+    return [float(r) for r in rates], is_range
 
 
 def _policy(args: argparse.Namespace) -> Policy:
@@ -105,46 +90,40 @@ def _inoue_params(policy: Policy, profile: BatchLatency, law, fit_hi: int):
     ), f"least-squares fit of E[T_b], b = 1..{fit_hi}"
 
 
+def _measures(
+    formula: float, exact: float, sim: tuple | None, bound: float = math.nan
+) -> dict[str, float]:
+    """One JSON quantity: `bound`, `formula`, `exact` where they exist, then the simulation's
+    mean, CI and quantiles (`sim` = (mean, ci95, (p50, p95, p99)))."""
+    d = {
+        key: val
+        for key, val in (("bound", bound), ("formula", formula), ("exact", exact))
+        if math.isfinite(val)
+    }
+    if sim is not None:
+        mean, ci95, (p50, p95, p99) = sim
+        d.update(sim=mean, sim_ci95=ci95, sim_p50=p50, sim_p95=p95, sim_p99=p99)
+    return d
+
+
 def evaluate(policy, profile, law, lam, args, model=None) -> dict:
     params, how = _inoue_params(policy, profile, law, args.fit_max_batch)
     sim = None
     if args.simulate:
-        sim = dict(
-            requests=args.simulate, warmup=max(1000, args.simulate // 20), batches=args.sim_batches
-        )
-    row = bc.evaluate_point(
+        sim = SimSettings(args.simulate, max(1000, args.simulate // 20), args.sim_batches)
+    pt = evaluate_point(
         policy,
         profile,
         law,
         lam,
         model=model,
-        inoue_params=params,
+        bound=params,
         sim=sim,
-        seed=np.random.SeedSequence(args.seed),
+        seed=seed_sequence(args.seed),
     )
-    if row["unstable"]:
-        return {"rate": lam, "unstable": True, "reason": row["note"]}
-
-    def block(kind: str) -> dict:
-        d = {}
-        if kind == "response" and math.isfinite(row["bound_response"]):
-            d["bound"] = row["bound_response"]
-        if math.isfinite(row[f"formula_{kind}"]):
-            d["formula"] = row[f"formula_{kind}"]
-        if math.isfinite(row[f"exact_{kind}"]):
-            d["exact"] = row[f"exact_{kind}"]
-        if sim is not None:
-            d.update(
-                {
-                    "sim": row[f"sim_{kind}"],
-                    "sim_ci95": row[f"sim_{kind}_ci95"],
-                    "sim_p50": row[f"sim_{kind}_p50"],
-                    "sim_p95": row[f"sim_{kind}_p95"],
-                    "sim_p99": row[f"sim_{kind}_p99"],
-                }
-            )
-        return d
-
+    if pt.unstable:
+        return {"rate": lam, "unstable": True, "reason": pt.note}
+    ex, s = pt.exact, pt.sim
     out: dict = {"rate": lam, "unstable": False}
     if policy.kind == "fixed":
         out["mean_batch_time"] = {
@@ -152,17 +131,28 @@ def evaluate(policy, profile, law, lam, args, model=None) -> dict:
             "batch": policy.k,
         }
     else:
-        out["mean_batch_size"] = {"exact": row["exact_mean_batch"]}
-        if sim is not None:
-            out["mean_batch_size"]["sim"] = row["sim_mean_batch"]
-    out["wait"] = block("wait")
-    out["response"] = block("response")
-    if params is not None and math.isfinite(row["bound_response"]):
+        out["mean_batch_size"] = {"exact": ex.mean_batch if ex else math.nan}
+        if s is not None:
+            out["mean_batch_size"]["sim"] = s.mean_batch
+    out["wait"] = _measures(
+        pt.formula_wait,
+        ex.wait if ex else math.nan,
+        (s.wait.mean, s.wait.ci95, (s.wait.p50, s.wait.p95, s.wait.p99)) if s else None,
+    )
+    out["response"] = _measures(
+        pt.formula_response,
+        ex.response if ex else math.nan,
+        (s.response.mean, s.response.ci95, (s.response.p50, s.response.p95, s.response.p99))
+        if s and s.response
+        else None,
+        pt.bound_response,
+    )
+    if params is not None and math.isfinite(pt.bound_response):
         out["bound_inputs"] = {"alpha_b": params[0], "tau0": params[1], "from": how}
-    if row["metastable"]:
+    if pt.metastable:
         out["metastable"] = True
-    if row["note"]:
-        out["note"] = row["note"]
+    if pt.note:
+        out["note"] = pt.note
     return out
 
 

@@ -71,28 +71,12 @@ def register(sub: Any) -> None:
 
 
 def _parse_limits(text: str) -> tuple[np.ndarray, bool]:
-    parts = text.split(":")
-    try:
-        values = [float(v) for v in parts]
-    except ValueError:
-        raise InputError(
-            f"--limit {text!r}: expected a number of tokens or START:STOP:STEP"
-        ) from None
-    if len(values) == 1:
-        if not values[0] > 0:
-            raise InputError(f"--limit must be > 0 tokens, got {values[0]:g}")
-        return np.array(values), False
-    if len(values) != 3:
-        raise InputError(f"--limit {text!r}: a range is START:STOP:STEP")
-    start, stop, step = values
-    if not (start > 0 and step > 0 and stop >= start):
-        raise InputError(
-            f"--limit {text!r}: a range START:STOP:STEP needs 0 < START <= STOP and STEP > 0 (tokens)"
-        )
-    n = int(math.floor((stop - start) / step + 1e-9)) + 1
-    if n > 100_000:
-        raise InputError(f"--limit {text!r}: {n} points; at most 100000")
-    return np.round(start + step * np.arange(n), 10), True
+    from llmqueue.grids import parse_range
+
+    limits, is_range = parse_range(text, "--limit", max_points=100_000)
+    if not limits[0] > 0:
+        raise InputError(f"--limit must be > 0 tokens, got {text!r}")
+    return limits, is_range
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -114,26 +98,21 @@ def _validate(args: argparse.Namespace) -> None:
 
 def _simulate(
     args: argparse.Namespace, law: Any, latency: Any, limit: float, mean_s: float, index: int
-) -> dict[str, float]:
+) -> Any:
     from llmqueue.seeds import seed_sequence
-    from llmqueue.sim.mg1 import simulate_mg1
+    from llmqueue.studies.token_limit import SimSettings, simulate_point
 
     n = int(args.simulate)
     warm = args.warmup if args.warmup is not None else n // 20
-    horizon = 400.0 * mean_s if args.patience is None else max(args.patience * 1.01, 5 * mean_s)
-    res = simulate_mg1(
+    return simulate_point(
         law,
         latency,
         args.rate,
-        limit=limit,
-        patience_s=args.patience,
-        requests=n,
-        warmup=warm,
-        batches=min(40, max(5, n // 1000)),
-        seed=seed_sequence(args.seed, "cli-token-limit", index),
-        hist_max_s=horizon,
+        limit,
+        args.patience,
+        SimSettings(n, warm, min(40, max(5, n // 1000))),
+        seed_sequence(args.seed, "cli-token-limit", index),
     )
-    return res.to_dict()
 
 
 def _point(
@@ -164,7 +143,9 @@ def _point(
         out["wq"] = {"formula": float(c.wq_s[0])}
         if args.simulate:
             s = _simulate(args, law, latency, limit, es, index)
-            out["wq"].update(_sim_fields(s, "w_all", "wait"))
+            out["wq"].update(
+                _sim_fields(s.wait.mean, s.wait.ci95, (s.wait.p50, s.wait.p95, s.wait.p99))
+            )
         return out
     out["unstable"] = False
     exact = exact_token_limit(law, latency, args.rate, args.patience, limit)
@@ -183,17 +164,28 @@ def _point(
             out[key]["formula"] = formula[key]
     if args.simulate:
         s = _simulate(args, law, latency, limit, es, index)
-        out["loss"].update(_sim_fields(s, "loss"))
-        out["wqs"].update(_sim_fields(s, "w_served", "served"))
-        out["w_all"].update(_sim_fields(s, "w_all", "wait"))
+        sw = s.served_wait
+        out["loss"].update(_sim_fields(s.loss.mean, s.loss.ci95))
+        out["wqs"].update(_sim_fields(sw.mean, sw.ci95, (sw.p50, sw.p95, sw.p99)))
+        out["w_all"].update(
+            _sim_fields(s.wait.mean, s.wait.ci95, (s.wait.p50, s.wait.p95, s.wait.p99))
+        )
     return out
 
 
-def _sim_fields(sim: dict[str, float], mean: str, quantiles: str | None = None) -> dict[str, float]:
-    """The `sim`, `sim_ci95` (and `sim_p50/p95/p99`) entries of one JSON quantity."""
-    out = {"sim": sim[mean], "sim_ci95": sim[f"{mean}_ci95"]}
-    if quantiles:
-        out.update({f"sim_{q}": sim[f"{quantiles}_{q}"] for q in ("p50", "p95", "p99")})
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def _sim_fields(
+    mean: float, ci95: float, quantiles: tuple[float, float, float] | None = None
+) -> dict[str, float | None]:
+    """The `sim`, `sim_ci95` (and `sim_p50/p95/p99`) entries of one JSON quantity; a number
+    that is not finite (a quantile beyond the histogram) is null."""
+    out = {"sim": _num(mean), "sim_ci95": _num(ci95)}
+    if quantiles is not None:
+        p50, p95, p99 = quantiles
+        out.update(sim_p50=_num(p50), sim_p95=_num(p95), sim_p99=_num(p99))
     return out
 
 

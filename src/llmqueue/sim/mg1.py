@@ -20,26 +20,20 @@ run length. The first ``warmup`` requests are discarded; the remaining ``request
 ``batches`` equal consecutive batches, and the 95% confidence half-widths are batch-means
 Student-t intervals (:func:`llmqueue.sim.stats.batch_means`).
 
-Random numbers: per chunk, one 64-bit word per request from a NumPy ``Generator(PCG64)`` seeded
-with ``seed``. Its low 32 bits give the exponential interarrival gap and its high 32 bits the
-token count for the log-normal, exponential and deterministic laws, through a 256-layer ziggurat
-(Marsaglia & Tsang 2000; the 32-bit variant NumPy's float32 samplers use, 23-bit mantissa), all
-inside the compiled kernel; the rare rejections (about 2%) and retries take words from a spare
-stream drawn from the same generator (refilled between chunks, several times more words than a
-chunk can need). Any other token law is sampled per chunk with its own
-``law.sample(rng, chunk)`` (float64). Log-normal tokens are exp(mu + sigma*Z) computed in float32
-(relative error ~1e-7; NumPy's vectorised exp over the chunk when mu + 12*sigma < 80, else
-in-kernel, in float64 when mu + sigma*Z >= 80), then clipped in float64. The same
-seed, chunk size (default 2**16: as fast as larger chunks here, 0.5 MiB of draws) and arguments
-give a bit-identical result. The kernel releases the GIL, so replications run on threads
-(:func:`simulate_mg1_replications`).
+Random numbers (:mod:`llmqueue.sim.rng`, the path every simulator shares): per chunk, one
+64-bit PCG64 word per request. Its low 32 bits give the exponential interarrival gap and its
+high 32 bits the token count (ziggurats for the log-normal, exponential and deterministic laws,
+inside the compiled kernel). Any other token law is sampled per chunk through the shared
+compiled sampler (:mod:`llmqueue.sim.laws`). Log-normal tokens are exp(mu + sigma*Z) computed in
+float32 (relative error ~1e-7; NumPy's vectorised exp over the chunk when mu + 12*sigma < 80,
+else in-kernel, in float64 when mu + sigma*Z >= 80), then clipped in float64. The same seed,
+chunk size (default 2**16) and arguments give a bit-identical result. The kernel releases the
+GIL, so replications run on threads (:func:`simulate_mg1_replications`).
 
-Quantiles (p50/p95/p99) come from a fixed linear histogram of the served users' waits over
-[0, ``hist_max_s``] with ``HIST_BINS`` bins plus an overflow bin (a quantile in the overflow bin
-is reported as +inf); the wait of everyone adds an atom of the lost users at tau. Default
-``hist_max_s``: tau*(1 + 2/HIST_BINS) with patience (every wait is <= tau, so no overflow), else
-40*(W_q + E[S]) with W_q from Pollaczek-Khinchine (Eq. 1); the bin width bounds the quantile
-error (linear interpolation inside a bin).
+Quantiles (p50/p90/p95/p99) and the maximum come from the shared recorder
+(:mod:`llmqueue.sim.recorder`: a log-linear histogram, error < 0.4% of the value); the wait of
+everyone adds an atom of the lost users at tau. Results are a :class:`llmqueue.sim.result.SimResult`:
+``wait`` (everyone), and with patience ``served_wait`` (W_qs) and ``loss`` (pi).
 
 The simulator is the independent check of Eq. (1) Pollaczek-Khinchine (with Eq. 2-5 for the
 clipped service law) and of Eq. (6)-(9) (M/G/1+D loss pi, served wait W_qs, everyone's wait E[W]).
@@ -50,141 +44,45 @@ from __future__ import annotations
 import math
 import numbers
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import LinearLatency, service_moments
-from llmqueue.sim.stats import Estimate, batch_means, histogram_quantiles
+from llmqueue.sim.jit import kernel
+from llmqueue.sim.laws import encode_law, sample_law_chunk
+from llmqueue.sim.recorder import NBINS, bit_view, hist_index, histogram_quantiles
+from llmqueue.sim.result import Metric, SimResult
+from llmqueue.sim.rng import (
+    EXP_F,
+    EXP_K,
+    EXP_W,
+    NOR_F,
+    NOR_K,
+    NOR_W,
+    WordStream,
+    check_seed,
+    child_seeds,
+    std_exp,
+    std_normal,
+)
+from llmqueue.sim.stats import Estimate, batch_means
 from llmqueue.tokens import DeterministicLaw, ExponentialLaw, LogNormalLaw, TokenLaw
 
-__all__ = ["MG1SimResult", "simulate_mg1", "simulate_mg1_replications", "HIST_BINS"]
+__all__ = ["simulate_mg1", "simulate_mg1_replications", "DEFAULT_WARMUP"]
 
-HIST_BINS = 4096
-"""Regular bins of the wait histogram (one more bin holds the overflow)."""
-
-_SPARE_MARGIN = 4096
+DEFAULT_WARMUP = 100_000
+"""Requests discarded at the start of every simulator unless told otherwise."""
 
 # Token-source modes of the kernel.
-_MODE_ARRAY = 0  # tokens given per chunk (law.sample)
+_MODE_ARRAY = 0  # tokens given per chunk (shared sampler, or NumPy's float32 exp for log-normal)
 _MODE_LOGNORMAL = 1
 _MODE_EXPONENTIAL = 2
 _MODE_DETERMINISTIC = 3
 
 
-# ---------------------------------------------------------------------------------------------
-# Ziggurat tables (Marsaglia & Tsang 2000), 256 layers, 23-bit mantissa.
-def _ziggurat_tables(
-    f: Any, f_inv: Any, r: float, tail_area: float, bits: int = 23, n: int = 256
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """k (uint32), w, f tables: index 0 is the base strip (with the tail), n-1 the bottom layer."""
-    m = float(2**bits)
-    v = r * f(r) + tail_area  # area of each layer
-    k = np.zeros(n, dtype=np.uint32)
-    w = np.zeros(n)
-    ft = np.zeros(n)
-    q = v / f(r)
-    k[0] = np.uint32((r / q) * m)
-    w[0] = q / m
-    w[n - 1] = r / m
-    ft[0] = 1.0
-    ft[n - 1] = f(r)
-    x, prev = r, r
-    for i in range(n - 2, 0, -1):
-        x = f_inv(v / x + f(x))
-        k[i + 1] = np.uint32((x / prev) * m)
-        prev = x
-        ft[i] = f(x)
-        w[i] = x / m
-    k[1] = 0
-    return k, w, ft
-
-
-_NOR_R = 3.6541528853610087963519472518
-_EXP_R = 7.69711747013104972
-_NOR_K, _NOR_W, _NOR_F = _ziggurat_tables(
-    lambda x: math.exp(-0.5 * x * x),
-    lambda y: math.sqrt(-2.0 * math.log(y)),
-    _NOR_R,
-    math.sqrt(math.pi / 2.0) * math.erfc(_NOR_R / math.sqrt(2.0)),
-)
-_EXP_K, _EXP_W, _EXP_F = _ziggurat_tables(
-    lambda x: math.exp(-x), lambda y: -math.log(y), _EXP_R, math.exp(-_EXP_R)
-)
-
-
-_U53 = 1.0 / 9007199254740992.0  # 2**-53
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _spare_word(spare, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Next 64-bit word of the spare stream (rejection paths only).
-
-    The caller keeps at least SPARE_MARGIN words ahead; the wrap-around only guards memory safety.
-    """
-    if sp >= spare.size:
-        sp = 0
-    return spare[sp], sp + 1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _spare_uniform(spare, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Uniform on (0, 1] with 53 bits, from the spare stream."""
-    w, sp = _spare_word(spare, sp)
-    return ((w >> np.uint64(11)) + np.uint64(1)) * _U53, sp
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _std_exp(r32, kt, wt, ft, spare, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Standard exponential from 32 random bits (ziggurat); rejections draw from `spare`."""
-    while True:
-        ri = r32 >> np.uint32(1)
-        idx = ri & np.uint32(0xFF)
-        ri = ri >> np.uint32(8)
-        x = ri * wt[idx]
-        if ri < kt[idx]:
-            return x, sp
-        if idx == 0:  # tail beyond r: r + Exp(1) (memoryless)
-            u, sp = _spare_uniform(spare, sp)
-            return _EXP_R - math.log(u), sp
-        u, sp = _spare_uniform(spare, sp)
-        if (ft[idx - 1] - ft[idx]) * u + ft[idx] < math.exp(-x):
-            return x, sp
-        w, sp = _spare_word(spare, sp)
-        r32 = np.uint32(w & np.uint64(0xFFFFFFFF))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _std_normal(r32, kt, wt, ft, spare, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Standard normal from 32 random bits (ziggurat); rejections draw from `spare`."""
-    while True:
-        idx = r32 & np.uint32(0xFF)
-        sign = (r32 >> np.uint32(8)) & np.uint32(1)
-        rabs = r32 >> np.uint32(9)
-        x = rabs * wt[idx]
-        if sign:
-            x = -x
-        if rabs < kt[idx]:
-            return x, sp
-        if idx == 0:  # tail beyond r (Marsaglia 1964)
-            while True:
-                u1, sp = _spare_uniform(spare, sp)
-                u2, sp = _spare_uniform(spare, sp)
-                xx = -math.log(u1) / _NOR_R
-                yy = -math.log(u2)
-                if yy + yy > xx * xx:
-                    return (-(_NOR_R + xx) if sign else _NOR_R + xx), sp
-        u, sp = _spare_uniform(spare, sp)
-        if (ft[idx - 1] - ft[idx]) * u + ft[idx] < math.exp(-0.5 * x * x):
-            return x, sp
-        w, sp = _spare_word(spare, sp)
-        r32 = np.uint32(w & np.uint64(0xFFFFFFFF))
-
-
-@njit(cache=True, nogil=True)
+@kernel
 def _run_chunk(
     raw,
     tokens,
@@ -205,7 +103,9 @@ def _run_chunk(
     n_served,
     n_lost,
     hist,
-    inv_w,
+    fbuf,
+    ibuf,
+    vmax,
     ek,
     ew,
     ef,
@@ -222,7 +122,6 @@ def _run_chunk(
     and to row 1 of `hist`.
     """
     n = raw.size
-    nbins = hist.shape[1] - 1
     nbatch = bounds.size - 1
     total = bounds[nbatch]
     sdet = a * min(p1, limit) + b0
@@ -248,10 +147,10 @@ def _run_chunk(
         c_lost = 0
         for j in range(i, end):
             r = raw[j]
-            e, sp = _std_exp(np.uint32(r & np.uint64(0xFFFFFFFF)), ek, ew, ef, spare, sp)
+            e, sp = std_exp(np.uint32(r & np.uint64(0xFFFFFFFF)), ek, ew, ef, spare, sp)
             gap = e * inv_rate
             if mode == 1:
-                z, sp = _std_normal(np.uint32(r >> np.uint64(32)), nk, nw, nf, spare, sp)
+                z, sp = std_normal(np.uint32(r >> np.uint64(32)), nk, nw, nf, spare, sp)
                 t = p1 + p2 * z
                 if t < 80.0:  # float32 exp is 3x faster; its 1e-7 relative error is harmless
                     tok = float(math.exp(np.float32(t)))
@@ -259,7 +158,7 @@ def _run_chunk(
                     tok = math.exp(t)
                 s = a * min(tok, limit) + b0
             elif mode == 2:
-                e2, sp = _std_exp(np.uint32(r >> np.uint64(32)), ek, ew, ef, spare, sp)
+                e2, sp = std_exp(np.uint32(r >> np.uint64(32)), ek, ew, ef, spare, sp)
                 s = a * min(p1 * e2, limit) + b0
             elif mode == 3:
                 s = sdet
@@ -269,9 +168,9 @@ def _run_chunk(
                 s_all += v
                 s_srv += v
                 c_srv += 1
-                x = v * inv_w
-                b = nbins if x >= nbins else int(x)
-                hist[row, b] += 1
+                hist[row, hist_index(fbuf, ibuf, v)] += 1
+                if row == 1 and v > vmax[0]:
+                    vmax[0] = v
                 v += s
             else:
                 s_all += tau
@@ -295,83 +194,27 @@ def _lognormal_exponents(raw, mu, sigma, out, spare, sp):  # type: ignore[no-unt
     inside the Lindley loop. Capped at 88 (float32 exp overflows above 88.7).
     """
     for j in range(raw.size):
-        z, sp = _std_normal(np.uint32(raw[j] >> np.uint64(32)), _NOR_K, _NOR_W, _NOR_F, spare, sp)
+        z, sp = std_normal(np.uint32(raw[j] >> np.uint64(32)), NOR_K, NOR_W, NOR_F, spare, sp)
         out[j] = min(mu + sigma * z, 88.0)
     return sp
 
 
-@njit(cache=True, nogil=True)
-def _fill_standard(kind, raw, spare, out, sp):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Test hook: the kernel's standard exponential (kind 0, low 32 bits of each word) or normal
-    (kind 1, high 32 bits) draws, one per word of `raw`, the rejections reading `spare` from
-    index `sp` on; returns the spare index after them."""
-    for j in range(raw.size):
-        r = raw[j]
-        if kind == 0:
-            out[j], sp = _std_exp(
-                np.uint32(r & np.uint64(0xFFFFFFFF)), _EXP_K, _EXP_W, _EXP_F, spare, sp
-            )
-        else:
-            out[j], sp = _std_normal(
-                np.uint32(r >> np.uint64(32)), _NOR_K, _NOR_W, _NOR_F, spare, sp
-            )
-    return sp
-
-
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class MG1SimResult:
-    """Output of :func:`simulate_mg1`. Times in seconds; `loss` a fraction in [0, 1].
-
-    w_all: mean wait in queue of everyone (a lost user counts tau, Eq. 9); w_served: mean wait of
-    served users (W_qs; W_q without patience); loss: fraction of users lost (pi, Eq. 6-8; 0 without
-    patience). Quantiles: of the wait of everyone (wait_*) and of served users (served_*); +inf
-    when the quantile lies beyond the histogram range.
-    """
-
-    requests: int
-    w_all: Estimate
-    w_served: Estimate
-    loss: Estimate
-    wait_p50: float
-    wait_p95: float
-    wait_p99: float
-    served_p50: float
-    served_p95: float
-    served_p99: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """Flat, JSON-friendly dict; non-finite numbers (inf quantile, nan) become None."""
-
-        def num(x: float) -> float | None:
-            return float(x) if math.isfinite(x) else None
-
-        out: dict[str, Any] = {"requests": int(self.requests)}
-        for key in ("w_all", "w_served", "loss"):
-            est: Estimate = getattr(self, key)
-            out[key] = num(est.mean)
-            out[f"{key}_ci95"] = num(est.ci95)
-        for key in ("wait_p50", "wait_p95", "wait_p99", "served_p50", "served_p95", "served_p99"):
-            out[key] = num(getattr(self, key))
-        return out
-
-
-def _is_int(x: Any) -> bool:
+def _is_int(x: object) -> bool:
     return isinstance(x, numbers.Integral) and not isinstance(x, bool)
 
 
 def _check_args(
-    law: Any,
-    latency: Any,
-    rate_per_s: Any,
-    limit: Any,
-    patience_s: Any,
-    requests: Any,
-    warmup: Any,
-    batches: Any,
-    hist_max_s: Any,
-    chunk: Any,
-    seed: Any,
+    law: object,
+    latency: object,
+    rate_per_s: object,
+    limit: object,
+    patience_s: object,
+    requests: object,
+    warmup: object,
+    batches: object,
+    chunk: object,
+    seed: object,
 ) -> None:
     if not isinstance(law, TokenLaw):
         raise InputError(f"law must be a llmqueue.tokens.TokenLaw, got {type(law).__name__}")
@@ -380,7 +223,7 @@ def _check_args(
             f"latency must be a llmqueue.latency.LinearLatency, got {type(latency).__name__}"
         )
 
-    def real(name: str, x: Any) -> float:
+    def real(name: str, x: object) -> float:
         if isinstance(x, bool) or not isinstance(x, numbers.Real) or math.isnan(float(x)):
             raise InputError(f"{name} must be a number, got {x!r}")
         return float(x)
@@ -398,40 +241,32 @@ def _check_args(
             raise InputError(
                 f"patience_s must be a finite patience > 0 s (None for patient users), got {patience_s!r}"
             )
-    if not _is_int(batches) or batches < 2:
+    if not _is_int(batches) or batches < 2:  # type: ignore[operator]
         raise InputError(f"batches must be an integer >= 2, got {batches!r}")
-    if not _is_int(requests) or requests < 10 * batches:
+    if not _is_int(requests) or requests < 10 * batches:  # type: ignore[operator]
         raise InputError(
-            f"requests must be an integer >= 10*batches = {10 * batches}, got {requests!r}"
+            f"requests must be an integer >= 10*batches = {10 * batches}, got {requests!r}"  # type: ignore[operator]
         )
-    if not _is_int(warmup) or warmup < 0:
+    if not _is_int(warmup) or warmup < 0:  # type: ignore[operator]
         raise InputError(f"warmup must be an integer >= 0, got {warmup!r}")
-    if hist_max_s is not None:
-        h = real("hist_max_s", hist_max_s)
-        if not (0 < h < math.inf):
-            raise InputError(
-                f"hist_max_s must be a finite time > 0 s (None for the default), got {hist_max_s!r}"
-            )
-    if not (isinstance(seed, np.random.SeedSequence) or (_is_int(seed) and seed >= 0)):
-        raise InputError(f"seed must be an integer >= 0 or a numpy SeedSequence, got {seed!r}")
-    if not _is_int(chunk) or not (1 <= chunk <= 1 << 26):
+    check_seed(seed)
+    if not _is_int(chunk) or not (1 <= chunk <= 1 << 26):  # type: ignore[operator]
         raise InputError(f"chunk must be an integer in [1, 2**26] requests, got {chunk!r}")
 
 
 def simulate_mg1(
     law: TokenLaw,
     latency: LinearLatency,
-    rate_per_s: float,
     *,
+    rate_per_s: float,
     limit: float = math.inf,
     patience_s: float | None = None,
     requests: int,
-    warmup: int = 100_000,
+    warmup: int = DEFAULT_WARMUP,
     batches: int = 40,
     seed: int | np.random.SeedSequence,
-    hist_max_s: float | None = None,
     chunk: int = 1 << 16,
-) -> MG1SimResult:
+) -> SimResult:
     """Simulate the M/G/1 (or M/G/1+D with ``patience_s``) FCFS queue; see the module docstring.
 
     Args:
@@ -442,9 +277,11 @@ def simulate_mg1(
         requests: measured requests after warm-up (>= 10*batches); warmup: discarded requests.
         batches: number of batches for the batch-means 95% CI (>= 2).
         seed: int or numpy SeedSequence; same seed (and chunk) -> bit-identical result.
-        hist_max_s: upper end of the wait histogram (s); default as in the module docstring.
         chunk: requests per chunk of random numbers (memory ~ 8*chunk bytes; the result depends
             on it, since the draws are grouped per chunk).
+
+    Returns a SimResult: ``wait`` of everyone (a lost user counts tau); with patience also
+    ``served_wait`` (W_qs) and ``loss`` (pi). ``throughput_per_s`` is the served rate.
 
     Raises:
         InputError: bad argument (the message names it and its allowed range).
@@ -452,22 +289,10 @@ def simulate_mg1(
 
     Checks Eq. (1) (with Eq. 2-5) for patient users and Eq. (6)-(9) with patience.
     """
-    _check_args(
-        law,
-        latency,
-        rate_per_s,
-        limit,
-        patience_s,
-        requests,
-        warmup,
-        batches,
-        hist_max_s,
-        chunk,
-        seed,
-    )
+    _check_args(law, latency, rate_per_s, limit, patience_s, requests, warmup, batches, chunk, seed)
     rate = float(rate_per_s)
     lim = float(limit)
-    es, es2 = service_moments(law, latency, lim)
+    es, _ = service_moments(law, latency, lim)
     rho = rate * es
     if patience_s is None and not rho < 1.0:
         raise UnstableError(
@@ -476,14 +301,6 @@ def simulate_mg1(
             f"{1.0 / es:.6g} (or a lower limit, or a patience)"
         )
     tau = math.inf if patience_s is None else float(patience_s)
-    if hist_max_s is not None:
-        hmax = float(hist_max_s)
-    elif patience_s is not None:
-        hmax = tau * (1.0 + 2.0 / HIST_BINS)
-    else:
-        wq = rate * es2 / (2.0 * (1.0 - rho))
-        hmax = 40.0 * (wq + es)
-    inv_w = HIST_BINS / hmax
 
     a, b0 = float(latency.a_s_per_token), float(latency.b0_s)
     vector_lognormal = False
@@ -497,31 +314,35 @@ def simulate_mg1(
         mode, p1, p2 = _MODE_DETERMINISTIC, float(law.value), 0.0
     else:
         mode, p1, p2 = _MODE_ARRAY, 0.0, 0.0
+    code = encode_law(law) if mode == _MODE_ARRAY else None
 
-    rng = np.random.Generator(np.random.PCG64(seed))
+    total = warmup + requests
+    per = 0.1 if code is None else code.spare_per_draw + 0.1
+    ws = WordStream(seed, int(min(chunk, total) * per) + 1)
     bounds = (np.arange(batches + 1, dtype=np.int64) * requests) // batches
     sum_all = np.zeros(batches + 1)
     sum_served = np.zeros(batches + 1)
     n_served = np.zeros(batches + 1, dtype=np.int64)
     n_lost = np.zeros(batches + 1, dtype=np.int64)
-    hist = np.zeros((2, HIST_BINS + 1), dtype=np.int64)
+    hist = np.zeros((2, NBINS), dtype=np.int64)
+    fbuf, ibuf = bit_view()
+    vmax = np.full(1, -math.inf)
     empty = np.zeros(0)
-    total = warmup + requests
     v = 0.0
     start = 0
-    need = min(chunk, total) // 4 + _SPARE_MARGIN  # far above the ~0.06 words/request used
-    spare = np.zeros(0, dtype=np.uint64)
-    sp = 0
-    buf32 = np.empty(min(chunk, total) if vector_lognormal else 0, dtype=np.float32)
+    n_buf = min(chunk, total)
+    buf32 = np.empty(n_buf if vector_lognormal else 0, dtype=np.float32)
+    tok64 = np.empty(n_buf if code is not None else 0)
     kernel_mode = _MODE_ARRAY if vector_lognormal else mode
     while start < total:
         n = min(chunk, total - start)
-        raw = rng.bit_generator.random_raw(n)
-        tokens: np.ndarray = law.sample(rng, n) if mode == _MODE_ARRAY else empty
-        if spare.size - sp < need:
-            spare = rng.bit_generator.random_raw(4 * need)
-            sp = 0
-        if vector_lognormal:
+        raw = ws.words(n)
+        spare, sp = ws.spare()
+        tokens: np.ndarray = empty
+        if code is not None:
+            tokens = tok64[:n]
+            sp = sample_law_chunk(code, raw, spare, sp, tokens)
+        elif vector_lognormal:
             tokens = buf32[:n]
             sp = _lognormal_exponents(raw, p1, p2, tokens, spare, sp)
             np.exp(tokens, out=tokens)
@@ -545,112 +366,104 @@ def simulate_mg1(
             n_served,
             n_lost,
             hist,
-            inv_w,
-            _EXP_K,
-            _EXP_W,
-            _EXP_F,
-            _NOR_K,
-            _NOR_W,
-            _NOR_F,
+            fbuf,
+            ibuf,
+            vmax,
+            EXP_K,
+            EXP_W,
+            EXP_F,
+            NOR_K,
+            NOR_W,
+            NOR_F,
             spare,
             sp,
         )
+        ws.used(sp)
         start += n
 
     served, lost = n_served[:batches], n_lost[:batches]
     count = served + lost
     w_all = batch_means(sum_all[:batches], count)
     w_served = batch_means(sum_served[:batches], served)
-    if patience_s is None:
-        loss = Estimate(0.0, 0.0)
-    else:
-        loss = batch_means(lost.astype(float), count)
-    width = 1.0 / inv_w
-    qs = (0.5, 0.95, 0.99)
+    qs = (0.5, 0.9, 0.95, 0.99)
     h = hist[1]
     n_lost_tot = int(lost.sum())
-    wq_all = histogram_quantiles(h, width, qs, extra_atom=(tau, n_lost_tot) if n_lost_tot else None)
-    wq_srv = histogram_quantiles(h, width, qs)
+    q_all = histogram_quantiles(h, qs, extra_atom=(tau, n_lost_tot) if n_lost_tot else None)
+    q_srv = histogram_quantiles(h, qs)
     if patience_s is not None:  # every wait is <= tau; interpolation inside tau's bin may overshoot
-        wq_all = np.minimum(wq_all, tau)
-        wq_srv = np.minimum(wq_srv, tau)
-    return MG1SimResult(
-        int(requests),
-        w_all,
-        w_served,
-        loss,
-        float(wq_all[0]),
-        float(wq_all[1]),
-        float(wq_all[2]),
-        float(wq_srv[0]),
-        float(wq_srv[1]),
-        float(wq_srv[2]),
+        q_all = np.minimum(q_all, tau)
+        q_srv = np.minimum(q_srv, tau)
+    vmx = float(vmax[0]) if math.isfinite(vmax[0]) else math.nan
+    mx_all = max(vmx, tau) if n_lost_tot else vmx
+    wait = Metric(
+        w_all.mean,
+        w_all.ci95,
+        float(q_all[0]),
+        float(q_all[1]),
+        float(q_all[2]),
+        float(q_all[3]),
+        mx_all,
     )
-
-
-def _child_seeds(seed: int | np.random.SeedSequence, n: int) -> list[np.random.SeedSequence]:
-    """n independent child seeds; unlike SeedSequence.spawn it does not mutate `seed`."""
-    ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    base = tuple(ss.spawn_key)
-    return [
-        np.random.SeedSequence(ss.entropy, spawn_key=base + (i,), pool_size=ss.pool_size)
-        for i in range(n)
-    ]
+    if patience_s is None:
+        return SimResult(int(requests), wait, throughput_per_s=rate)
+    served_wait = Metric(
+        w_served.mean,
+        w_served.ci95,
+        float(q_srv[0]),
+        float(q_srv[1]),
+        float(q_srv[2]),
+        float(q_srv[3]),
+        vmx,
+    )
+    loss = batch_means(lost.astype(float), count)
+    return SimResult(
+        int(requests),
+        wait,
+        served_wait=served_wait,
+        loss=Estimate(loss.mean, loss.ci95),
+        throughput_per_s=rate * (1.0 - loss.mean),
+    )
 
 
 def simulate_mg1_replications(
     law: TokenLaw,
     latency: LinearLatency,
-    rate_per_s: float,
     *,
+    rate_per_s: float,
     replications: int,
     workers: int = 1,
     limit: float = math.inf,
     patience_s: float | None = None,
     requests: int,
-    warmup: int = 100_000,
+    warmup: int = DEFAULT_WARMUP,
     batches: int = 40,
     seed: int | np.random.SeedSequence,
-    hist_max_s: float | None = None,
     chunk: int = 1 << 16,
-) -> list[MG1SimResult]:
+) -> list[SimResult]:
     """Independent replications of :func:`simulate_mg1`, run on `workers` threads.
 
-    Replication i uses the i-th child of `seed` (``SeedSequence(seed).spawn(replications)[i]``,
-    computed without mutating a SeedSequence passed in), so the list is the same whatever
-    `workers` is. The compiled kernel releases the GIL, so threads use several cores.
+    Replication i uses the i-th child of `seed` (:func:`llmqueue.sim.rng.child_seeds`), so the
+    list is the same whatever `workers` is. The compiled kernel releases the GIL, so threads use
+    several cores.
     """
     if not _is_int(replications) or replications < 1:
         raise InputError(f"replications must be an integer >= 1, got {replications!r}")
     if not _is_int(workers) or workers < 1:
         raise InputError(f"workers must be an integer >= 1, got {workers!r}")
-    _check_args(
-        law,
-        latency,
-        rate_per_s,
-        limit,
-        patience_s,
-        requests,
-        warmup,
-        batches,
-        hist_max_s,
-        chunk,
-        seed,
-    )
-    seeds = _child_seeds(seed, replications)
+    _check_args(law, latency, rate_per_s, limit, patience_s, requests, warmup, batches, chunk, seed)
+    seeds = child_seeds(seed, replications)
 
-    def one(s: np.random.SeedSequence) -> MG1SimResult:
+    def one(s: np.random.SeedSequence) -> SimResult:
         return simulate_mg1(
             law,
             latency,
-            rate_per_s,
+            rate_per_s=rate_per_s,
             limit=limit,
             patience_s=patience_s,
             requests=requests,
             warmup=warmup,
             batches=batches,
             seed=s,
-            hist_max_s=hist_max_s,
             chunk=chunk,
         )
 

@@ -22,9 +22,11 @@ from llmqueue.analytic.tradeoff import (
     objective_impatient,
     objective_patient,
 )
-from llmqueue.claims import ClaimRow, Tolerance, judge
+from llmqueue.claims import ClaimBook, ClaimRow, solved_parameter_row
+from llmqueue.grids import grid_from_config
 from llmqueue.latency import LinearLatency
 from llmqueue.seeds import seed_sequence
+from llmqueue.sim.result import SimResult
 from llmqueue.tokens import TokenLaw
 
 Progress = Callable[[str], None]
@@ -35,13 +37,6 @@ PROFILE_MISS = (
 )
 
 
-def grid(spec: Mapping[str, float]) -> np.ndarray:
-    """Inclusive arithmetic grid start, start+step, ..., stop (config form {start, stop, step})."""
-    start, stop, step = float(spec["start"]), float(spec["stop"]), float(spec["step"])
-    n = int(math.floor((stop - start) / step + 1e-9)) + 1
-    return np.round(start + step * np.arange(n), 10)
-
-
 @dataclass(frozen=True)
 class SimSettings:
     """Run length of each simulated sweep point (requests after warm-up, batch-means batches)."""
@@ -49,19 +44,15 @@ class SimSettings:
     requests: int
     warmup: int = 100_000
     batches: int = 40
-    hist_max_mean_services: float = 400.0
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
         return cls(
-            int(cfg["requests"]),
-            int(cfg.get("warmup", 100_000)),
-            int(cfg.get("batches", 40)),
-            float(cfg.get("hist_max_mean_services", 400.0)),
+            int(cfg["requests"]), int(cfg.get("warmup", 100_000)), int(cfg.get("batches", 40))
         )
 
 
-def _simulate(
+def simulate_point(
     law: TokenLaw,
     latency: LinearLatency,
     rate: float,
@@ -69,23 +60,24 @@ def _simulate(
     patience: float | None,
     sim: SimSettings,
     seed: np.random.SeedSequence,
-    mean_service_s: float,
-) -> dict[str, float]:
+) -> SimResult:
+    """Simulate one limit: the one call of the M/G/1 simulator from the studies and the CLI.
+
+    The result's ``wait`` is everyone's wait (a lost user counts tau, Eq. 9); with patience its
+    ``served_wait`` is W_qs and ``loss`` the lost fraction pi."""
     from llmqueue.sim.mg1 import simulate_mg1
 
-    res = simulate_mg1(
+    return simulate_mg1(
         law,
         latency,
-        rate,
+        rate_per_s=rate,
         limit=limit,
         patience_s=patience,
         requests=sim.requests,
         warmup=sim.warmup,
         batches=sim.batches,
         seed=seed,
-        hist_max_s=sim.hist_max_mean_services * mean_service_s,
     )
-    return res.to_dict()
 
 
 def patient_table(
@@ -120,7 +112,7 @@ def patient_table(
     for i, lim in enumerate(c.limits):
         if c.unstable[i]:
             continue
-        r = _simulate(
+        r = simulate_point(
             law,
             latency,
             rate_per_s,
@@ -128,13 +120,13 @@ def patient_table(
             None,
             sim,
             seed_sequence(seed_root, "token_limit", "patient", float(lim)),
-            float(c.mean_service_s[i]),
         )
-        df.loc[i, cols] = [r["w_all"], r["w_all_ci95"], r["wait_p50"], r["wait_p95"], r["wait_p99"]]
-        df.loc[i, "sim_requests"] = r["requests"]
+        w = r.wait
+        df.loc[i, cols] = [w.mean, w.ci95, w.p50, w.p95, w.p99]
+        df.loc[i, "sim_requests"] = r.requests
         if progress:
             progress(
-                f"patient l={lim:g}: W_q formula {c.wq_s[i]:.4g} s, sim {r['w_all']:.4g} +- {r['w_all_ci95']:.2g} s"
+                f"patient l={lim:g}: W_q formula {c.wq_s[i]:.4g} s, sim {w.mean:.4g} +- {w.ci95:.2g} s"
             )
     return df
 
@@ -176,7 +168,7 @@ def impatient_table(
             "w_all_exact_s": exact.w_all_s,
         }
         if sim is not None:
-            r = _simulate(
+            r = simulate_point(
                 law,
                 latency,
                 rate_per_s,
@@ -184,26 +176,71 @@ def impatient_table(
                 patience_s,
                 sim,
                 seed_sequence(seed_root, "token_limit", "impatient", float(lim)),
-                float(c.mean_service_s[i]),
             )
+            assert r.loss is not None and r.served_wait is not None  # patience given
             row.update(
-                loss_sim=r["loss"],
-                loss_sim_ci95=r["loss_ci95"],
-                wqs_sim_s=r["w_served"],
-                wqs_sim_ci95_s=r["w_served_ci95"],
-                w_all_sim_s=r["w_all"],
-                w_all_sim_ci95_s=r["w_all_ci95"],
-                wait_p50_s=r["wait_p50"],
-                wait_p95_s=r["wait_p95"],
-                wait_p99_s=r["wait_p99"],
-                sim_requests=r["requests"],
+                loss_sim=r.loss.mean,
+                loss_sim_ci95=r.loss.ci95,
+                wqs_sim_s=r.served_wait.mean,
+                wqs_sim_ci95_s=r.served_wait.ci95,
+                w_all_sim_s=r.wait.mean,
+                w_all_sim_ci95_s=r.wait.ci95,
+                wait_p50_s=r.wait.p50,
+                wait_p95_s=r.wait.p95,
+                wait_p99_s=r.wait.p99,
+                sim_requests=r.requests,
             )
             if progress:
                 progress(
-                    f"impatient l={lim:g}: pi exact {exact.loss:.4g}, sim {r['loss']:.4g} +- {r['loss_ci95']:.2g}"
+                    f"impatient l={lim:g}: pi exact {exact.loss:.4g}, sim {r.loss.mean:.4g} +- {r.loss.ci95:.2g}"
                 )
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def sweep_table(
+    law: TokenLaw,
+    latency: LinearLatency,
+    limits: np.ndarray,
+    rate_per_s: float,
+    patience_s: float | None,
+    sim: SimSettings | None,
+    seed_root: int,
+    impatience: Mapping[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """The table of one scenario: :func:`patient_table` without patience, :func:`impatient_table`
+    with it, whose `impatience` settings are ``exp_reading``, ``step_s`` and ``max_rel_error``
+    (config ``token_limit.impatience_exp_reading`` and ``token_limit.exact``; defaults where
+    absent). The profile's a and b0 stand beside the limit in every row."""
+    if patience_s is None:
+        df = patient_table(law, latency, rate_per_s, limits, sim, seed_root, progress)
+    else:
+        imp = dict(impatience or {})
+        df = impatient_table(
+            law,
+            latency,
+            rate_per_s,
+            patience_s,
+            limits,
+            sim,
+            seed_root,
+            str(imp.get("exp_reading", "same_mean_service")),
+            float(imp.get("step_s", 0.02)),
+            float(imp.get("max_rel_error", 1e-4)),
+            progress,
+        )
+    df.insert(1, "a_s_per_token", latency.a_s_per_token)
+    df.insert(2, "b0_s", latency.b0_s)
+    return df
+
+
+def gamma_grid(tradeoff: Mapping[str, Any]) -> np.ndarray:
+    """The gammas of config ``token_limit.tradeoff.gamma_sweep``; without one, the fixed gamma."""
+    sweep = tradeoff.get("gamma_sweep")
+    if not sweep:
+        return np.array([float(tradeoff["gamma"])])
+    return grid_from_config(sweep, "token_limit.tradeoff.gamma_sweep")
 
 
 def tradeoff_table(
@@ -279,46 +316,36 @@ def _at(df: pd.DataFrame, limit: float, col: str) -> float:
     return float(hit.iloc[0])
 
 
-def _gammas_hitting(sweep: pd.DataFrame, col: str, target: float) -> str:
-    hits = sweep.loc[np.isclose(sweep[col], target), "gamma"].to_numpy()
-    return "none" if hits.size == 0 else ", ".join(f"{g:g}" for g in hits)
-
-
 def claims_rows(
-    reference: pd.DataFrame,
-    tolerances: Mapping[str, Mapping[str, Any]],
+    book: ClaimBook,
     law: TokenLaw,
     profiles: Mapping[str, LinearLatency],
     tables: Mapping[str, Mapping[str, pd.DataFrame]],
     claim_limits: Mapping[str, float],
     main_profile: str,
 ) -> list[ClaimRow]:
-    """Claims 3-5 (figures.md): one row per number, per profile; back-solved profiles -> back_solved.
+    """Claims 3-5 (docs/figures.md): one row per number, per profile (rows of other profiles than
+    the main one carry its name as an id suffix). A back-solved profile's rows are ``back_solved``
+    only for the claims it was solved from (:meth:`ClaimBook.judge`).
 
     `tables[profile]` holds ``patient``, ``impatient``, ``tradeoff``; the main profile also
     ``gamma_sweep``.
     """
-    ref: dict[str, dict[Any, Any]] = {str(r["id"]): dict(r) for r in reference.to_dict("records")}
     lp, li, lb = claim_limits["patient"], claim_limits["impatient"], claim_limits["baseline"]
-
-    def tol(cid: str) -> Tolerance:
-        return Tolerance.from_config(dict(tolerances[str(ref[cid]["tolerance"])]))
 
     def row(
         cid: str, ours: float, profile: str, note: str, suffix: str = "", miss: str = ""
     ) -> ClaimRow:
         lat = profiles[profile]
-        rid = cid if not suffix else f"{cid}-{suffix}"
-        return judge(
-            rid,
-            f"{ref[cid]['claim']} [profile {profile}: a = {lat.a_s_per_token:.5g} s/token, b0 = {lat.b0_s:.4g} s]",
-            float(ref[cid]["paper"]),
+        return book.judge(
+            cid,
             ours,
-            str(ref[cid]["unit"]),
-            tol(cid),
-            note=note,
-            back_solved=lat.verdict == "back_solved",
-            miss_reason=miss,
+            note,
+            row_id=cid if not suffix else f"{cid}-{suffix}",
+            claim=f"{book.claim(cid)} [profile {profile}: a = {lat.a_s_per_token:.5g} s/token, "
+            f"b0 = {lat.b0_s:.4g} s]",
+            profile=lat,
+            miss=miss,
         )
 
     rows: list[ClaimRow] = []
@@ -414,47 +441,26 @@ def claims_rows(
             sw = t["gamma_sweep"]
             span = f"gamma grid {sw['gamma'].min():g}:{sw['gamma'].max():g}"
             for cid, col, target in (("3a", "l1_star", lp), ("4a", "l2_star_exact", li)):
-                hits = _gammas_hitting(sw, col, target)
-                rid = f"{cid}-gamma" if not suffix else f"{cid}-{suffix}-gamma"
-                claim = f"Which gamma of g(r) = r^gamma gives l* = {target:g} ({'F1' if cid == '3a' else 'F2 exact'}); profile {profile}"
-                if hits == "none":
-                    found = sorted(set(sw[col].astype(float)))
-                    rows.append(
-                        ClaimRow(
-                            rid,
-                            claim,
-                            target,
-                            "none",
-                            "gamma",
-                            "exact",
-                            "not_reproduced",
-                            f"no gamma on the {span} reaches it; optima found: {', '.join(f'{v:g}' for v in found)}",
-                        )
+                hits = sw.loc[np.isclose(sw[col], target), "gamma"].to_numpy()
+                found = ", ".join(f"{v:g}" for v in sorted(set(sw[col].astype(float))))
+                rows.append(
+                    solved_parameter_row(
+                        f"{cid}-gamma" if not suffix else f"{cid}-{suffix}-gamma",
+                        f"Which gamma of g(r) = r^gamma gives l* = {target:g} "
+                        f"({'F1' if cid == '3a' else 'F2 exact'}); profile {profile}",
+                        target,
+                        [float(g) for g in hits],
+                        "gamma",
+                        span
+                        if hits.size
+                        else f"no gamma on the {span} reaches it; optima found: {found}",
                     )
-                else:
-                    rows.append(
-                        ClaimRow(
-                            rid,
-                            claim,
-                            target,
-                            hits,
-                            "gamma",
-                            "exact",
-                            "back_solved",
-                            f"a gamma picked to hit the paper's optimum is back-solved; {span}",
-                        )
-                    )
+                )
     for cid, lim in (("5a", lp), ("5b", li)):
         p = 100 * float(law.prob_below(lim))
         rows.append(
-            judge(
-                cid,
-                f"{ref[cid]['claim']} [{law.spec}]",
-                float(ref[cid]["paper"]),
-                p,
-                str(ref[cid]["unit"]),
-                tol(cid),
-                note="exact cdf of the token law",
+            book.judge(
+                cid, p, "exact cdf of the token law", claim=f"{book.claim(cid)} [{law.spec}]"
             )
         )
     return rows

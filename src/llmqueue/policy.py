@@ -1,0 +1,228 @@
+"""Serving policies as plain, validated data: which batch former, which queue order, which sizes.
+
+A policy names the batch former (``kind``), its sizes, the queue order and the number of
+servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
+(:mod:`llmqueue.analytic.batch_chain`) read it, nothing here runs anything. Batch formers:
+
+- ``none``: one request at a time (M/G/c);
+- ``dynamic``: every waiting request, at most ``bmax`` (None = no cap, Eq. 15), paper Sec. IV;
+- ``fixed``: exactly ``K`` (the M/D^K/1 policy of Eq. 25);
+- ``elastic``: dynamic batches whose replies leave as they finish (Eq. 26);
+- ``continuous``: iteration-level scheduling (Orca, vLLM) with at most ``bmax`` running
+  requests (max_batch), a KV budget of ``kv_tokens`` tokens per server (None = unlimited),
+  ``admission`` ``reserve`` (prompt + output reserved at admission) or ``on_demand`` (grows one
+  token per step; preempts the most recent request when it runs out), and optionally at most
+  ``max_batched_tokens`` tokens per iteration (chunked prefill);
+- ``multibin``: Multi-Bin Batching (Guldogan et al., arXiv 2412.04504): requests go to one of
+  ``bins`` bins by their *predicted* output length (edges ``bin_edges``, tokens; None = the
+  equal-probability quantiles of the predicted length law, set by the engine), each bin forms
+  batches of exactly ``K`` (B), full batches wait in one FCFS queue for the ``servers``; with
+  ``flush_s`` a partly full bin whose oldest request has waited that long is sent as it is.
+
+Queue orders (non-preemptive): ``fcfs``, ``sjf`` (true output length), ``spjf`` (predicted
+output length), ties by arrival; ``guard_s``: a request that has waited longer is served by age
+first (the starvation guard of SSJF, arXiv 2404.08509). ``servers``: identical servers sharing
+the queue.
+
+Spec strings (config and CLI), parsed by :func:`parse_policy`, e.g. ``dynamic:bmax=16``,
+``fixed:K=8``, ``continuous:max_batch=64,kv_tokens=200000,admission=on_demand``, with the
+common keys ``order=sjf``, ``guard_s=100``, ``servers=8``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llmqueue.errors import InputError
+
+__all__ = ["Policy", "NO_CAP", "BATCHING", "ORDERS", "ADMISSIONS", "parse_policy"]
+
+NO_CAP = 1 << 40  # "b_max = infinity"
+BATCHING = ("none", "dynamic", "fixed", "elastic", "continuous", "multibin")
+ORDERS = ("fcfs", "sjf", "spjf")
+ADMISSIONS = ("reserve", "on_demand")
+
+
+def _posint(x: object) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 1
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A serving policy (see the module docstring). Sizes in requests and tokens, times in s."""
+
+    kind: str
+    bmax: int | None = None
+    K: int | None = None
+    order: str = "fcfs"
+    guard_s: float | None = None
+    servers: int = 1
+    kv_tokens: int | None = None
+    admission: str = "reserve"
+    max_batched_tokens: int | None = None
+    bins: int = 1
+    bin_edges: tuple[float, ...] | None = None
+    flush_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in BATCHING:
+            raise InputError(f"batching must be one of {', '.join(BATCHING)}, got {self.kind!r}")
+        if self.kind in ("fixed", "multibin"):
+            if self.K is None or int(self.K) != self.K or self.K < 1:
+                raise InputError(
+                    f"{self.kind} batching needs a batch size K >= 1 (integer), got {self.K!r}"
+                )
+            if self.bmax is not None:
+                raise InputError(f"{self.kind} batching takes K (the batch size), not b_max")
+        else:
+            if self.K is not None:
+                raise InputError(f"{self.kind} batching takes b_max, not K")
+            if self.kind == "none" and self.bmax is not None:
+                raise InputError("batching none serves one request at a time: no b_max")
+            if self.bmax is not None and (int(self.bmax) != self.bmax or self.bmax < 1):
+                raise InputError(
+                    f"b_max must be an integer >= 1 (or none for infinity), got {self.bmax!r}"
+                )
+        if self.order not in ORDERS:
+            raise InputError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+        if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
+            raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
+        if not _posint(self.servers):
+            raise InputError(f"servers must be an integer >= 1, got {self.servers!r}")
+        mb = self.kind == "multibin"
+        if not _posint(self.bins) or (not mb and self.bins != 1):
+            raise InputError(
+                f"bins must be an integer >= 1 (multibin batching only), got {self.bins!r}"
+            )
+        if not mb and (self.bin_edges is not None or self.flush_s is not None):
+            raise InputError("bin_edges and flush_s apply to multibin batching only")
+        if self.bin_edges is not None:
+            e = list(self.bin_edges)
+            if len(e) != self.bins - 1 or e != sorted(set(e)) or any(not x > 0 for x in e):
+                raise InputError(
+                    f"bin_edges: {self.bins - 1} increasing token counts > 0 for {self.bins} bins, "
+                    f"got {e}"
+                )
+        if self.flush_s is not None and not (self.flush_s > 0 and math.isfinite(self.flush_s)):
+            raise InputError(f"flush_s must be a finite time > 0 s (or none), got {self.flush_s!r}")
+        cont = self.kind == "continuous"
+        if not cont and (
+            self.kv_tokens is not None
+            or self.admission != "reserve"
+            or self.max_batched_tokens is not None
+        ):
+            raise InputError(
+                "kv_tokens, admission and max_batched_tokens apply to continuous batching only"
+            )
+        if self.kv_tokens is not None and not _posint(self.kv_tokens):
+            raise InputError(f"kv_tokens must be an integer >= 1 token, got {self.kv_tokens!r}")
+        if self.admission not in ADMISSIONS:
+            raise InputError(
+                f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}"
+            )
+        if self.max_batched_tokens is not None and not _posint(self.max_batched_tokens):
+            raise InputError(
+                f"max_batched_tokens must be an integer >= 1, got {self.max_batched_tokens!r}"
+            )
+
+    @property
+    def k(self) -> int:
+        """The fixed batch size K (fixed policy only)."""
+        if self.K is None:
+            raise InputError(f"policy {self.kind!r} has no fixed batch size K")
+        return int(self.K)
+
+    @property
+    def threshold(self) -> int:
+        """Requests that must wait before a static batch starts."""
+        return self.k if self.kind in ("fixed", "multibin") else 1
+
+    @property
+    def cap(self) -> int:
+        """Largest batch (NO_CAP for none given)."""
+        if self.kind in ("fixed", "multibin"):
+            return self.k
+        if self.kind == "none":
+            return 1
+        return NO_CAP if self.bmax is None else int(self.bmax)
+
+    @property
+    def elastic(self) -> bool:
+        return self.kind == "elastic"
+
+    def label(self) -> str:
+        if self.kind == "fixed":
+            out = f"fixed K={self.K}"
+        elif self.kind == "none":
+            out = "none"
+        elif self.kind == "multibin":
+            out = f"multibin k={self.bins} B={self.K}"
+            if self.flush_s is not None:
+                out += f" flush={self.flush_s:g}s"
+        elif self.kind == "continuous":
+            cap = "inf" if self.bmax is None else str(self.bmax)
+            kv = "inf" if self.kv_tokens is None else str(self.kv_tokens)
+            out = f"continuous max_batch={cap} kv={kv} {self.admission}"
+            if self.max_batched_tokens is not None:
+                out += f" chunk={self.max_batched_tokens}"
+        else:
+            cap = "inf" if self.bmax is None else str(self.bmax)
+            out = f"{self.kind} b_max={cap}"
+        if self.order != "fcfs":
+            out += f" {self.order}"
+        if self.guard_s is not None:
+            out += f" guard={self.guard_s:g}s"
+        if self.servers != 1:
+            out += f" x{self.servers}"
+        return out
+
+
+_INT_KEYS = {
+    "bmax": "bmax",
+    "max_batch": "bmax",
+    "K": "K",
+    "B": "K",
+    "batch": "K",
+    "bins": "bins",
+    "servers": "servers",
+    "kv_tokens": "kv_tokens",
+    "max_batched_tokens": "max_batched_tokens",
+}
+
+
+def parse_policy(spec: str) -> Policy:
+    """Parse ``KIND[:key=value,...]`` (see the module docstring); InputError names the bad part."""
+    kind, _, body = spec.strip().partition(":")
+    kw: dict[str, object] = {}
+    for item in filter(None, (s.strip() for s in body.split(","))):
+        key, eq, val = item.partition("=")
+        key, val = key.strip(), val.strip()
+        if not eq:
+            raise InputError(f"policy {spec!r}: expected key=value, got {item!r}")
+        if key in _INT_KEYS:
+            if val.lower() in ("inf", "none") and key in ("bmax", "max_batch", "kv_tokens"):
+                kw[_INT_KEYS[key]] = None
+                continue
+            try:
+                kw[_INT_KEYS[key]] = int(val)
+            except ValueError:
+                raise InputError(f"policy {spec!r}: {key}={val!r} is not an integer") from None
+        elif key in ("guard_s", "flush_s"):
+            try:
+                kw[key] = None if val.lower() == "none" else float(val)
+            except ValueError:
+                raise InputError(f"policy {spec!r}: {key}={val!r} is not a number") from None
+        elif key == "bin_edges":
+            try:
+                kw[key] = tuple(float(x) for x in val.split("/"))
+            except ValueError:
+                raise InputError(f"policy {spec!r}: bin_edges={val!r}: E1/E2/... tokens") from None
+        elif key in ("order", "admission"):
+            kw[key] = val
+        else:
+            raise InputError(
+                f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
+                "servers, kv_tokens, admission, max_batched_tokens, bins, bin_edges, flush_s"
+            )
+    return Policy(kind, **kw)  # type: ignore[arg-type]

@@ -1,0 +1,510 @@
+"""Continuous batching (iteration-level scheduling, Orca / vLLM), compiled.
+
+Rules (:mod:`llmqueue.sim.engine` states them in full): before every iteration a server frees
+the requests that produced their last token, makes room for one more KV token per decoding
+sequence (``on_demand``: preempting the most recently admitted request), then, if nothing was
+preempted, admits waiting requests in queue order while the batch has room and the KV budget
+holds (stopping at the first that does not fit). An iteration decodes one token for every
+decoding sequence and prefills the admitted prompts (chunked after the decodes by the token
+budget); it lasts step(decode_seqs, prefill_tokens, context_tokens).
+
+Data layout, chosen so that an event costs O(log B), not O(B), for a batch of B:
+
+- per server, the scalars ``srv[s, V_*]``: next boundary, decoding sequences, their total
+  context, KV tokens held, running and prefilling counts, decode steps so far, the pending run
+  of decode-only iterations (length and start);
+- a decoding request's generated tokens are ``steps[s] + F_BASE`` and it has all of them when the
+  server's step count reaches ``F_TARGET``: the next completion is the top of a per-server
+  min-heap on ``F_TARGET`` (``dheap``); on-demand KV held is ``steps[s] + F_HBASE``;
+- a run of m decode-only iterations is applied in O(1) (steps += m, context += m B, KV += m B);
+- the most recently admitted request (the preemption victim) is the top live entry of a
+  per-server admission stack with lazy deletion (``adm``: slot and admission number);
+- the requests still prefilling, few, sit in a per-server list (``pref``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from llmqueue.sim import queue as Q
+from llmqueue.sim import state as S
+from llmqueue.sim.jit import kernel
+from llmqueue.sim.recorder import record
+from llmqueue.sim.timelaw import decode_run_time, iterations_until, step_time
+
+__all__ = ["run_continuous", "new_servers", "policy_params", "NV"]
+
+# per-server scalar columns
+V_TNEXT = 0  # time of its next iteration boundary (inf: idle)
+V_DEC = 1  # decoding sequences
+V_CTX = 2  # their total context (prompt + generated tokens)
+V_KVU = 3  # KV tokens held
+V_RUN = 4  # running requests (decoding + prefilling)
+V_NPREF = 5  # prefilling requests
+V_STEPS = 6  # decode steps executed so far
+V_JM = 7  # pending run of decode-only iterations (0: none)
+V_JT0 = 8  # its start
+V_DHN = 9  # completion-heap size
+V_ADMN = 10  # admission-stack entries (live and stale)
+NV = 11
+
+# the policy's numbers, one float64 array (a compiled call takes at most ~30 arguments to inline)
+P_MAXB, P_KV, P_ONDEMAND, P_MAXTOK, P_ORDER, P_GUARD, P_GUARDS, P_WARMUP, P_NREQ, P_NBAT = range(10)
+NP = 10
+
+
+def policy_params(
+    max_batch: float, kv_tokens: float, on_demand: bool, max_tok: float, order: int,
+    guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int,
+) -> np.ndarray:  # fmt: skip
+    """The P_* array of :func:`run_continuous`."""
+    return np.array(
+        [max_batch, kv_tokens, float(on_demand), max_tok, order, float(guard), guard_s,
+         warmup, n_req, nbat],
+        dtype=float,
+    )  # fmt: skip
+
+
+def new_servers(c: int, mb: int) -> tuple[np.ndarray, ...]:
+    """(srv, dheap, adm, pref, qbuf) for c servers of at most mb running requests each."""
+    srv = np.zeros((c, NV))
+    srv[:, V_TNEXT] = np.inf
+    return (
+        srv,
+        np.zeros((c, mb), dtype=np.int64),
+        np.zeros((c, 2 * mb + 4, 2), dtype=np.int64),
+        np.zeros((c, mb), dtype=np.int64),
+        np.zeros(mb),
+    )
+
+
+# ---- the per-server completion heap (min on F_TARGET, ties by id) ---------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _dbefore(pool, a, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    ta = pool[a, Q.F_TARGET]
+    tb = pool[b, Q.F_TARGET]
+    if ta != tb:
+        return ta < tb
+    return pool[a, Q.F_ID] < pool[b, Q.F_ID]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dsift_up(pool, h, s, i):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    x = h[s, i]
+    while i > 0:
+        p = (i - 1) >> 1
+        if _dbefore(pool, x, h[s, p]):
+            h[s, i] = h[s, p]
+            pool[h[s, i], Q.F_HPOS] = i
+            i = p
+        else:
+            break
+    h[s, i] = x
+    pool[x, Q.F_HPOS] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dsift_down(pool, h, s, n, i):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    x = h[s, i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _dbefore(pool, h[s, c + 1], h[s, c]):
+            c += 1
+        if _dbefore(pool, h[s, c], x):
+            h[s, i] = h[s, c]
+            pool[h[s, i], Q.F_HPOS] = i
+            i = c
+        else:
+            break
+    h[s, i] = x
+    pool[x, Q.F_HPOS] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dpush(pool, srv, dheap, s, sl):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    n = np.int64(srv[s, V_DHN])
+    dheap[s, n] = sl
+    srv[s, V_DHN] = n + 1
+    _dsift_up(pool, dheap, s, n)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _dremove(pool, srv, dheap, s, sl):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    n = np.int64(srv[s, V_DHN]) - 1
+    i = np.int64(pool[sl, Q.F_HPOS])
+    srv[s, V_DHN] = n
+    if i == n:
+        return
+    last = dheap[s, n]
+    dheap[s, i] = last
+    pool[last, Q.F_HPOS] = i
+    _dsift_down(pool, dheap, s, n, i)
+    if np.int64(pool[last, Q.F_HPOS]) == i:
+        _dsift_up(pool, dheap, s, i)
+
+
+# ---- the admission stack (most recent on top, lazy deletion) ---------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _adm_push(pool, srv, adm, s, sl, seq):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    n = np.int64(srv[s, V_ADMN])
+    if n == adm.shape[1]:  # compact: keep the live entries, in order
+        k = 0
+        for j in range(n):
+            x = adm[s, j, 0]
+            if pool[x, Q.F_SERVER] == s and np.int64(pool[x, Q.F_ADMSEQ]) == adm[s, j, 1]:
+                adm[s, k, 0] = x
+                adm[s, k, 1] = adm[s, j, 1]
+                k += 1
+        n = k
+    adm[s, n, 0] = sl
+    adm[s, n, 1] = seq
+    srv[s, V_ADMN] = n + 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _adm_top(pool, srv, adm, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The most recently admitted request still running on server s (popped), or -1."""
+    n = np.int64(srv[s, V_ADMN])
+    while n > 0:
+        n -= 1
+        x = adm[s, n, 0]
+        if pool[x, Q.F_SERVER] == s and np.int64(pool[x, Q.F_ADMSEQ]) == adm[s, n, 1]:
+            srv[s, V_ADMN] = n
+            return x
+    srv[s, V_ADMN] = 0
+    return -1
+
+
+# ---- iterations ------------------------------------------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _apply_jump(s, sti, stf, srv, on_demand, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Apply the pending run of decode-only iterations of server s."""
+    m = srv[s, V_JM]
+    if m == 0.0:
+        return
+    dec = srv[s, V_DEC]
+    ctx = srv[s, V_CTX]
+    if S.in_window(sti, stf, srv[s, V_JT0]):
+        stf[S.S_SUMB] += srv[s, V_RUN] * m
+        stf[S.S_SUMD] += decode_run_time(cst, dec, ctx, m)
+        stf[S.S_NB] += m
+        a0 = cst[0] + cst[1] * dec + cst[2] * ctx
+        dd = cst[2] * dec
+        u0 = srv[s, V_KVU]
+        du = dec if on_demand else 0.0
+        stf[S.S_KVINT] += (
+            u0 * a0 * m
+            + (u0 * dd + du * a0) * m * (m - 1.0) * 0.5
+            + du * dd * (m - 1.0) * m * (2.0 * m - 1.0) / 6.0
+        )
+    srv[s, V_STEPS] += m
+    srv[s, V_CTX] += dec * m
+    if on_demand:
+        srv[s, V_KVU] += dec * m
+    srv[s, V_JM] = 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _interrupt(s, t, srv, max_batch, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The queue changed at time t (another server admitted or put back a request): every other
+    server with room ends its pending decode-only run at its first boundary >= t."""
+    for j in range(srv.shape[0]):
+        m0 = srv[j, V_JM]
+        if j == s or m0 <= 1.0 or srv[j, V_RUN] >= max_batch:
+            continue
+        dec = srv[j, V_DEC]
+        ctx = srv[j, V_CTX]
+        m = iterations_until(cst, dec, ctx, t - srv[j, V_JT0], np.int64(m0))
+        if m < m0:
+            srv[j, V_JM] = m
+            srv[j, V_TNEXT] = srv[j, V_JT0] + decode_run_time(cst, dec, ctx, m)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _held(pool, srv, s, sl, on_demand):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    if on_demand and pool[sl, Q.F_DECODING] == 1.0:
+        return srv[s, V_STEPS] + pool[sl, Q.F_HBASE]
+    return pool[sl, Q.F_HELD]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
+    s, t, next_a, sti, stf,
+    pool, ring, heap, hpos, free, qi,
+    srv, dheap, adm, pref, qbuf, prm, cst,
+    sums, counts, hist, maxima, fbuf, ibuf, rec,
+):  # fmt: skip
+    """Server s at an iteration boundary at time t: the pending decode-only run, completions,
+    preemption, admission, then the next iteration (or a closed-form run of decode-only
+    iterations, applied when it ends). Returns whether the queue changed."""
+    max_batch = prm[P_MAXB]
+    kv_tokens = prm[P_KV]
+    on_demand = prm[P_ONDEMAND] == 1.0
+    max_tok = prm[P_MAXTOK]
+    order = np.int64(prm[P_ORDER])
+    guard = prm[P_GUARD] == 1.0
+    guard_s = prm[P_GUARDS]
+    warmup = np.int64(prm[P_WARMUP])
+    n_req = np.int64(prm[P_NREQ])
+    nbat = np.int64(prm[P_NBAT])
+    _apply_jump(s, sti, stf, srv, on_demand, cst)
+    stf[S.S_EVENTS] += 1.0
+    changed = False
+    window = S.in_window(sti, stf, t)
+    steps = srv[s, V_STEPS]
+    # 1. completions
+    while srv[s, V_DHN] > 0:
+        sl = dheap[s, 0]
+        if pool[sl, Q.F_TARGET] > steps:
+            break
+        _dremove(pool, srv, dheap, s, sl)
+        n = pool[sl, Q.F_OUT]
+        if pool[sl, Q.F_DECODING] == 1.0:
+            srv[s, V_DEC] -= 1.0
+            srv[s, V_CTX] -= pool[sl, Q.F_PROMPT] + n
+        srv[s, V_KVU] -= _held(pool, srv, s, sl, on_demand)
+        srv[s, V_RUN] -= 1.0
+        pool[sl, Q.F_SERVER] = -1.0
+        a = pool[sl, Q.F_ARR]
+        if window:
+            sti[S.I_COMPLETED] += 1
+            stf[S.S_TOK] += n
+        rid = np.int64(pool[sl, Q.F_ID])
+        g = S.batch_of(rid, warmup, n_req, nbat)
+        if g >= 0:
+            tf = pool[sl, Q.F_TTFT]
+            record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, pool[sl, Q.F_START] - a)
+            record(sums, counts, hist, maxima, fbuf, ibuf, S.M_RESP, g, t - a)
+            record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TTFT, g, tf - a)
+            if n >= 2.0:
+                record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TPOT, g, (t - tf) / (n - 1.0))
+            sti[S.I_DONE] += 1
+        if rid < rec.shape[0]:
+            rec[rid, 0] = pool[sl, Q.F_START]
+            rec[rid, 1] = pool[sl, Q.F_TTFT]
+            rec[rid, 2] = t
+            rec[rid, 3] = s
+        Q.release(pool, free, qi, sl)
+    # 2. on-demand KV: one more token per decoding sequence, else preempt the newest
+    preempted = False
+    if on_demand:
+        need = srv[s, V_DEC]
+        while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
+            sl = _adm_top(pool, srv, adm, s)
+            if pool[sl, Q.F_DECODING] == 1.0:
+                g = steps + pool[sl, Q.F_BASE]
+                _dremove(pool, srv, dheap, s, sl)
+                srv[s, V_DEC] -= 1.0
+                srv[s, V_CTX] -= pool[sl, Q.F_PROMPT] + g
+                need -= 1.0
+                pool[sl, Q.F_DONE] = g
+            else:
+                npf = np.int64(srv[s, V_NPREF])
+                k = 0
+                for j in range(npf):
+                    if pref[s, j] != sl:
+                        pref[s, k] = pref[s, j]
+                        k += 1
+                srv[s, V_NPREF] = k
+            srv[s, V_KVU] -= _held(pool, srv, s, sl, on_demand)
+            srv[s, V_RUN] -= 1.0
+            pool[sl, Q.F_HELD] = 0.0
+            pool[sl, Q.F_DECODING] = 0.0
+            pool[sl, Q.F_PREFILLED] = 0.0
+            pool[sl, Q.F_PEFF] = pool[sl, Q.F_PROMPT] + pool[sl, Q.F_DONE]
+            pool[sl, Q.F_SERVER] = -1.0
+            Q.push_front(pool, ring, heap, hpos, qi, sl, order, guard)
+            preempted = True
+            changed = True
+            if window:
+                sti[S.I_PREEMPT] += 1
+    # 3. prefill chunks of the requests already prefilling, then admissions
+    dec = srv[s, V_DEC]
+    budget = max_tok - dec
+    pre = 0.0
+    pctx = 0.0
+    npf = np.int64(srv[s, V_NPREF])
+    for j in range(npf):
+        sl = pref[s, j]
+        done = pool[sl, Q.F_PREFILLED]
+        q = pool[sl, Q.F_PEFF] - done
+        if q > budget:
+            q = budget if budget > 0.0 else 0.0
+        qbuf[j] = q
+        budget -= q
+        pre += q
+        pctx += done + q
+    if not preempted:
+        while srv[s, V_RUN] < max_batch and npf < pref.shape[1] and budget > 0.0:
+            sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
+            if sl < 0:
+                break
+            if on_demand:
+                need_kv = pool[sl, Q.F_PEFF]
+            else:
+                need_kv = pool[sl, Q.F_PROMPT] + pool[sl, Q.F_OUT]
+            if srv[s, V_KVU] + need_kv > kv_tokens:
+                break
+            Q.remove(pool, ring, heap, hpos, qi, sl, order)
+            changed = True
+            srv[s, V_RUN] += 1.0
+            srv[s, V_KVU] += need_kv
+            pool[sl, Q.F_HELD] = need_kv
+            pool[sl, Q.F_PREFILLED] = 0.0
+            pool[sl, Q.F_DECODING] = 0.0
+            pool[sl, Q.F_SERVER] = s
+            if pool[sl, Q.F_START] < 0.0:
+                pool[sl, Q.F_START] = t
+            stf[S.S_ADMSEQ] += 1.0
+            pool[sl, Q.F_ADMSEQ] = stf[S.S_ADMSEQ]
+            _adm_push(pool, srv, adm, s, sl, np.int64(stf[S.S_ADMSEQ]))
+            pref[s, npf] = sl
+            q = pool[sl, Q.F_PEFF]
+            if q > budget:
+                q = budget
+            qbuf[npf] = q
+            npf += 1
+            budget -= q
+            pre += q
+            pctx += q
+        srv[s, V_NPREF] = npf
+    if srv[s, V_RUN] == 0.0:
+        srv[s, V_TNEXT] = np.inf
+        return changed
+    ctx = srv[s, V_CTX]
+    if npf == 0 and dec > 0.0:
+        # 4a. decode-only: a run of iterations up to the next event, in closed form
+        m = np.int64(pool[dheap[s, 0], Q.F_TARGET] - steps)
+        if on_demand:
+            mk = np.int64((kv_tokens - srv[s, V_KVU]) // dec)
+            if mk < m:
+                m = mk
+        if m < 1 or preempted:
+            m = 1  # after a preemption the next boundary may admit again
+        if srv[s, V_RUN] < max_batch:
+            stop = next_a
+            if guard and qi[Q.Q_LEN] > 0:
+                oldest = Q.oldest_arrival(pool, ring, qi)
+                if oldest + guard_s < stop:
+                    stop = oldest + guard_s
+            if stop < np.inf:
+                m = iterations_until(cst, dec, ctx, stop - t, m)
+        srv[s, V_JM] = m
+        srv[s, V_JT0] = t
+        srv[s, V_TNEXT] = t + decode_run_time(cst, dec, ctx, m)
+        return changed
+    # 4b. one iteration with prefill (or nothing decoding yet), applied now
+    d = step_time(cst, dec, pre, ctx + pctx)
+    if window:
+        stf[S.S_SUMB] += srv[s, V_RUN]
+        stf[S.S_SUMD] += d
+        stf[S.S_NB] += 1.0
+        stf[S.S_KVINT] += srv[s, V_KVU] * d
+    te = t + d
+    steps += 1.0
+    srv[s, V_STEPS] = steps
+    srv[s, V_CTX] += dec
+    if on_demand:
+        srv[s, V_KVU] += dec
+    k = 0
+    for j in range(npf):
+        sl = pref[s, j]
+        pool[sl, Q.F_PREFILLED] += qbuf[j]
+        if pool[sl, Q.F_PREFILLED] >= pool[sl, Q.F_PEFF]:
+            g = pool[sl, Q.F_DONE] + 1.0
+            pool[sl, Q.F_DONE] = g
+            if pool[sl, Q.F_TTFT] < 0.0:
+                pool[sl, Q.F_TTFT] = te
+            n = pool[sl, Q.F_OUT]
+            if g < n:
+                pool[sl, Q.F_DECODING] = 1.0
+                pool[sl, Q.F_BASE] = g - steps
+                pool[sl, Q.F_TARGET] = n - (g - steps)
+                pool[sl, Q.F_HBASE] = pool[sl, Q.F_HELD] - steps
+                srv[s, V_DEC] += 1.0
+                srv[s, V_CTX] += pool[sl, Q.F_PROMPT] + g
+            else:
+                pool[sl, Q.F_TARGET] = steps  # done: freed at the next boundary
+            _dpush(pool, srv, dheap, s, sl)
+        else:
+            pref[s, k] = sl
+            k += 1
+    srv[s, V_NPREF] = k
+    srv[s, V_TNEXT] = te
+    return changed
+
+
+@kernel
+def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
+    arr, prompt, out, pred, final,
+    sti, stf, qsamp,
+    pool, ring, heap, hpos, free, qi,
+    srv, dheap, adm, pref, qbuf, prm, cst,
+    sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
+):  # fmt: skip
+    """Continuous batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
+    GROW, CAP). Events in time order; an arrival before a boundary at the same time goes first.
+    `prm`: the policy's numbers (:func:`policy_params`)."""
+    max_batch = prm[P_MAXB]
+    kv_tokens = prm[P_KV]
+    order = np.int64(prm[P_ORDER])
+    guard = prm[P_GUARD] == 1.0
+    warmup = np.int64(prm[P_WARMUP])
+    n_req = np.int64(prm[P_NREQ])
+    nbat = np.int64(prm[P_NBAT])
+    n_avail = arr.size
+    c = srv.shape[0]
+    while True:
+        if sti[S.I_DONE] >= n_req:
+            return S.DONE
+        pos = sti[S.I_POS]
+        if pos + 1 >= n_avail and not final:
+            return S.NEED_MORE  # jumps need the arrival after the next one: keep one in hand
+        a = arr[pos] if pos < n_avail else np.inf
+        s = 0
+        for j in range(1, c):
+            if srv[j, V_TNEXT] < srv[s, V_TNEXT]:
+                s = j
+        tb = srv[s, V_TNEXT]
+        if a <= tb and a < np.inf:
+            if qi[Q.Q_NFREE] == 0:
+                return S.GROW
+            if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
+                return S.CAP
+            rid = sti[S.I_NEXT_ID]
+            sti[S.I_POS] = pos + 1
+            sti[S.I_NEXT_ID] = rid + 1
+            stf[S.S_TLAST] = a
+            if prompt[pos] + out[pos] > kv_tokens:  # can never fit: rejected at arrival
+                S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
+                if S.batch_of(rid, warmup, n_req, nbat) >= 0:
+                    sti[S.I_REJECT] += 1
+                    sti[S.I_DONE] += 1
+                continue
+            slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
+            Q.push(pool, ring, heap, hpos, qi, slot, order, guard)
+            S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
+            for j in range(c):  # an idle server starts at once
+                if srv[j, V_TNEXT] == np.inf:
+                    na = arr[pos + 1] if pos + 1 < n_avail else np.inf
+                    ch = _iteration(
+                        j, a, na, sti, stf, pool, ring, heap, hpos, free, qi,
+                        srv, dheap, adm, pref, qbuf, prm, cst,
+                        sums, counts, hist, maxima, fbuf, ibuf, rec,
+                    )  # fmt: skip
+                    if ch:
+                        _interrupt(j, a, srv, max_batch, cst)
+                    break
+            continue
+        if tb == np.inf:
+            return S.DONE  # nothing runs and no arrivals are left
+        ch = _iteration(
+            s, tb, a, sti, stf, pool, ring, heap, hpos, free, qi,
+            srv, dheap, adm, pref, qbuf, prm, cst,
+            sums, counts, hist, maxima, fbuf, ibuf, rec,
+        )  # fmt: skip
+        if ch:
+            _interrupt(s, tb, srv, max_batch, cst)

@@ -1,0 +1,210 @@
+"""Multi-Bin Batching (Guldogan et al., arXiv 2412.04504), compiled.
+
+Requests go on arrival to bin j = #{edges <= predicted length} (k bins, k - 1 edges). A bin that
+holds B requests forms a batch at once; formed batches wait in one FCFS queue (by formation time)
+for the first free server (the earliest-free one; ties by index). With a flush timeout, a bin
+whose oldest request has waited ``flush_s`` forms a batch of whatever it holds at that moment.
+A batch lasts the time law's T_b (Eq. 18 with its b members' true lengths; the paper's law, a
+constant plus the longest request times the time per token, is Eq. 18 with k1 = k3 = 0). Every
+member replies when its batch ends (padded batching). The queue order of the policy is not used:
+the bins and the batch FCFS queue are the order.
+
+Events in time order: a batch start (server free and a batch formed) before an arrival or a flush
+at the same time, an arrival before a flush. Measured requests are recorded when their batch
+starts (their reply time is known then), as in :mod:`llmqueue.sim.static`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from llmqueue.sim import queue as Q
+from llmqueue.sim import state as S
+from llmqueue.sim.jit import kernel
+from llmqueue.sim.recorder import record
+from llmqueue.sim.timelaw import batch_time
+
+__all__ = ["run_multibin", "new_bins", "grow_ready", "equal_probability_edges"]
+
+
+def new_bins(k: int, b: int, cap: int) -> tuple[np.ndarray, ...]:
+    """(bins[k, B] slots, bin counts[k], ready member ring[cap], ready batch ring[cap, 2]:
+    (size, formation time), ring state[4]: member head, member count, batch head, batch count)."""
+    return (
+        np.zeros((k, b), dtype=np.int64),
+        np.zeros(k, dtype=np.int64),
+        np.zeros(cap, dtype=np.int64),
+        np.zeros((cap, 2)),
+        np.zeros(4, dtype=np.int64),
+    )
+
+
+def grow_ready(
+    ready: np.ndarray, rbatch: np.ndarray, rs: np.ndarray, cap: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ready rings re-laid from index 0 with capacity `cap` (the pool's, after it grew)."""
+    old = ready.size
+    nr = np.zeros(cap, dtype=np.int64)
+    nb = np.zeros((cap, 2))
+    for i in range(int(rs[1])):
+        nr[i] = ready[(rs[0] + i) % old]
+    for i in range(int(rs[3])):
+        nb[i] = rbatch[(rs[2] + i) % old]
+    rs[0] = 0
+    rs[2] = 0
+    return nr, nb
+
+
+def equal_probability_edges(
+    workload: Any, k: int, seed: int | np.random.SeedSequence
+) -> np.ndarray:
+    """The k - 1 bin edges at the equal-probability quantiles of the predicted length law: exact
+    (the law's ppf) for Poisson arrivals with the oracle predictor, else the quantiles of 10^6
+    predictions drawn from the workload (its first requests, seed `seed`)."""
+    from llmqueue.sim.predictors import Oracle
+    from llmqueue.sim.workload import PoissonWorkload
+
+    q = np.arange(1, k) / k
+    if k == 1:
+        return np.zeros(0)
+    if isinstance(workload, PoissonWorkload) and isinstance(workload.predictor, Oracle):
+        return np.asarray(workload.output.ppf(q), dtype=float)
+    preds = []
+    n = 0
+    for ch in workload.chunks(seed, 1 << 16, False):
+        preds.append(ch.pred)
+        n += ch.pred.size
+        if n >= 1_000_000:
+            break
+    return np.quantile(np.concatenate(preds), q)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _form(bins, bcnt, j, ready, rbatch, rs, t):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Move bin j's requests into the ready ring as one batch formed at time t."""
+    cap = ready.size
+    n = bcnt[j]
+    for i in range(n):
+        ready[(rs[0] + rs[1]) % cap] = bins[j, i]
+        rs[1] += 1
+    q = (rs[2] + rs[3]) % cap
+    rbatch[q, 0] = n
+    rbatch[q, 1] = t
+    rs[3] += 1
+    bcnt[j] = 0
+
+
+@kernel
+def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
+    arr, prompt, out, pred, final,
+    sti, stf, qsamp,
+    pool, free, qi,
+    free_at, pend_t, pend_tok, pend_n,
+    edges, bins, bcnt, ready, rbatch, rs, flush_s,
+    law_kind, kcoef, table,
+    lengths, comp, idx, slots,
+    sums, counts, hist, maxima, fbuf, ibuf, rec,
+    warmup, n_req, nbat, id_cap,
+):  # fmt: skip
+    """Multi-Bin Batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
+    GROW, CAP). ``flush_s`` = inf: no flush (the paper's model)."""
+    n_avail = arr.size
+    c = free_at.size
+    k = bcnt.size
+    bsize = bins.shape[1]
+    cap = ready.size
+    while True:
+        if sti[S.I_DONE] >= n_req:
+            return S.DONE
+        pos = sti[S.I_POS]
+        if pos >= n_avail:
+            if not final:
+                return S.NEED_MORE
+            t_arr = np.inf
+        else:
+            t_arr = arr[pos]
+        t_flush = np.inf
+        jf = -1
+        if flush_s < np.inf:
+            for j in range(k):
+                if bcnt[j] > 0:
+                    tj = pool[bins[j, 0], Q.F_ARR] + flush_s
+                    if tj < t_flush:
+                        t_flush = tj
+                        jf = j
+        t_srv = np.inf
+        s = 0
+        if rs[3] > 0:
+            for j in range(1, c):
+                if free_at[j] < free_at[s]:
+                    s = j
+            formed = rbatch[rs[2], 1]
+            t_srv = free_at[s] if free_at[s] > formed else formed
+        if t_srv == np.inf and t_arr == np.inf and t_flush == np.inf:
+            return S.DONE  # nothing left to do (requests left in bins never fill)
+        if t_srv <= t_arr and t_srv <= t_flush:
+            # start the oldest formed batch on server s
+            b = np.int64(rbatch[rs[2], 0])
+            rs[2] = (rs[2] + 1) % cap
+            rs[3] -= 1
+            start = t_srv
+            for i in range(pend_n[s]):
+                if S.in_window(sti, stf, pend_t[s, i]):
+                    sti[S.I_COMPLETED] += 1
+                    stf[S.S_TOK] += pend_tok[s, i]
+            for i in range(b):
+                sl = ready[rs[0]]
+                rs[0] = (rs[0] + 1) % cap
+                rs[1] -= 1
+                slots[i] = sl
+                lengths[i] = pool[sl, Q.F_OUT]
+            qi[Q.Q_LEN] -= b
+            d, t1 = batch_time(law_kind, kcoef, table, lengths, b, False, comp, idx)
+            if S.in_window(sti, stf, start):
+                stf[S.S_SUMB] += b
+                stf[S.S_SUMD] += d
+                stf[S.S_NB] += 1.0
+            for i in range(b):
+                sl = slots[i]
+                a = pool[sl, Q.F_ARR]
+                rid = np.int64(pool[sl, Q.F_ID])
+                g = S.batch_of(rid, warmup, n_req, nbat)
+                if g >= 0:
+                    w = start - a
+                    record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, w)
+                    record(sums, counts, hist, maxima, fbuf, ibuf, S.M_RESP, g, w + comp[i])
+                    if t1 == t1:
+                        record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TTFT, g, w + t1)
+                    sti[S.I_DONE] += 1
+                if rid < rec.shape[0]:
+                    rec[rid, 0] = start
+                    rec[rid, 1] = start + t1
+                    rec[rid, 2] = start + comp[i]
+                    rec[rid, 3] = s
+                pend_t[s, i] = start + comp[i]
+                pend_tok[s, i] = lengths[i]
+                Q.release(pool, free, qi, sl)
+            pend_n[s] = b
+            free_at[s] = start + d
+        elif t_arr <= t_flush:
+            if qi[Q.Q_NFREE] == 0:
+                return S.GROW
+            if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
+                return S.CAP
+            rid = sti[S.I_NEXT_ID]
+            sl = Q.alloc(pool, free, qi, t_arr, prompt[pos], out[pos], pred[pos], rid)
+            qi[Q.Q_LEN] += 1
+            S.on_arrival(sti, stf, qsamp, qi, rid, t_arr, warmup, n_req, nbat)
+            sti[S.I_POS] = pos + 1
+            sti[S.I_NEXT_ID] = rid + 1
+            stf[S.S_TLAST] = t_arr
+            j = np.searchsorted(edges, pred[pos], side="right")
+            bins[j, bcnt[j]] = sl
+            bcnt[j] += 1
+            if bcnt[j] == bsize:
+                _form(bins, bcnt, j, ready, rbatch, rs, t_arr)
+        else:
+            _form(bins, bcnt, jf, ready, rbatch, rs, t_flush)

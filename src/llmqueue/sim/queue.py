@@ -1,0 +1,343 @@
+"""The queue order of the serving engine: which waiting request goes next (compiled part).
+
+Requests live in a *slot pool* while they wait or run (``pool[slot, field]``, fields ``F_*``;
+slots are recycled through a free stack, so memory follows the number in the system, not the
+run length). The waiting ones are ordered by the policy's order code:
+
+- ``FCFS`` (0): by arrival (a ring of slots);
+- ``SJF`` (1): by true output tokens, ties by arrival (a binary heap);
+- ``SPJF`` (2): by predicted output tokens, ties by arrival (the same heap, another key).
+
+Non-preemptive: the order only chooses among waiting requests. A request put back by a
+preemption (:func:`push_front`) goes before every other waiting request whatever the order.
+The optional **starvation guard** ``guard_s`` (SSJF's, arXiv 2404.08509): a request that has
+waited longer than ``guard_s`` is served by age first (oldest overdue first); the heap orders are
+then kept beside an arrival-order ring with lazy deletion (an entry is live while its slot still
+holds the same request id and that request still waits).
+
+All functions are ``inline='always'`` Numba functions over arrays (no Python objects): the
+pool (float64[cap, NF]), ring (int64[cap, 2]: slot, id), heap and hpos (int64[cap]), free
+(int64[cap]) and the integer state ``qi`` (int64[QI_SIZE]). Growth is the caller's job
+(:func:`grow` when ``qi[Q_NFREE] == 0``), because it replaces the arrays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = [
+    "FCFS",
+    "SJF",
+    "SPJF",
+    "ORDERS",
+    "NF",
+    "F_ARR",
+    "F_PROMPT",
+    "F_OUT",
+    "F_PRED",
+    "F_ID",
+    "F_WAITING",
+    "F_FRONT",
+    "F_DONE",
+    "F_TTFT",
+    "F_START",
+    "F_PREFILLED",
+    "F_SERVER",
+    "F_PEFF",
+    "F_HELD",
+    "F_DECODING",
+    "F_BASE",
+    "F_TARGET",
+    "F_HBASE",
+    "F_HPOS",
+    "F_ADMSEQ",
+    "QI_SIZE",
+    "Q_LEN",
+    "Q_NFREE",
+    "new_queue",
+    "grow",
+    "alloc",
+    "release",
+    "push",
+    "push_front",
+    "select",
+    "remove",
+    "oldest_arrival",
+]
+
+FCFS, SJF, SPJF = 0, 1, 2
+ORDERS = {"fcfs": FCFS, "sjf": SJF, "spjf": SPJF}
+
+# pool fields
+F_ARR = 0  # arrival time (s)
+F_PROMPT = 1  # prompt tokens
+F_OUT = 2  # output tokens (true)
+F_PRED = 3  # predicted output tokens
+F_ID = 4  # request id (arrival index, exact in float64 below 2**53)
+F_WAITING = 5  # 1 while in the queue
+F_FRONT = 6  # 1 when put back by a preemption (goes first)
+F_DONE = 7  # output tokens generated so far (continuous batching)
+F_TTFT = 8  # time of its first token (-1 before)
+F_START = 9  # time it was first admitted / its batch started (-1 before)
+F_PREFILLED = 10  # prompt (+ recomputed) tokens prefilled so far in its current admission
+F_SERVER = 11  # server it runs on (-1 while waiting)
+F_PEFF = 12  # tokens its current prefill covers: prompt + tokens generated before a preemption
+F_HELD = 13  # KV-cache tokens it holds (continuous batching)
+F_DECODING = 14  # 1 once its (re)prefill is done and it decodes (continuous batching)
+F_BASE = 15  # decoding: tokens generated = server's decode steps + F_BASE
+F_TARGET = 16  # decoding: the server's decode-step count at which it has all its tokens
+F_HBASE = 17  # decoding, on-demand KV: tokens held = server's decode steps + F_HBASE
+F_HPOS = 18  # its position in its server's completion heap
+F_ADMSEQ = 19  # admission sequence number (tells a live admission-stack entry from a stale one)
+NF = 20
+
+# integer state
+Q_HEAD = 0  # ring head
+Q_RLEN = 1  # ring entries (live and stale)
+Q_HN = 2  # heap size
+Q_NFREE = 3  # free slots
+Q_CAP = 4  # capacity
+Q_LEN = 5  # waiting requests
+QI_SIZE = 6
+
+
+def new_queue(cap: int = 1024) -> tuple[np.ndarray, ...]:
+    """(pool, ring, heap, hpos, free, qi) with `cap` slots, all free."""
+    pool = np.zeros((cap, NF))
+    ring = np.zeros((cap, 2), dtype=np.int64)
+    heap = np.zeros(cap, dtype=np.int64)
+    hpos = np.full(cap, -1, dtype=np.int64)
+    free = np.arange(cap - 1, -1, -1, dtype=np.int64)
+    qi = np.zeros(QI_SIZE, dtype=np.int64)
+    qi[Q_NFREE] = cap
+    qi[Q_CAP] = cap
+    return pool, ring, heap, hpos, free, qi
+
+
+@njit(cache=True, nogil=True)
+def grow(pool, ring, heap, hpos, free, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Double the capacity (call when no slot is free); returns the new arrays."""
+    cap = qi[Q_CAP]
+    ncap = 2 * cap
+    npool = np.zeros((ncap, pool.shape[1]))
+    npool[:cap] = pool
+    nring = np.zeros((ncap, 2), dtype=np.int64)
+    head = qi[Q_HEAD]
+    for i in range(qi[Q_RLEN]):
+        j = (head + i) % cap
+        nring[i, 0] = ring[j, 0]
+        nring[i, 1] = ring[j, 1]
+    nheap = np.zeros(ncap, dtype=np.int64)
+    nheap[:cap] = heap
+    nhpos = np.full(ncap, -1, dtype=np.int64)
+    nhpos[:cap] = hpos
+    nfree = np.zeros(ncap, dtype=np.int64)
+    nf = 0
+    for s in range(ncap - 1, cap - 1, -1):
+        nfree[nf] = s
+        nf += 1
+    qi[Q_HEAD] = 0
+    qi[Q_NFREE] = nf
+    qi[Q_CAP] = ncap
+    return npool, nring, nheap, nhpos, nfree
+
+
+@njit(cache=True, nogil=True, inline="always")
+def alloc(pool, free, qi, arrival, prompt, output, pred, rid):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Take a free slot for a new request (the caller grew the pool if none was free)."""
+    qi[Q_NFREE] -= 1
+    s = free[qi[Q_NFREE]]
+    pool[s, F_ARR] = arrival
+    pool[s, F_PROMPT] = prompt
+    pool[s, F_OUT] = output
+    pool[s, F_PRED] = pred
+    pool[s, F_ID] = rid
+    pool[s, F_WAITING] = 0.0
+    pool[s, F_FRONT] = 0.0
+    pool[s, F_DONE] = 0.0
+    pool[s, F_TTFT] = -1.0
+    pool[s, F_START] = -1.0
+    pool[s, F_PREFILLED] = 0.0
+    pool[s, F_SERVER] = -1.0
+    pool[s, F_PEFF] = prompt
+    pool[s, F_HELD] = 0.0
+    pool[s, F_DECODING] = 0.0
+    return s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def release(pool, free, qi, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Return slot s to the free stack (its request has left the system)."""
+    pool[s, F_ID] = -1.0
+    free[qi[Q_NFREE]] = s
+    qi[Q_NFREE] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _before(pool, a, b, key):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Heap order: preempted first, then the smaller key, then the earlier arrival."""
+    fa = pool[a, F_FRONT]
+    fb = pool[b, F_FRONT]
+    if fa != fb:
+        return fa > fb
+    ka = pool[a, key]
+    kb = pool[b, key]
+    if ka != kb:
+        return ka < kb
+    return pool[a, F_ID] < pool[b, F_ID]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sift_up(pool, heap, hpos, i, key):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    s = heap[i]
+    while i > 0:
+        p = (i - 1) >> 1
+        if _before(pool, s, heap[p], key):
+            heap[i] = heap[p]
+            hpos[heap[i]] = i
+            i = p
+        else:
+            break
+    heap[i] = s
+    hpos[s] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sift_down(pool, heap, hpos, n, i, key):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    s = heap[i]
+    while True:
+        c = 2 * i + 1
+        if c >= n:
+            break
+        if c + 1 < n and _before(pool, heap[c + 1], heap[c], key):
+            c += 1
+        if _before(pool, heap[c], s, key):
+            heap[i] = heap[c]
+            hpos[heap[i]] = i
+            i = c
+        else:
+            break
+    heap[i] = s
+    hpos[s] = i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ring_push_back(pool, ring, qi, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    cap = qi[Q_CAP]
+    j = (qi[Q_HEAD] + qi[Q_RLEN]) % cap
+    ring[j, 0] = s
+    ring[j, 1] = np.int64(pool[s, F_ID])
+    qi[Q_RLEN] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ring_push_front(pool, ring, qi, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    cap = qi[Q_CAP]
+    j = (qi[Q_HEAD] - 1 + cap) % cap
+    ring[j, 0] = s
+    ring[j, 1] = np.int64(pool[s, F_ID])
+    qi[Q_HEAD] = j
+    qi[Q_RLEN] += 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ring_clean(pool, ring, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Drop stale entries at the ring head; returns the live head slot or -1."""
+    cap = qi[Q_CAP]
+    while qi[Q_RLEN] > 0:
+        h = qi[Q_HEAD]
+        s = ring[h, 0]
+        if pool[s, F_WAITING] == 1.0 and np.int64(pool[s, F_ID]) == ring[h, 1]:
+            return s
+        qi[Q_HEAD] = (h + 1) % cap
+        qi[Q_RLEN] -= 1
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _key(order):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    return F_OUT if order == 1 else F_PRED
+
+
+@njit(cache=True, nogil=True, inline="always")
+def push(pool, ring, heap, hpos, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Put request s in the queue (at the back in FCFS order)."""
+    pool[s, F_WAITING] = 1.0
+    qi[Q_LEN] += 1
+    if order == 0:
+        _ring_push_back(pool, ring, qi, s)
+        return
+    n = qi[Q_HN]
+    heap[n] = s
+    qi[Q_HN] = n + 1
+    _sift_up(pool, heap, hpos, n, _key(order))
+    if guard:
+        _ring_push_back(pool, ring, qi, s)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def push_front(pool, ring, heap, hpos, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Put a preempted request back before every waiting request."""
+    pool[s, F_WAITING] = 1.0
+    pool[s, F_FRONT] = 1.0
+    qi[Q_LEN] += 1
+    if order == 0:
+        _ring_push_front(pool, ring, qi, s)
+        return
+    n = qi[Q_HN]
+    heap[n] = s
+    qi[Q_HN] = n + 1
+    _sift_up(pool, heap, hpos, n, _key(order))
+    if guard:
+        _ring_push_front(pool, ring, qi, s)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def select(pool, ring, heap, qi, order, guard, guard_s, now):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The slot that goes next at time `now` (not removed), or -1 if none waits."""
+    if qi[Q_LEN] == 0:
+        return -1
+    if order == 0:
+        return _ring_clean(pool, ring, qi)
+    if guard:
+        s = _ring_clean(pool, ring, qi)
+        if s >= 0 and pool[s, F_FRONT] == 0.0 and now - pool[s, F_ARR] > guard_s:
+            top = heap[0]
+            if pool[top, F_FRONT] == 0.0:
+                return s
+    return heap[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def remove(pool, ring, heap, hpos, qi, s, order):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Take slot s (just returned by :func:`select`) out of the queue."""
+    pool[s, F_WAITING] = 0.0
+    pool[s, F_FRONT] = 0.0
+    qi[Q_LEN] -= 1
+    if order == 0:
+        qi[Q_HEAD] = (qi[Q_HEAD] + 1) % qi[Q_CAP]
+        qi[Q_RLEN] -= 1
+        return
+    key = _key(order)
+    n = qi[Q_HN] - 1
+    i = hpos[s]
+    hpos[s] = -1
+    qi[Q_HN] = n
+    if i == n:
+        return
+    last = heap[n]
+    heap[i] = last
+    hpos[last] = i
+    _sift_down(pool, heap, hpos, n, i, key)
+    j = hpos[last]
+    if j == i:
+        _sift_up(pool, heap, hpos, i, key)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def oldest_arrival(pool, ring, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Arrival time of the longest-waiting request (the ring's live head), inf if none; needs
+    the ring (FCFS order, or a heap order with the guard)."""
+    s = _ring_clean(pool, ring, qi)
+    return pool[s, F_ARR] if s >= 0 else np.inf

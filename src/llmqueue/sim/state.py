@@ -1,0 +1,91 @@
+"""Run state shared by the engine's batch formers (compiled helpers and index constants).
+
+Every event loop keeps its scalars in two small arrays, so that a kernel call can stop at the
+end of a chunk of arrivals and the next call resume: ``sti`` (int64, ``I_*``) and ``stf``
+(float64, ``S_*``). The recorder's metrics are ``M_*``. A kernel returns one of the codes
+``NEED_MORE`` (give me the next chunk), ``DONE``, ``GROW`` (the queue's pool is full: grow it and
+call again), ``BUF`` (a batch buffer is too small) or ``CAP`` (the run cannot finish: unstable).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from llmqueue.sim import queue as Q
+
+# metrics of the recorder
+M_WAIT, M_RESP, M_TTFT, M_TPOT = 0, 1, 2, 3
+N_METRICS = 4
+
+# integer state
+I_POS = 0  # position in the current chunk
+I_NEXT_ID = 1  # id of the next arrival
+I_DONE = 2  # measured requests finished or rejected
+I_MAXQ = 3  # largest queue seen (measured window)
+I_PREEMPT = 4  # preemptions in the window
+I_REJECT = 5  # measured requests rejected
+I_COMPLETED = 6  # completions in the window (any request)
+I_QS_NEXT = 7  # next measurement batch whose start samples the queue
+I_LAST_KNOWN = 8  # 1 once the last measured request has arrived
+I_FIRST_KNOWN = 9  # 1 once the first measured request has arrived
+NI = 10
+
+# float state
+S_TLAST = 0  # arrival time of the last request pushed
+S_WIN0 = 1  # first measured arrival
+S_WIN1 = 2  # last measured arrival
+S_SUMB = 3  # sum of batch sizes (batches/iterations started in the window)
+S_SUMD = 4  # sum of their durations
+S_NB = 5  # their number
+S_TOK = 6  # output tokens completed in the window
+S_KVINT = 7  # integral of KV used over busy time (continuous)
+S_ADMSEQ = 8  # admissions so far (continuous)
+S_EVENTS = 9  # iteration boundaries processed (continuous; a measure of the engine's work)
+NS = 10
+
+# kernel return codes
+NEED_MORE, DONE, GROW, BUF, CAP = 0, 1, 2, 3, 4
+QUEUE_CAP = 1 << 24
+
+
+@njit(cache=True, nogil=True, inline="always")
+def in_window(sti, stf, t):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Whether time t lies in [first measured arrival, last measured arrival] (the last one not
+    known yet means t comes before it)."""
+    if sti[I_FIRST_KNOWN] == 0 or t < stf[S_WIN0]:
+        return False
+    return sti[I_LAST_KNOWN] == 0 or t <= stf[S_WIN1]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Bookkeeping of arrival `rid` at time a: window ends, queue samples per measurement batch."""
+    m = rid - warmup
+    if m == 0:
+        sti[I_FIRST_KNOWN] = 1
+        stf[S_WIN0] = a
+    if m == n_req - 1:
+        sti[I_LAST_KNOWN] = 1
+        stf[S_WIN1] = a
+    if 0 <= m < n_req:
+        g = (m * nbat) // n_req
+        if g >= sti[I_QS_NEXT]:
+            qsamp[g] = qi[Q.Q_LEN]
+            sti[I_QS_NEXT] = g + 1
+        if qi[Q.Q_LEN] > sti[I_MAXQ]:
+            sti[I_MAXQ] = qi[Q.Q_LEN]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def batch_of(rid, warmup, n_req, nbat):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Measurement batch of request `rid`, or -1 for a request outside the measured window."""
+    m = rid - warmup
+    if m < 0 or m >= n_req:
+        return -1
+    return (m * nbat) // n_req
+
+
+def new_state(batches: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sti, stf, qsamp) for a run with `batches` measurement batches."""
+    return np.zeros(NI, dtype=np.int64), np.zeros(NS), np.full(batches, -1, dtype=np.int64)

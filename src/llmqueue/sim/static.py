@@ -1,0 +1,151 @@
+"""Static batch formers (paper Sec. IV), compiled: ``none``, ``dynamic``, ``fixed``, ``elastic``.
+
+When a server frees (the earliest-free one first; ties by index) it takes waiting requests in
+queue order (:mod:`llmqueue.sim.queue`): ``none`` one, ``dynamic`` / ``elastic`` all of them up to
+``cap_b`` (b_max), ``fixed`` waits until ``threshold`` = K wait and takes K; if too few wait it starts
+when enough have arrived. The batch lasts the time law's T_b (:mod:`llmqueue.sim.timelaw`); every
+member is recorded at formation (its reply time is known then) and its slot freed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from llmqueue.sim import queue as Q
+from llmqueue.sim import state as S
+from llmqueue.sim.jit import kernel
+from llmqueue.sim.recorder import record
+from llmqueue.sim.timelaw import batch_time
+
+__all__ = ["run_static", "NONE", "DYNAMIC", "FIXED", "ELASTIC"]
+
+NONE, DYNAMIC, FIXED, ELASTIC = 0, 1, 2, 3
+
+
+@kernel
+def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
+    arr,
+    prompt,
+    out,
+    pred,
+    final,
+    sti,
+    stf,
+    qsamp,
+    pool,
+    ring,
+    heap,
+    hpos,
+    free,
+    qi,
+    free_at,
+    pend_t,
+    pend_tok,
+    pend_n,
+    former,
+    cap_b,
+    threshold,
+    order,
+    guard,
+    guard_s,
+    law_kind,
+    kcoef,
+    table,
+    slots,
+    lengths,
+    comp,
+    idx,
+    sums,
+    counts,
+    hist,
+    maxima,
+    fbuf,
+    ibuf,
+    rec,
+    warmup,
+    n_req,
+    nbat,
+    id_cap,
+):
+    """Static batch formers over one chunk of arrivals; returns a code (S.NEED_MORE, S.DONE, S.GROW,
+    S.BUF, S.CAP). All state lives in the arrays, so a call resumes where the last one stopped."""
+    n_avail = arr.size
+    c = free_at.size
+    elastic = former == ELASTIC
+    while True:
+        if sti[S.I_DONE] >= n_req:
+            return S.DONE
+        s = 0
+        for j in range(1, c):
+            if free_at[j] < free_at[s]:
+                s = j
+        t_free = free_at[s]
+        # bring in the arrivals up to the moment the server frees (and beyond, while too few wait)
+        while True:
+            pos = sti[S.I_POS]
+            if pos >= n_avail:
+                if not final:
+                    return S.NEED_MORE
+                a = np.inf
+            else:
+                a = arr[pos]
+            if a <= t_free or (qi[Q.Q_LEN] < threshold and a < np.inf):
+                if qi[Q.Q_NFREE] == 0:
+                    return S.GROW
+                if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
+                    return S.CAP
+                rid = sti[S.I_NEXT_ID]
+                slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
+                Q.push(pool, ring, heap, hpos, qi, slot, order, guard)
+                S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
+                stf[S.S_TLAST] = a
+                sti[S.I_POS] = pos + 1
+                sti[S.I_NEXT_ID] = rid + 1
+                continue
+            break
+        if qi[Q.Q_LEN] < threshold:
+            return S.DONE  # no arrivals left and too few wait to form a batch
+        start = t_free if stf[S.S_TLAST] <= t_free else stf[S.S_TLAST]
+        b = qi[Q.Q_LEN] if qi[Q.Q_LEN] < cap_b else cap_b
+        if former == FIXED:
+            b = threshold
+        if b > slots.size:
+            return S.BUF
+        # the server's previous batch has ended by now: count its completions in the window
+        for j in range(pend_n[s]):
+            if S.in_window(sti, stf, pend_t[s, j]):
+                sti[S.I_COMPLETED] += 1
+                stf[S.S_TOK] += pend_tok[s, j]
+        for i in range(b):
+            sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, start)
+            Q.remove(pool, ring, heap, hpos, qi, sl, order)
+            slots[i] = sl
+            lengths[i] = pool[sl, Q.F_OUT]
+        d, t1 = batch_time(law_kind, kcoef, table, lengths, b, elastic, comp, idx)
+        if S.in_window(sti, stf, start):
+            stf[S.S_SUMB] += b
+            stf[S.S_SUMD] += d
+            stf[S.S_NB] += 1.0
+        for i in range(b):
+            sl = slots[i]
+            a = pool[sl, Q.F_ARR]
+            m = np.int64(pool[sl, Q.F_ID]) - warmup
+            if 0 <= m < n_req:
+                g = (m * nbat) // n_req
+                w = start - a
+                record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, w)
+                record(sums, counts, hist, maxima, fbuf, ibuf, S.M_RESP, g, w + comp[i])
+                if t1 == t1:
+                    record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TTFT, g, w + t1)
+                sti[S.I_DONE] += 1
+            rid = np.int64(pool[sl, Q.F_ID])
+            if rid < rec.shape[0]:
+                rec[rid, 0] = start
+                rec[rid, 1] = start + t1
+                rec[rid, 2] = start + comp[i]
+                rec[rid, 3] = s
+            pend_t[s, i] = start + comp[i]
+            pend_tok[s, i] = lengths[i]
+            Q.release(pool, free, qi, sl)
+        pend_n[s] = b
+        free_at[s] = start + d

@@ -1,0 +1,102 @@
+"""Time laws of the serving engine (compiled part): how long a batch or an iteration takes.
+
+Static batches (``none``, ``dynamic``, ``fixed``, ``elastic``; :func:`batch_time`):
+
+- ``EQ18`` (0): padded batching, Eq. (18): T_b = k1*b + k2 + (k3*b + k4)*max_i n_i; every member
+  replies at T_b; elastic batching, Eq. (26): members leave as they finish, member i (i-th
+  shortest) at t1(b) + sum_{j<=i} t2(b - j + 1)*(n_(j) - n_(j-1)), the batch ends with the last;
+- ``TABLE`` (1): a fixed time per batch size, T_b = table[b] (the fixed-T approximation of
+  Eq. 25, T = E[T_b]).
+
+The first token of every member comes at t1(b) = k1*b + k2 (``EQ18``; unknown, NaN, for
+``TABLE``). N counts the tokens after the first (the paper's convention: no "- 1").
+
+Iterations of continuous batching (:func:`step_time`, :func:`decode_run_time`): the step law
+c0 + c_tok*(decode_seqs + prefill_tokens) + c_ctx*context_tokens (:class:`llmqueue.latency.StepLaw`);
+m decode-only iterations of B sequences starting at total context C take
+m*(c0 + c_tok*B + c_ctx*C) + c_ctx*B*m*(m - 1)/2 (the context grows by B per iteration).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+__all__ = ["EQ18", "TABLE", "batch_time", "step_time", "decode_run_time", "iterations_until"]
+
+EQ18, TABLE = 0, 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def batch_time(kind, k, table, lengths, b, elastic, comp, idx):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Duration of a static batch of b members with output lengths lengths[:b] (tokens); writes
+    each member's reply time after the batch start into comp[:b]; returns (T_b, t1(b))."""
+    if kind == 1:
+        d = table[b] if b < table.size else np.nan
+        for i in range(b):
+            comp[i] = d
+        return d, np.nan
+    t1 = k[0] * b + k[1]
+    if not elastic:
+        mx = 0.0
+        for i in range(b):
+            if lengths[i] > mx:
+                mx = lengths[i]
+        d = t1 + (k[2] * b + k[3]) * mx
+        for i in range(b):
+            comp[i] = d
+        return d, t1
+    # Eq. (26): sort members by length (insertion sort on an index buffer; b is small)
+    for i in range(b):
+        idx[i] = i
+    for i in range(1, b):
+        j = i
+        v = idx[i]
+        while j > 0 and lengths[idx[j - 1]] > lengths[v]:
+            idx[j] = idx[j - 1]
+            j -= 1
+        idx[j] = v
+    t = t1
+    prev = 0.0
+    for j in range(b):
+        n = lengths[idx[j]]
+        t += (k[2] * (b - j) + k[3]) * (n - prev)
+        prev = n
+        comp[idx[j]] = t
+    return t, t1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def step_time(c, decode_seqs, prefill_tokens, context_tokens):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """One iteration (s): c = (c0, c_tok, c_ctx)."""
+    return c[0] + c[1] * (decode_seqs + prefill_tokens) + c[2] * context_tokens
+
+
+@njit(cache=True, nogil=True, inline="always")
+def decode_run_time(c, b, ctx, m):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Total time (s) of m decode-only iterations of b sequences starting at total context ctx."""
+    return m * (c[0] + c[1] * b + c[2] * ctx) + c[2] * b * (m * (m - 1.0) * 0.5)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def iterations_until(c, b, ctx, span, m_max):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Fewest m >= 1 decode-only iterations (b sequences, context ctx) whose total time reaches
+    `span` seconds, at most m_max (returned when even m_max iterations end before `span`)."""
+    if span <= 0.0:
+        return 1
+    if decode_run_time(c, b, ctx, m_max) < span:
+        return m_max
+    a = c[2] * b * 0.5
+    lin = c[0] + c[1] * b + c[2] * ctx - a
+    if a > 0.0:
+        m = (-lin + math.sqrt(lin * lin + 4.0 * a * span)) / (2.0 * a)
+    else:
+        m = span / lin
+    mi = max(1, int(math.ceil(m)) - 1)
+    while mi > 1 and decode_run_time(c, b, ctx, mi - 1) >= span:
+        mi -= 1
+    while decode_run_time(c, b, ctx, mi) < span:
+        mi += 1
+    return min(mi, m_max)

@@ -1,0 +1,472 @@
+"""Workloads of the serving engine: request tables generated chunk by chunk.
+
+A workload yields :class:`RequestChunk` s (arrival time, prompt tokens, output tokens, predicted
+output tokens; arrays in arrival order), so a run of 10^8 requests needs O(chunk) memory. Three
+sources:
+
+- :class:`PoissonWorkload`: Poisson arrivals at ``rate_per_s``; output (and optionally prompt)
+  tokens drawn independently from token laws (:mod:`llmqueue.tokens`);
+- :class:`TraceWorkload`: Poisson arrivals at ``rate_per_s``; (prompt, output) drawn jointly from
+  a trace's rows (uniformly, with replacement), e.g. the Azure trace's ``ContextTokens`` and
+  ``GeneratedTokens``;
+- :class:`ReplayWorkload`: a trace's own rows in order at its own timestamps, optionally scaled in
+  time (``time_scale`` < 1 compresses: a higher rate).
+
+Predictions come from the workload's predictor (:mod:`llmqueue.sim.predictors`), which sees the
+true output length only to add its own error. Random numbers: two 64-bit PCG64 words per request
+(:mod:`llmqueue.sim.rng`): word 0 gives the interarrival gap (low 32 bits) and the output or the
+row (high 32 bits), word 1 the prompt (low) and the predictor's noise (high). Same seed, same
+chunk size: the same table. With ``whole_tokens`` (continuous batching needs it) lengths are
+rounded to the nearest integer, outputs at least 1 and prompts at least 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from llmqueue.errors import InputError
+from llmqueue.sim.laws import draw, encode_law
+from llmqueue.sim.predictors import Oracle, Predictor, predict_chunk
+from llmqueue.sim.rng import EXP_F, EXP_K, EXP_W, WordStream, std_exp, uniform32
+from llmqueue.tokens import TokenLaw
+
+__all__ = [
+    "RequestChunk",
+    "Workload",
+    "PoissonWorkload",
+    "TraceWorkload",
+    "ReplayWorkload",
+    "read_trace_columns",
+]
+
+
+class RequestChunk(NamedTuple):
+    """Requests in arrival order: times (s) and token counts (float64 arrays of equal length)."""
+
+    arrival_s: np.ndarray
+    prompt: np.ndarray
+    output: np.ndarray
+    pred: np.ndarray
+
+
+@njit(cache=True, nogil=True)
+def _fill(  # type: ignore[no-untyped-def]  # noqa: ANN001
+    raw0,
+    raw1,
+    spare,
+    sp,
+    t_last,
+    inv_rate,
+    src,
+    ok,
+    oprm,
+    ocap,
+    ovals,
+    ocum,
+    pk,
+    pprm,
+    pcap,
+    pvals,
+    pcum,
+    rows_prompt,
+    rows_out,
+    whole,
+    arr,
+    prompt,
+    out,
+):
+    """Poisson arrivals with tokens from laws (src 0) or joint rows (src 1); returns
+    (last arrival time, spare index)."""
+    nrows = rows_out.size
+    for j in range(raw0.size):
+        w0 = raw0[j]
+        e, sp = std_exp(np.uint32(w0 & np.uint64(0xFFFFFFFF)), EXP_K, EXP_W, EXP_F, spare, sp)
+        t_last += e * inv_rate
+        arr[j] = t_last
+        hi = np.uint32(w0 >> np.uint64(32))
+        if src == 0:
+            x, sp = draw(ok, oprm, ocap, ovals, ocum, hi, spare, sp)
+            if pk >= 0:
+                lo1 = np.uint32(raw1[j] & np.uint64(0xFFFFFFFF))
+                y, sp = draw(pk, pprm, pcap, pvals, pcum, lo1, spare, sp)
+            else:
+                y = 0.0
+        else:
+            i = int(uniform32(hi) * nrows)
+            if i >= nrows:
+                i = nrows - 1
+            x = rows_out[i]
+            y = rows_prompt[i]
+        if whole:
+            x = max(1.0, math.floor(x + 0.5))
+            y = max(0.0, math.floor(y + 0.5))
+        out[j] = x
+        prompt[j] = y
+    return t_last, sp
+
+
+@njit(cache=True, nogil=True)
+def _round_rows(prompt, out):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    for j in range(out.size):
+        out[j] = max(1.0, math.floor(out[j] + 0.5))
+        prompt[j] = max(0.0, math.floor(prompt[j] + 0.5))
+
+
+class Workload:
+    """Base: ``chunks(seed, chunk, whole_tokens)`` yields RequestChunks; ``rate_per_s`` is the mean
+    arrival rate; ``total`` the number of requests available (None: unlimited)."""
+
+    rate_per_s: float
+    predictor: Predictor
+    total: int | None = None
+
+    def chunks(
+        self, seed: int | np.random.SeedSequence, chunk: int, whole_tokens: bool
+    ) -> Iterator[RequestChunk]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def mean_output(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def mean_prompt(self) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def at_rate(self, rate_per_s: float) -> Workload:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _check_rate(rate: float) -> float:
+    r = float(rate)
+    if not (math.isfinite(r) and r > 0):
+        raise InputError(f"rate_per_s must be a finite arrival rate > 0 requests/s, got {rate!r}")
+    return r
+
+
+def _predict(
+    predictor: Predictor, output: np.ndarray, raw1: np.ndarray, spare: np.ndarray, sp: int
+) -> tuple[np.ndarray, int]:
+    pred = np.empty(output.size)
+    sp = predict_chunk(
+        predictor.kind,
+        predictor.params(),
+        predictor.edges(),
+        predictor.values(),
+        output,
+        raw1,
+        spare,
+        sp,
+        pred,
+    )
+    return pred, int(sp)
+
+
+@dataclass(frozen=True)
+class PoissonWorkload(Workload):
+    """Poisson(rate_per_s) arrivals; output ~ `output`, prompt ~ `prompt` (None: 0 tokens)."""
+
+    output: TokenLaw
+    rate_per_s: float
+    prompt: TokenLaw | None = None
+    predictor: Predictor = field(default_factory=Oracle)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate_per_s", _check_rate(self.rate_per_s))
+
+    def mean_output(self) -> float:
+        return float(self.output.mean())
+
+    def mean_prompt(self) -> float:
+        return 0.0 if self.prompt is None else float(self.prompt.mean())
+
+    def at_rate(self, rate_per_s: float) -> PoissonWorkload:
+        return replace(self, rate_per_s=rate_per_s)
+
+    def describe(self) -> str:
+        p = "none" if self.prompt is None else self.prompt.spec
+        return (
+            f"Poisson {self.rate_per_s:g}/s, output {self.output.spec}, prompt {p}, "
+            f"predictor {self.predictor.spec}"
+        )
+
+    def chunks(
+        self, seed: int | np.random.SeedSequence, chunk: int, whole_tokens: bool
+    ) -> Iterator[RequestChunk]:
+        oc = encode_law(self.output)
+        pc = encode_law(self.prompt) if self.prompt is not None else None
+        per = oc.spare_per_draw + (pc.spare_per_draw if pc else 0.0) + 0.2
+        ws = WordStream(seed, int(chunk * per) + 64)
+        empty = np.zeros(1)
+        t = 0.0
+        inv = 1.0 / self.rate_per_s
+        while True:
+            raw0 = ws.words(chunk)
+            raw1 = ws.words(chunk)
+            spare, sp = ws.spare()
+            arr, prompt, out = np.empty(chunk), np.empty(chunk), np.empty(chunk)
+            t, sp = _fill(
+                raw0,
+                raw1,
+                spare,
+                sp,
+                t,
+                inv,
+                0,
+                oc.kind,
+                oc.prm,
+                oc.cap,
+                oc.values,
+                oc.cum,
+                pc.kind if pc else -1,
+                pc.prm if pc else empty,
+                pc.cap if pc else math.inf,
+                pc.values if pc else empty,
+                pc.cum if pc else empty,
+                empty,
+                empty,
+                whole_tokens,
+                arr,
+                prompt,
+                out,
+            )
+            pred, sp = _predict(self.predictor, out, raw1, spare, sp)
+            ws.used(sp)
+            yield RequestChunk(arr, prompt, out, pred)
+
+
+def read_trace_columns(
+    path: str | Path, columns: list[str], where: str = "--trace"
+) -> dict[str, np.ndarray]:
+    """Numeric columns of a CSV trace (InputError naming the file, the column and what exists)."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{where}: trace file {str(path)!r} does not exist")
+    try:
+        head = pd.read_csv(p, nrows=0)
+    except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
+        raise InputError(f"{where}: {path} cannot be read as CSV: {err}") from None
+    missing = [c for c in columns if c not in head.columns]
+    if missing:
+        raise InputError(
+            f"{where}: {path} has no column(s) {missing}; columns: {list(head.columns)}"
+        )
+    df = pd.read_csv(p, usecols=columns)
+    out = {}
+    for c in columns:
+        v = pd.to_numeric(df[c], errors="coerce")
+        if v.isna().any():
+            raise InputError(f"{where}: column {c!r} of {path} has non-numeric or empty values")
+        out[c] = v.to_numpy(dtype=float)
+    return out
+
+
+@dataclass(frozen=True)
+class TraceWorkload(Workload):
+    """Poisson(rate_per_s) arrivals; (prompt, output) drawn jointly from trace rows."""
+
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    rate_per_s: float
+    predictor: Predictor = field(default_factory=Oracle)
+    source: str = "trace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate_per_s", _check_rate(self.rate_per_s))
+        p = np.asarray(self.prompt_tokens, dtype=float)
+        o = np.asarray(self.output_tokens, dtype=float)
+        if p.shape != o.shape or p.ndim != 1 or p.size == 0:
+            raise InputError("trace workload: prompt and output columns must be equal, non-empty")
+        if np.any(o < 0) or np.any(p < 0):
+            raise InputError("trace workload: token counts must be >= 0")
+        object.__setattr__(self, "prompt_tokens", p)
+        object.__setattr__(self, "output_tokens", o)
+
+    @classmethod
+    def from_csv(
+        cls,
+        path: str | Path,
+        rate_per_s: float,
+        prompt_column: str = "ContextTokens",
+        output_column: str = "GeneratedTokens",
+        predictor: Predictor | None = None,
+    ) -> TraceWorkload:
+        cols = read_trace_columns(path, [prompt_column, output_column])
+        return cls(
+            cols[prompt_column],
+            cols[output_column],
+            rate_per_s,
+            predictor or Oracle(),
+            f"{Path(path).name}:{prompt_column},{output_column}",
+        )
+
+    def mean_output(self) -> float:
+        return float(self.output_tokens.mean())
+
+    def mean_prompt(self) -> float:
+        return float(self.prompt_tokens.mean())
+
+    def at_rate(self, rate_per_s: float) -> TraceWorkload:
+        return replace(self, rate_per_s=rate_per_s)
+
+    def describe(self) -> str:
+        return (
+            f"Poisson {self.rate_per_s:g}/s, rows of {self.source} ({self.output_tokens.size}), "
+            f"predictor {self.predictor.spec}"
+        )
+
+    def chunks(
+        self, seed: int | np.random.SeedSequence, chunk: int, whole_tokens: bool
+    ) -> Iterator[RequestChunk]:
+        ws = WordStream(seed, int(chunk * 0.3) + 64)
+        empty = np.zeros(1)
+        t = 0.0
+        inv = 1.0 / self.rate_per_s
+        while True:
+            raw0 = ws.words(chunk)
+            raw1 = ws.words(chunk)
+            spare, sp = ws.spare()
+            arr, prompt, out = np.empty(chunk), np.empty(chunk), np.empty(chunk)
+            t, sp = _fill(
+                raw0,
+                raw1,
+                spare,
+                sp,
+                t,
+                inv,
+                1,
+                0,
+                empty,
+                math.inf,
+                empty,
+                empty,
+                -1,
+                empty,
+                math.inf,
+                empty,
+                empty,
+                self.prompt_tokens,
+                self.output_tokens,
+                whole_tokens,
+                arr,
+                prompt,
+                out,
+            )
+            pred, sp = _predict(self.predictor, out, raw1, spare, sp)
+            ws.used(sp)
+            yield RequestChunk(arr, prompt, out, pred)
+
+
+@dataclass(frozen=True)
+class ReplayWorkload(Workload):
+    """A trace's rows in order at their own timestamps times ``time_scale`` (from the first)."""
+
+    arrival_s: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    time_scale: float = 1.0
+    predictor: Predictor = field(default_factory=Oracle)
+    source: str = "trace"
+
+    def __post_init__(self) -> None:
+        a = np.asarray(self.arrival_s, dtype=float)
+        p = np.asarray(self.prompt_tokens, dtype=float)
+        o = np.asarray(self.output_tokens, dtype=float)
+        if not (a.shape == p.shape == o.shape) or a.ndim != 1 or a.size < 2:
+            raise InputError("replay workload: timestamps, prompt and output need >= 2 equal rows")
+        if np.any(np.diff(a) < 0):
+            raise InputError("replay workload: timestamps must be non-decreasing")
+        if not (math.isfinite(self.time_scale) and self.time_scale > 0):
+            raise InputError(f"replay workload: time_scale must be > 0, got {self.time_scale}")
+        object.__setattr__(self, "arrival_s", a - a[0])
+        object.__setattr__(self, "prompt_tokens", p)
+        object.__setattr__(self, "output_tokens", o)
+        object.__setattr__(self, "total", int(a.size))
+        span = float(self.arrival_s[-1]) * self.time_scale
+        if span <= 0:
+            raise InputError("replay workload: all timestamps are equal")
+        object.__setattr__(self, "rate_per_s", (a.size - 1) / span)
+
+    @classmethod
+    def from_csv(
+        cls,
+        path: str | Path,
+        timestamp_column: str = "TIMESTAMP",
+        prompt_column: str = "ContextTokens",
+        output_column: str = "GeneratedTokens",
+        rate_per_s: float | None = None,
+        predictor: Predictor | None = None,
+    ) -> ReplayWorkload:
+        """Replay a CSV; timestamps may be numbers (s) or date-times; `rate_per_s` rescales time
+        so the mean rate is that (None: the trace's own)."""
+        import pandas as pd
+
+        cols = read_trace_columns(path, [prompt_column, output_column])
+        head = pd.read_csv(path, usecols=[timestamp_column]) if timestamp_column else None
+        if head is None or timestamp_column not in head.columns:
+            raise InputError(f"--trace: {path} has no timestamp column {timestamp_column!r}")
+        ts = head[timestamp_column]
+        t = pd.to_numeric(ts, errors="coerce")
+        if t.isna().any():
+            parsed = pd.to_datetime(ts, errors="coerce", utc=True, format="mixed")
+            if parsed.isna().any():
+                raise InputError(
+                    f"--trace: column {timestamp_column!r} of {path} holds neither numbers nor dates"
+                )
+            t = (parsed - parsed.iloc[0]).dt.total_seconds()
+        arr = t.to_numpy(dtype=float)
+        order = np.argsort(arr, kind="stable")
+        w = cls(
+            arr[order],
+            cols[prompt_column][order],
+            cols[output_column][order],
+            1.0,
+            predictor or Oracle(),
+            f"{Path(path).name}:{timestamp_column},{prompt_column},{output_column}",
+        )
+        return w if rate_per_s is None else w.at_rate(rate_per_s)
+
+    def mean_output(self) -> float:
+        return float(self.output_tokens.mean())
+
+    def mean_prompt(self) -> float:
+        return float(self.prompt_tokens.mean())
+
+    def at_rate(self, rate_per_s: float) -> ReplayWorkload:
+        r = _check_rate(rate_per_s)
+        span = float(self.arrival_s[-1])
+        return replace(self, time_scale=(self.output_tokens.size - 1) / (span * r))
+
+    def describe(self) -> str:
+        return (
+            f"replay of {self.source} ({self.output_tokens.size} rows) at x{1 / self.time_scale:.4g} "
+            f"speed ({self.rate_per_s:.4g}/s), predictor {self.predictor.spec}"
+        )
+
+    def chunks(
+        self, seed: int | np.random.SeedSequence, chunk: int, whole_tokens: bool
+    ) -> Iterator[RequestChunk]:
+        ws = WordStream(seed, int(chunk * 0.3) + 64)
+        n = self.output_tokens.size
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            arr = self.arrival_s[lo:hi] * self.time_scale
+            prompt = self.prompt_tokens[lo:hi].copy()
+            out = self.output_tokens[lo:hi].copy()
+            if whole_tokens:
+                _round_rows(prompt, out)
+            raw1 = ws.words(hi - lo)
+            spare, sp = ws.spare()
+            pred, sp = _predict(self.predictor, out, raw1, spare, sp)
+            ws.used(sp)
+            yield RequestChunk(arr, prompt, out, pred)

@@ -1,0 +1,283 @@
+"""A plain-Python reference of the serving engine (llmqueue.sim.engine), written separately from
+it: lists instead of heaps and rings, one iteration at a time instead of closed-form jumps.
+
+It reads a request table (arrival, prompt, output, predicted) and returns, per request, the time
+it started (batch start / first admission), its first token and its finish (NaN if rejected).
+The rules are the engine's module docstring, re-implemented from that text.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+DEBUG = False
+
+
+@dataclass
+class Req:
+    i: int
+    arrival: float
+    prompt: float
+    output: float
+    pred: float
+    start: float = math.nan
+    first: float = math.nan
+    finish: float = math.nan
+    server: int = -1
+    # continuous batching
+    g: float = 0.0  # tokens generated
+    peff: float = 0.0
+    prefilled: float = 0.0
+    held: float = 0.0
+    decoding: bool = False
+    front: bool = False
+
+
+@dataclass
+class RefPolicy:
+    kind: str  # none | dynamic | fixed | elastic | continuous
+    bmax: float = math.inf
+    K: int = 1
+    order: str = "fcfs"
+    guard_s: float = math.inf
+    servers: int = 1
+    kv_tokens: float = math.inf
+    admission: str = "reserve"
+    max_batched_tokens: float = math.inf
+
+
+@dataclass
+class Waiting:
+    reqs: list[Req] = field(default_factory=list)
+
+    def pick(self, pol: RefPolicy, now: float) -> Req | None:
+        """The request that goes next under the order (not removed)."""
+        if not self.reqs:
+            return None
+        fronts = [r for r in self.reqs if r.front]
+        if fronts:
+            if pol.order == "fcfs":
+                return fronts[-1]  # the most recently put back goes first
+            return min(fronts, key=lambda r: (self._key(pol, r), r.i))
+        if pol.order == "fcfs":
+            return min(self.reqs, key=lambda r: r.i)
+        oldest = min(self.reqs, key=lambda r: r.i)
+        if math.isfinite(pol.guard_s) and now - oldest.arrival > pol.guard_s:
+            return oldest
+        return min(self.reqs, key=lambda r: (self._key(pol, r), r.i))
+
+    @staticmethod
+    def _key(pol: RefPolicy, r: Req) -> float:
+        return r.output if pol.order == "sjf" else r.pred
+
+    def take(self, r: Req) -> None:
+        self.reqs.remove(r)
+        r.front = False
+
+
+def _batch_times(
+    k: tuple[float, float, float, float], lengths: list[float], elastic: bool
+) -> tuple[list[float], float]:
+    b = len(lengths)
+    t1 = k[0] * b + k[1]
+    if not elastic:
+        d = t1 + (k[2] * b + k[3]) * max(lengths)
+        return [d] * b, t1
+    order = sorted(range(b), key=lambda i: lengths[i])
+    out = [0.0] * b
+    t, prev = t1, 0.0
+    for j, i in enumerate(order):
+        t += (k[2] * (b - j) + k[3]) * (lengths[i] - prev)
+        prev = lengths[i]
+        out[i] = t
+    return out, t1
+
+
+def run_static(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, float]) -> list[Req]:
+    free_at = [0.0] * pol.servers
+    q = Waiting()
+    nxt = 0
+    n = len(reqs)
+    last_push = -math.inf
+    threshold = pol.K if pol.kind == "fixed" else 1
+    cap = pol.K if pol.kind == "fixed" else (1 if pol.kind == "none" else pol.bmax)
+    while True:
+        s = min(range(pol.servers), key=lambda j: (free_at[j], j))
+        t = free_at[s]
+        while nxt < n and (reqs[nxt].arrival <= t or len(q.reqs) < threshold):
+            q.reqs.append(reqs[nxt])
+            last_push = reqs[nxt].arrival
+            nxt += 1
+        if len(q.reqs) < threshold:
+            return reqs
+        start = t if last_push <= t else last_push
+        b = int(min(len(q.reqs), cap))
+        members = []
+        for _ in range(b):
+            r = q.pick(pol, start)
+            q.take(r)
+            members.append(r)
+        comp, t1 = _batch_times(k, [r.output for r in members], pol.kind == "elastic")
+        for r, cpl in zip(members, comp, strict=True):
+            r.start, r.first, r.finish, r.server = start, start + t1, start + cpl, s
+        free_at[s] = start + max(comp)
+
+
+def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float]) -> list[Req]:
+    """Continuous batching, one iteration at a time."""
+    nsrv = pol.servers
+    t_next = [math.inf] * nsrv
+    running: list[list[Req]] = [[] for _ in range(nsrv)]
+    used = [0.0] * nsrv
+    q = Waiting()
+    on_demand = pol.admission == "on_demand"
+
+    def boundary(s: int, t: float) -> None:
+        # 1. completions
+        keep = []
+        for r in running[s]:
+            if r.g >= r.output:
+                r.finish = t
+                used[s] -= r.held
+            else:
+                keep.append(r)
+        running[s] = keep
+        # 2. on-demand growth: one KV token per decoding sequence, else preempt the newest
+        preempted = False
+        if on_demand:
+            need = sum(1 for r in running[s] if r.decoding)
+            while used[s] + need > pol.kv_tokens and running[s]:
+                v = running[s].pop()
+                if v.decoding:
+                    need -= 1
+                used[s] -= v.held
+                v.held, v.decoding, v.prefilled = 0.0, False, 0.0
+                v.peff = v.prompt + v.g
+                v.front = True
+                q.reqs.append(v)
+                preempted = True
+        # 3. prefill chunks of those prefilling, then admissions
+        dec = [r for r in running[s] if r.decoding]
+        budget = pol.max_batched_tokens - len(dec)
+        chunks: dict[int, float] = {}
+        for r in running[s]:
+            if not r.decoding:
+                qn = r.peff - r.prefilled
+                qn = min(qn, max(budget, 0.0))
+                chunks[r.i] = qn
+                budget -= qn
+        if not preempted:
+            while len(running[s]) < pol.bmax and budget > 0:
+                r = q.pick(pol, t)
+                if r is None:
+                    break
+                need_kv = r.peff if on_demand else r.prompt + r.output
+                if used[s] + need_kv > pol.kv_tokens:
+                    break
+                q.take(r)
+                running[s].append(r)
+                used[s] += need_kv
+                r.held, r.prefilled, r.decoding, r.server = need_kv, 0.0, False, s
+                if math.isnan(r.start):
+                    r.start = t
+                qn = min(r.peff, budget)
+                chunks[r.i] = qn
+                budget -= qn
+        if not running[s]:
+            t_next[s] = math.inf
+            return
+        # 4. the iteration
+        pre = sum(chunks.values())
+        ctx = sum(r.prompt + r.g for r in dec) + sum(
+            r.prefilled + chunks[r.i] for r in running[s] if not r.decoding
+        )
+        d = c[0] + c[1] * (len(dec) + pre) + c[2] * ctx
+        if DEBUG:
+            print("R", t, len(dec), pre, ctx, used[s], len(running[s]), len(q.reqs))
+        te = t + d
+        for r in dec:
+            r.g += 1
+            if on_demand:
+                r.held += 1
+                used[s] += 1
+        for r in running[s]:
+            if not r.decoding and r.i in chunks:
+                r.prefilled += chunks[r.i]
+                if r.prefilled >= r.peff:
+                    r.g += 1
+                    if math.isnan(r.first):
+                        r.first = te
+                    if r.g < r.output:
+                        r.decoding = True
+        t_next[s] = te
+
+    nxt = 0
+    n = len(reqs)
+    while True:
+        a = reqs[nxt].arrival if nxt < n else math.inf
+        s = min(range(nsrv), key=lambda j: (t_next[j], j))
+        if a <= t_next[s] and a < math.inf:
+            r = reqs[nxt]
+            nxt += 1
+            r.peff = r.prompt
+            if r.prompt + r.output > pol.kv_tokens:
+                continue  # rejected
+            q.reqs.append(r)
+            for j in range(nsrv):
+                if t_next[j] == math.inf:
+                    boundary(j, a)
+                    break
+            continue
+        if t_next[s] == math.inf:
+            return reqs
+        if all(not math.isnan(r.finish) or r.prompt + r.output > pol.kv_tokens for r in reqs):
+            return reqs
+        boundary(s, t_next[s])
+
+
+def run_multibin(
+    reqs: list[Req],
+    batch: int,
+    edges: list[float],
+    k: tuple[float, float, float, float],
+    servers: int = 1,
+    flush_s: float = math.inf,
+) -> list[Req]:
+    """Multi-Bin Batching: bins by predicted length, batches of `batch` per bin (or whatever a
+    bin holds once its oldest request waited `flush_s`), formed batches served FCFS."""
+    nbins = len(edges) + 1
+    bins: list[list[Req]] = [[] for _ in range(nbins)]
+    formed: list[tuple[float, list[Req]]] = []  # (formation time, members), FCFS
+    free_at = [0.0] * servers
+    nxt = 0
+    n = len(reqs)
+    while True:
+        t_arr = reqs[nxt].arrival if nxt < n else math.inf
+        t_flush, jf = math.inf, -1
+        for j, b in enumerate(bins):
+            if b and b[0].arrival + flush_s < t_flush:
+                t_flush, jf = b[0].arrival + flush_s, j
+        t_srv = math.inf
+        s = min(range(servers), key=lambda i: (free_at[i], i))
+        if formed:
+            t_srv = max(free_at[s], formed[0][0])
+        if math.inf == t_srv == t_arr == t_flush:
+            return reqs
+        if t_srv <= t_arr and t_srv <= t_flush:
+            _, members = formed.pop(0)
+            comp, t1 = _batch_times(k, [r.output for r in members], False)
+            for r, c in zip(members, comp, strict=True):
+                r.start, r.first, r.finish, r.server = t_srv, t_srv + t1, t_srv + c, s
+            free_at[s] = t_srv + comp[0]
+        elif t_arr <= t_flush:
+            r = reqs[nxt]
+            nxt += 1
+            j = sum(1 for e in edges if e <= r.pred)
+            bins[j].append(r)
+            if len(bins[j]) == batch:
+                formed.append((t_arr, bins[j]))
+                bins[j] = []
+        else:
+            formed.append((t_flush, bins[jf]))
+            bins[jf] = []

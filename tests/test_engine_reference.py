@@ -1,0 +1,171 @@
+"""The compiled serving engine against the plain-Python reference (tests/reference_engine.py):
+the same start, first-token and finish time for every request of random small request tables,
+for every queue order x batch former x admission rule."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference_engine import RefPolicy, Req, run_continuous, run_multibin, run_static
+
+from llmqueue.latency import BatchLatency, StepLaw
+from llmqueue.policy import Policy
+from llmqueue.sim.engine import run
+from llmqueue.sim.predictors import Noisy
+from llmqueue.sim.workload import ReplayWorkload
+
+ORDERS = ["fcfs", "sjf", "spjf"]
+
+
+def _table(seed: int, n: int, rate: float, max_prompt: int, max_out: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    arr = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
+    prompt = rng.integers(0, max_prompt + 1, n).astype(float)
+    out = rng.integers(1, max_out + 1, n).astype(float)
+    return arr, prompt, out
+
+
+def _engine(arr, prompt, out, policy, law, seed):  # type: ignore[no-untyped-def]
+    w = ReplayWorkload(arr, prompt, out, predictor=Noisy(0.8))
+    res = run(w, policy, law, requests=arr.size, warmup=0, batches=2, seed=seed, per_request=True)
+    return res, res.per_request
+
+
+def _ref_reqs(tab: np.ndarray) -> list[Req]:
+    return [Req(int(r[0]), r[1], r[2], r[3], r[4]) for r in tab]
+
+
+def _compare(tab: np.ndarray, reqs: list[Req]) -> None:
+    got = tab[:, 5:8]
+    want = np.array([[r.start, r.first, r.finish] for r in reqs])
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "rejected / unfinished requests differ"
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-9, atol=1e-9)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    kind=st.sampled_from(["none", "dynamic", "fixed", "elastic"]),
+    order=st.sampled_from(ORDERS),
+    servers=st.integers(1, 3),
+    guard=st.sampled_from([None, 2.0]),
+    rate=st.floats(0.5, 6.0),
+)
+def test_static_formers_match_reference(seed, kind, order, servers, guard, rate):  # type: ignore[no-untyped-def]
+    arr, prompt, out = _table(seed, 60, rate, 50, 40)
+    k = (0.01, 0.05, 0.002, 0.01)
+    bmax = 4 if kind in ("dynamic", "elastic") and seed % 2 else None
+    pol = Policy(
+        kind,
+        bmax=bmax,
+        K=3 if kind == "fixed" else None,
+        order=order,
+        guard_s=guard,
+        servers=servers,
+    )
+    _, tab = _engine(arr, prompt, out, pol, BatchLatency(*k), seed)
+    ref = RefPolicy(
+        kind,
+        bmax=math.inf if bmax is None else bmax,
+        K=3,
+        order=order,
+        guard_s=math.inf if guard is None else guard,
+        servers=servers,
+    )
+    _compare(tab, run_static(_ref_reqs(tab), ref, k))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    order=st.sampled_from(ORDERS),
+    admission=st.sampled_from(["reserve", "on_demand"]),
+    servers=st.integers(1, 2),
+    max_batch=st.sampled_from([None, 1, 3, 8]),
+    kv=st.sampled_from([None, 120, 300]),
+    chunked=st.sampled_from([None, 16, 64]),
+    guard=st.sampled_from([None, 1.5]),
+    rate=st.floats(1.0, 30.0),
+)
+def test_continuous_matches_reference(  # type: ignore[no-untyped-def]
+    seed, order, admission, servers, max_batch, kv, chunked, guard, rate
+):
+    arr, prompt, out = _table(seed, 80, rate, 60, 50)
+    c = (0.011, 0.00037, 0.000013)
+    pol = Policy(
+        "continuous",
+        bmax=max_batch,
+        order=order,
+        guard_s=guard,
+        servers=servers,
+        kv_tokens=kv,
+        admission=admission,
+        max_batched_tokens=chunked,
+    )
+    res, tab = _engine(arr, prompt, out, pol, StepLaw(*c), seed)
+    ref = RefPolicy(
+        "continuous",
+        bmax=math.inf if max_batch is None else max_batch,
+        order=order,
+        guard_s=math.inf if guard is None else guard,
+        servers=servers,
+        kv_tokens=math.inf if kv is None else kv,
+        admission=admission,
+        max_batched_tokens=math.inf if chunked is None else chunked,
+    )
+    reqs = run_continuous(_ref_reqs(tab), ref, c)
+    _compare(tab, reqs)
+    rejected = sum(1 for r in reqs if r.prompt + r.output > ref.kv_tokens)
+    assert res.rejected == rejected
+
+
+def test_on_demand_preempts_and_reference_agrees() -> None:
+    """A tight KV budget forces preemptions; both implementations agree on every request."""
+    arr, prompt, out = _table(7, 120, 40.0, 40, 60)
+    c = (0.01, 0.0004, 0.00001)
+    pol = Policy("continuous", bmax=16, kv_tokens=150, admission="on_demand")
+    res, tab = _engine(arr, prompt, out, pol, StepLaw(*c), 7)
+    ref = RefPolicy("continuous", bmax=16, kv_tokens=150, admission="on_demand")
+    _compare(tab, run_continuous(_ref_reqs(tab), ref, c))
+    assert res.preemptions > 0
+
+
+@pytest.mark.parametrize("kind", ["dynamic", "elastic"])
+def test_per_request_table_columns(kind: str) -> None:
+    arr, prompt, out = _table(3, 30, 2.0, 10, 10)
+    _, tab = _engine(arr, prompt, out, Policy(kind), BatchLatency(0.0, 0.1, 0.0, 0.01), 3)
+    assert tab.shape == (30, 9)
+    np.testing.assert_array_equal(tab[:, 0], np.arange(30))
+    np.testing.assert_allclose(tab[:, 1], arr)
+    assert np.all(tab[:, 5] >= tab[:, 1]) and np.all(tab[:, 7] >= tab[:, 6])
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    bins=st.integers(1, 4),
+    batch=st.integers(1, 5),
+    servers=st.integers(1, 3),
+    flush=st.sampled_from([None, 0.7, 3.0]),
+    rate=st.floats(0.5, 8.0),
+)
+def test_multibin_matches_reference(seed, bins, batch, servers, flush, rate):  # type: ignore[no-untyped-def]
+    arr, prompt, out = _table(seed, 70, rate, 20, 40)
+    k = (0.0, 0.05, 0.0, 0.02)
+    edges = tuple(float(e) for e in np.linspace(0, 40, bins + 1)[1:-1]) or None
+    pol = Policy("multibin", K=batch, bins=bins, bin_edges=edges, servers=servers, flush_s=flush)
+    _, tab = _engine(arr, prompt, out, pol, BatchLatency(*k), seed)
+    reqs = run_multibin(
+        _ref_reqs(tab),
+        batch,
+        list(edges or ()),
+        k,
+        servers,
+        math.inf if flush is None else flush,
+    )
+    _compare(tab, reqs)
