@@ -9,20 +9,31 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.claims import Tolerance, judge
+from llmqueue.claims import ClaimBook, Tolerance, judge
 from llmqueue.errors import InputError
-from llmqueue.profiling.claim_rows import measured_gpu_table1_claims
+from llmqueue.profiling.claim_rows import (
+    kv_limit_claims,
+    measured_gpu_table1_claims,
+    roofline_table1_claims,
+)
 from llmqueue.profiling.fits import is_gpu_source, measured_fit_json
 from llmqueue.profiling.sweeps import TIMING_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerance("rel", 0.05)
-TOLS = {"time": TOL}  # the tolerance claims 1a-1h name in data/reference
+# the tolerance classes data/reference/claims_profiling.csv names (claims 1a-1h: time; 2: count)
+TOLS = {"time": {"kind": "rel", "value": 0.05}, "count": {"kind": "exact"}}
 
 
 def _reference() -> pd.DataFrame:
     ref = pd.read_csv(ROOT / "data/reference/claims_profiling.csv", dtype={"id": str})
     return ref[ref["id"].str.startswith("1")].reset_index(drop=True)
+
+
+def _book() -> ClaimBook:
+    return ClaimBook(
+        pd.read_csv(ROOT / "data/reference/claims_profiling.csv", dtype={"id": str}), TOLS
+    )
 
 
 def _meta(gpu: str) -> dict:
@@ -57,7 +68,7 @@ def test_judge_incomparable_is_never_reproduced() -> None:
 def test_gpu_rows_by_hardware(gpu: str, scale: float, verdicts: set[str]) -> None:
     ref = _reference()
     t1 = _table1_with("gpu-x_composed_s", list(ref["paper"].astype(float) * scale))
-    rows = measured_gpu_table1_claims(ref, t1, "gpu-x", _meta(gpu), TOLS)
+    rows = measured_gpu_table1_claims(_book(), t1, "gpu-x", _meta(gpu))
     assert [r.id for r in rows] == [f"{i}-gpu-x" for i in ref["id"]]
     assert {r.verdict for r in rows} == verdicts
     assert all(f"measured on {gpu}" in r.note and "float16" in r.note for r in rows)
@@ -70,9 +81,9 @@ def test_gpu_rows_refuse_cpu_and_fewer_layer_sources() -> None:
     assert not is_gpu_source(cpu) and is_gpu_source(_meta("H100"))
     t1 = _table1_with("cpu-x_1layer_composed_s", [1.0] * len(ref))
     with pytest.raises(InputError, match="not CUDA"):
-        measured_gpu_table1_claims(ref, t1, "cpu-x", cpu, TOLS)
+        measured_gpu_table1_claims(_book(), t1, "cpu-x", cpu)
     with pytest.raises(InputError, match="gpu-x_composed_s"):
-        measured_gpu_table1_claims(ref, t1, "gpu-x", _meta("H100"), TOLS)
+        measured_gpu_table1_claims(_book(), t1, "gpu-x", _meta("H100"))
 
 
 def test_full_depth_gpu_measurement_flows_into_table1_and_claims() -> None:
@@ -132,6 +143,42 @@ def test_full_depth_gpu_measurement_flows_into_table1_and_claims() -> None:
     np.testing.assert_allclose(
         t1["h100-x_composed_s"], (1e-4 * s + 0.02) + (out - 1) * 0.0225, rtol=1e-9
     )
-    rows = measured_gpu_table1_claims(_reference(), t1, "h100-x", meta, TOLS)
+    rows = measured_gpu_table1_claims(_book(), t1, "h100-x", meta)
     assert len(rows) == 8 and {r.verdict for r in rows} == {"not_reproduced"}
     assert rows[0].ours == pytest.approx(t1.loc[0, "h100-x_composed_s"], rel=1e-5)
+
+
+def test_roofline_rows_judge_each_cell_against_its_paper_value() -> None:
+    """Rows 1a-1h: ours = the given time of each Table I cell; within 5% is reproduced."""
+    table1 = pd.read_csv(ROOT / "data/reference/table1.csv")
+    cells = zip(table1["input_tokens"], table1["output_tokens"], strict=True)
+    paper = dict(zip(cells, table1["latency_s"], strict=True))
+    rows = roofline_table1_claims(_book(), table1, lambda s, n: 1.03 * paper[(s, n)], "test law")
+    assert [r.id for r in rows] == list(_reference()["id"])
+    assert {r.verdict for r in rows} == {"reproduced"}
+    assert all(
+        r.ours == pytest.approx(1.03 * p) for r, p in zip(rows, table1["latency_s"], strict=True)
+    )
+    rows = roofline_table1_claims(_book(), table1, lambda s, n: 0.3 * paper[(s, n)], "test law")
+    assert {r.verdict for r in rows} == {"not_reproduced"}
+    assert all("roofline lower bound" in r.note and "paper / ours = 3.33" in r.note for r in rows)
+
+
+def test_kv_rows_report_the_overhead_the_paper_would_need() -> None:
+    kv = pd.DataFrame(
+        {
+            "id": ["2a", "2b", "2c"],
+            "max_batch": [49, 43, 53],
+            "gpu": "a100-80gb",
+            "memory_gib": 80.0,
+            "weights_dtype": "float16",
+            "weight_bytes": 13.5e9,
+            "kv_dtype": "float16",
+            "kv_bytes_per_token": 524288,
+            "overhead_gib": 0.0,
+            "sequence_tokens": 1280,
+        }
+    ).set_index("id")
+    rows = {r.id: r for r in kv_limit_claims(_book(), kv)}
+    assert rows["2a"].verdict == "reproduced" and rows["2b"].verdict == "not_reproduced"
+    assert "would need" in rows["2a"].note and "49 matches no stated reading" in rows["2b"].note

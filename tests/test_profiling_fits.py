@@ -1,5 +1,5 @@
 """Profiling arithmetic without torch: fits on synthetic data, KV-cache limit, roofline against
-equations.md, bad data files and config, the CLI's error path."""
+docs/equations.md, bad data files and config, the CLI's error path."""
 
 from __future__ import annotations
 
@@ -154,7 +154,7 @@ def test_kv_limit_hand_computed() -> None:
     assert max_batch(100, 21, 1, 10) == 7
     assert max_batch(100, 20, 1, 10, overhead_bytes=5) == 7
     assert max_batch(100, 120, 1, 10) == 0
-    # equations.md: LLaMA-2-7B fp16, (memory - weights) / (1280 x 512 KiB)
+    # docs/equations.md: LLaMA-2-7B fp16, (memory - weights) / (1280 x 512 KiB)
     assert kv_limit("llama2-7b-chat", "a100-80gb", 1280).max_batch == 107
     assert kv_limit("llama2-7b-chat", "a100-40gb", 1280).max_batch == 43
     assert kv_limit("llama2-7b-chat", "a100-80gb", 1280, kv_dtype="float32").max_batch == 53

@@ -3,9 +3,13 @@
 - :class:`LinearLatency`: one request at a time, S = a*N + b0 (Eq. 3-5; a in s/token, b0 in s).
 - :class:`BatchLatency`: a batch of b requests, T_b = t1(b) + t2(b)*L_b with
   t1(b) = k1*b + k2 (first token, s) and t2(b) = k3*b + k4 (each later token, s/token), Eq. (18).
-  N and L_b count the tokens after the first (equations.md): no "- 1" anywhere.
+  N and L_b count the tokens after the first (docs/equations.md): no "- 1" anywhere.
+- :class:`StepLaw`: one iteration of a continuous-batching server,
+  step = c0 + c_tok*(decode_seqs + prefill_tokens) + c_ctx*context_tokens (s): linear layers scale
+  with the tokens an iteration processes, attention with the KV cache it reads.
 - :func:`fit_linear_latency`: least squares with R^2 and 95% confidence intervals.
 - :func:`resolve_linear_profile`: turns a named config profile into a LinearLatency.
+- :func:`resolve_step_profile`: turns a named config ``step_profiles`` entry into a StepLaw.
 """
 
 from __future__ import annotations
@@ -31,12 +35,33 @@ __all__ = [
     "FIT_DEPTHS",
     "LinearLatency",
     "BatchLatency",
+    "StepLaw",
+    "parse_step_law",
+    "StepLawFit",
+    "fit_step_law",
     "LinearFit",
     "fit_linear_latency",
     "resolve_linear_profile",
+    "STEP_VARIANTS",
+    "resolve_step_profile",
+    "fit_json_path",
     "parse_linear_latency",
     "service_moments",
 ]
+
+
+def _check_solved_from(name: str, verdict: str, solved_from: tuple[str, ...]) -> None:
+    """A back-solved profile names the claims it was solved from, and only such a profile does."""
+    if not isinstance(solved_from, tuple) or not all(isinstance(c, str) for c in solved_from):
+        raise InputError(
+            f"profile {name!r}: solved_from must be a tuple of claim ids, got {solved_from!r}"
+        )
+    if (verdict == "back_solved") != bool(solved_from):
+        raise InputError(
+            f"profile {name!r}: verdict back_solved needs solved_from (the claim ids a parameter "
+            f"was solved from), and solved_from needs verdict back_solved; got verdict "
+            f"{verdict!r}, solved_from {list(solved_from)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -44,7 +69,8 @@ class LinearLatency:
     """Single-request service time S = a*N + b0 (Eq. 3); a s/token, b0 s.
 
     ``verdict`` is ``"independent"`` for a profile fitted from data or set a priori, and
-    ``"back_solved"`` for one solved from the very claims it is then compared with.
+    ``"back_solved"`` for one solved from claims; ``solved_from`` names those claim ids (only
+    they get the verdict ``back_solved``, :class:`llmqueue.claims.ClaimBook`).
     """
 
     a_s_per_token: float
@@ -52,8 +78,10 @@ class LinearLatency:
     name: str = "custom"
     source: str = "given"
     verdict: str = "independent"
+    solved_from: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _check_solved_from(self.name, self.verdict, self.solved_from)
         if not (math.isfinite(self.a_s_per_token) and self.a_s_per_token >= 0):
             raise InputError(
                 f"latency profile {self.name!r}: a must be >= 0 s/token, got {self.a_s_per_token}"
@@ -62,10 +90,6 @@ class LinearLatency:
             raise InputError(f"latency profile {self.name!r}: b0 must be >= 0 s, got {self.b0_s}")
         if self.a_s_per_token == 0 and self.b0_s == 0:
             raise InputError(f"latency profile {self.name!r}: a and b0 cannot both be 0")
-
-    def service_time(self, tokens: ArrayLike) -> Any:
-        """S in seconds for token counts N."""
-        return self.a_s_per_token * np.asarray(tokens, dtype=float) + self.b0_s
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,7 +107,9 @@ def service_moments(
 
 @dataclass(frozen=True)
 class BatchLatency:
-    """Batch time T_b = (k1*b + k2) + (k3*b + k4)*L_b, Eq. (18). Units: s and s/token."""
+    """Batch time T_b = (k1*b + k2) + (k3*b + k4)*L_b, Eq. (18). Units: s and s/token.
+
+    ``verdict`` and ``solved_from`` as for :class:`LinearLatency`."""
 
     k1: float
     k2: float
@@ -92,8 +118,10 @@ class BatchLatency:
     name: str = "custom"
     source: str = "given"
     verdict: str = "independent"
+    solved_from: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        _check_solved_from(self.name, self.verdict, self.solved_from)
         for key in ("k1", "k2", "k3", "k4"):
             v = getattr(self, key)
             if not (math.isfinite(v) and v >= 0):
@@ -117,6 +145,62 @@ class BatchLatency:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepLaw:
+    """Iteration time of a continuous-batching server (seconds).
+
+    ``step(decode_seqs, prefill_tokens, context_tokens) = c0 + c_tok*(decode_seqs + prefill_tokens)
+    + c_ctx*context_tokens``: `decode_seqs` sequences each get one token, `prefill_tokens` prompt
+    tokens are prefilled, and attention reads `context_tokens` tokens of KV cache in all (the sum of
+    the running sequences' contexts). c0 in s, c_tok in s/token, c_ctx in s per cached token read.
+    ``verdict`` names where the numbers come from (predicted, measured, measured-kernels, given).
+    """
+
+    c0_s: float
+    c_tok_s: float
+    c_ctx_s: float
+    name: str = "custom"
+    source: str = "given"
+    verdict: str = "independent"
+
+    def __post_init__(self) -> None:
+        for key in ("c0_s", "c_tok_s", "c_ctx_s"):
+            v = getattr(self, key)
+            if not (math.isfinite(v) and v >= 0):
+                raise InputError(f"step law {self.name!r}: {key} must be >= 0 (a time), got {v}")
+        if self.c0_s == 0 and self.c_tok_s == 0:
+            raise InputError(f"step law {self.name!r}: c0 and c_tok cannot both be 0")
+
+    def step(
+        self, decode_seqs: ArrayLike, prefill_tokens: ArrayLike, context_tokens: ArrayLike
+    ) -> Any:
+        """Seconds for one iteration."""
+        d = np.asarray(decode_seqs, dtype=float)
+        p = np.asarray(prefill_tokens, dtype=float)
+        c = np.asarray(context_tokens, dtype=float)
+        return self.c0_s + self.c_tok_s * (d + p) + self.c_ctx_s * c
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_step_law(text: str) -> StepLaw:
+    """Parse ``c0=S,c_tok=S,c_ctx=S`` (CLI ``--step``; s, s/token, s/token) into a StepLaw."""
+    keys = ("c0", "c_tok", "c_ctx")
+    vals: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, eq, val = item.partition("=")
+        if not eq or key.strip() not in keys:
+            raise InputError(f"--step {text!r}: expected c0=S,c_tok=S,c_ctx=S")
+        try:
+            vals[key.strip()] = float(val)
+        except ValueError:
+            raise InputError(f"--step {text!r}: {key.strip()}={val!r} is not a number") from None
+    if set(vals) != set(keys):
+        raise InputError(f"--step {text!r}: expected all of c0=S,c_tok=S,c_ctx=S")
+    return StepLaw(vals["c0"], vals["c_tok"], vals["c_ctx"], name="cli", source="--step")
 
 
 @dataclass(frozen=True)
@@ -160,6 +244,107 @@ def fit_linear_latency(x: ArrayLike, y: ArrayLike) -> LinearFit:
     return LinearFit(float(res.slope), float(res.intercept), r2, s_ci, i_ci, n)
 
 
+@dataclass(frozen=True)
+class StepLawFit:
+    """Least squares of iteration times on (1, decode_seqs + prefill_tokens, context_tokens).
+
+    Coefficients in s, s/token, s per cached token; their 95% CIs; R^2; the relative residuals
+    (fitted / measured - 1) point by point, in input order; n points. A coefficient that the
+    unconstrained fit makes negative is refitted at 0 (non-negative least squares) and named in
+    ``clipped``.
+    """
+
+    c0_s: float
+    c_tok_s: float
+    c_ctx_s: float
+    ci95: dict[str, tuple[float, float]]
+    r2: float
+    rel_residuals: tuple[float, ...]
+    n: int
+    clipped: tuple[str, ...] = ()
+
+    def law(
+        self, name: str = "fit", source: str = "least squares", verdict: str = "measured"
+    ) -> StepLaw:
+        return StepLaw(self.c0_s, self.c_tok_s, self.c_ctx_s, name, source, verdict)
+
+    def to_dict(self) -> dict[str, Any]:
+        rr = np.abs(np.asarray(self.rel_residuals))
+        return {
+            "c0_s": self.c0_s,
+            "c_tok_s": self.c_tok_s,
+            "c_ctx_s": self.c_ctx_s,
+            "ci95": {k: list(v) for k, v in self.ci95.items()},
+            "r2": self.r2,
+            "n": self.n,
+            "max_abs_rel_residual": float(rr.max()) if rr.size else math.nan,
+            "median_abs_rel_residual": float(np.median(rr)) if rr.size else math.nan,
+            "rel_residuals": [float(x) for x in self.rel_residuals],
+            "clipped": list(self.clipped),
+        }
+
+
+def fit_step_law(
+    decode_seqs: ArrayLike, prefill_tokens: ArrayLike, context_tokens: ArrayLike, time_s: ArrayLike
+) -> StepLawFit:
+    """Fit :class:`StepLaw` to measured iterations by (non-negative) least squares.
+
+    Each point is one iteration: `decode_seqs` sequences decoded, `prefill_tokens` prompt tokens
+    prefilled, `context_tokens` KV tokens read, `time_s` its measured duration (s). Needs at least
+    4 points that vary both in tokens and in context.
+    """
+    from scipy.optimize import nnls
+
+    d, p, c, y = (
+        np.asarray(v, dtype=float) for v in (decode_seqs, prefill_tokens, context_tokens, time_s)
+    )
+    if not (d.shape == p.shape == c.shape == y.shape) or d.ndim != 1:
+        raise InputError("fit_step_law needs four 1-D arrays of equal length")
+    n = y.size
+    tok = d + p
+    if n < 4 or np.ptp(tok) == 0 or np.ptp(c) == 0:
+        raise InputError(
+            f"fit_step_law needs >= 4 iterations varying in tokens and in context, got {n}"
+        )
+    if not (np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise InputError("fit_step_law: iteration times must be finite and > 0 s")
+    x = np.column_stack([np.ones(n), tok, c])
+    names = ("c0_s", "c_tok_s", "c_ctx_s")
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    clipped: tuple[str, ...] = ()
+    if np.any(coef < 0):
+        coef, _ = nnls(x, y)
+        clipped = tuple(nm for nm, v in zip(names, coef, strict=True) if v == 0.0)
+    fitted = x @ coef
+    resid = y - fitted
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    r2 = 1.0 - float((resid**2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    ci: dict[str, tuple[float, float]] = {}
+    dof = n - 3
+    if dof > 0:
+        s2 = float((resid**2).sum()) / dof
+        try:
+            cov = s2 * np.linalg.inv(x.T @ x)
+            t = float(stats.t.ppf(0.975, dof))
+            for k, nm in enumerate(names):
+                half = t * math.sqrt(max(cov[k, k], 0.0))
+                ci[nm] = (float(coef[k] - half), float(coef[k] + half))
+        except np.linalg.LinAlgError:
+            pass
+    for nm in names:
+        ci.setdefault(nm, (math.nan, math.nan))
+    return StepLawFit(
+        float(coef[0]),
+        float(coef[1]),
+        float(coef[2]),
+        ci,
+        r2,
+        tuple(float(v) for v in fitted / y - 1.0),
+        int(n),
+        clipped,
+    )
+
+
 FIT_DEPTHS = ("measured", "full")
 
 
@@ -190,18 +375,27 @@ def fit_section(
     return fit[key], label
 
 
+def fit_json_path(profile: Mapping[str, Any]) -> str | None:
+    """``results/profiling/<source>/<model>/fit.json``, the file a ``kind: fit`` profile (latency
+    or batch) is read from; None for a fixed profile."""
+    if profile.get("kind", "fixed") != "fit":
+        return None
+    return f"results/profiling/{profile['source']}/{profile['model']}/fit.json"
+
+
 def resolve_linear_profile(
     name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
 ) -> LinearLatency:
     """Build the LinearLatency a config profile names.
 
-    A profile is either ``{kind: fixed, a_s_per_token, b0_s, verdict}`` or
+    A profile is either ``{kind: fixed, a_s_per_token, b0_s, verdict[, solved_from]}`` or
     ``{kind: fit, source, model[, depth]}``, in which case `fit` is the parsed
     ``results/profiling/<source>/<model>/fit.json`` whose ``linear`` entry holds slope and
     intercept of S on N (``depth: full``: its full-depth extrapolation, see :func:`fit_section`).
     """
     kind = profile.get("kind")
     verdict = str(profile.get("verdict", "independent"))
+    solved = tuple(str(c) for c in profile.get("solved_from", []))
     if kind == "fixed":
         return LinearLatency(
             float(profile["a_s_per_token"]),
@@ -209,6 +403,7 @@ def resolve_linear_profile(
             name,
             "config (fixed values)",
             verdict,
+            solved,
         )
     if kind == "fit":
         if fit is None or "linear" not in fit:
@@ -219,8 +414,65 @@ def resolve_linear_profile(
         if depth == "full" and "full_depth" in fit:
             described = f"{label}; {fit['full_depth'].get('method', '')}; {described}"
         source = f"least-squares fit: {described}"
-        return LinearLatency(float(lin["slope"]), float(lin["intercept"]), name, source, verdict)
+        return LinearLatency(
+            float(lin["slope"]), float(lin["intercept"]), name, source, verdict, solved
+        )
     raise InputError(f"latency profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
+
+
+STEP_VARIANTS = ("step", "step_graph")
+
+
+def resolve_step_profile(
+    name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
+) -> StepLaw:
+    """Build the StepLaw a config ``step_profiles`` entry names.
+
+    A profile is either ``{kind: fixed, c0_s, c_tok_s, c_ctx_s, verdict}`` or
+    ``{kind: fit, source, model[, variant][, verdict]}``, in which case `fit` is the parsed
+    ``results/profiling/<source>/<model>/fit.json`` and ``variant`` (default ``step``) names its
+    entry: ``step`` (eager iterations, or a model source's own t1/t2 on the step-law grid) or
+    ``step_graph`` (decode steps replayed from a CUDA graph). The verdict is the profile's, else
+    the fit's (predicted, measured, measured-kernels).
+    """
+    kind = profile.get("kind")
+    if kind == "fixed":
+        try:
+            c0, ct, cc = (float(profile[k]) for k in ("c0_s", "c_tok_s", "c_ctx_s"))
+        except KeyError as err:
+            raise InputError(
+                f"step profile {name!r}: kind fixed needs c0_s, c_tok_s, c_ctx_s ({err} missing)"
+            ) from None
+        return StepLaw(
+            c0, ct, cc, name, "config (fixed values)", str(profile.get("verdict", "independent"))
+        )
+    if kind == "fit":
+        variant = str(profile.get("variant", "step"))
+        if variant not in STEP_VARIANTS:
+            raise InputError(
+                f"step_profiles.{name}.variant: must be one of {list(STEP_VARIANTS)}, got {variant!r}"
+            )
+        where = f"results/profiling/{profile.get('source')}/{profile.get('model')}/fit.json"
+        if fit is None:
+            raise InputError(f"step profile {name!r} needs its fit.json ({where})")
+        if variant not in fit:
+            have = [v for v in STEP_VARIANTS if v in fit]
+            why = fit.get("step_missing", "")
+            raise InputError(
+                f"step profile {name!r}: {where} has no {variant!r} step law (has {have})"
+                + (f": {why}" if why else "")
+            )
+        st = fit[variant]
+        verdict = str(profile.get("verdict", fit.get("verdict", "independent")))
+        label = str(fit.get("label", profile.get("source")))
+        source = (
+            f"{label}: {variant} fit (R^2 {float(st.get('r2', math.nan)):.3f}, "
+            f"n {st.get('n', '?')}); {st.get('description', '')}"
+        )
+        return StepLaw(
+            float(st["c0_s"]), float(st["c_tok_s"]), float(st["c_ctx_s"]), name, source, verdict
+        )
+    raise InputError(f"step profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
 
 
 def parse_linear_latency(text: str) -> LinearLatency:

@@ -1,12 +1,15 @@
-"""Command line of the profiling harness (runs on the lent GPU machine as it is).
+"""Command line of the profiling harness (runs as it is on a GPU machine with torch and transformers).
 
     PYTHONPATH=src python3 -m llmqueue.profiling measure --device cuda --hardware-id h100 [--models M,..]
-        [--parts timing,composition,fig2a,depth] [--fig2a-requests N] [--out DIR] [--config FILE]
+        [--parts timing,composition,fig2a,depth,step_law] [--fig2a-requests N] [--out DIR] [--config FILE]
+    PYTHONPATH=src python3 -m llmqueue.profiling step-law --device cuda --hardware-id h100 [--out DIR]
     python3 -m llmqueue.profiling smoke [--out logs/profiling-smoke]      # tiny model, CPU, <= 60 s
     python3 -m llmqueue.profiling roofline --model llama2-7b-chat --gpu a100-80gb [--batch B --context C]
     python3 -m llmqueue.profiling kv-limit --model llama2-7b-chat --gpu a100-80gb [--tokens 1280]
 
-``measure`` writes ``timing.csv``, ``e2e.csv`` (one row per run, a ``model`` column) and
+``step-law`` writes ``step_law.csv`` (decode steps and prefills of config ``profiling.step_law``)
+beside them and adds its run to ``meta.json``; on CUDA, ``measure`` runs it too (part ``step_law``,
+in the default parts there), so one command measures everything a GPU folder holds. ``measure`` writes ``timing.csv``, ``e2e.csv`` (one row per run, a ``model`` column) and
 ``meta.json`` to ``data/profiling/<hardware-id>/`` (or --out), appending to other models' rows.
 Bad input exits with code 2 and a one-line message.
 """
@@ -23,6 +26,7 @@ from typing import Any
 from llmqueue.errors import InputError
 
 PARTS = ("timing", "composition", "fig2a", "depth")
+STEP_PART = "step_law"  # the serving step law (config profiling.step_law), once, not per model
 
 
 def load_config(path: str) -> dict[str, Any]:
@@ -104,10 +108,15 @@ def cmd_measure(args: argparse.Namespace) -> None:
     if args.set:
         check_profiling_section({**prof, "hardware": {**prof["hardware"], kind: plan}})
     models = args.models.split(",") if args.models else list(prof["models"])
-    parts = args.parts.split(",") if args.parts else list(PARTS)
-    bad = [p for p in parts if p not in PARTS]
+    default = list(PARTS) + ([STEP_PART] if kind == "cuda" and "step_law" in prof else [])
+    parts = args.parts.split(",") if args.parts else default
+    bad = [p for p in parts if p not in (*PARTS, STEP_PART)]
     if bad:
-        raise InputError(f"--parts: unknown {bad}; allowed: {', '.join(PARTS)}")
+        raise InputError(f"--parts: unknown {bad}; allowed: {', '.join((*PARTS, STEP_PART))}")
+    step_law = STEP_PART in parts
+    if step_law and "step_law" not in prof:
+        raise InputError(f"--parts {STEP_PART}: {args.config} has no profiling.step_law section")
+    parts = [p for p in parts if p != STEP_PART]
     from llmqueue.profiling.models import get_spec
 
     for m in models:
@@ -120,7 +129,9 @@ def cmd_measure(args: argparse.Namespace) -> None:
         f"{'full depth' if not plan.get('layers') else str(plan['layers']) + ' layer(s) of full width'}; "
         "timings on a shared machine are perturbed by other processes: see load_before/load_after"
     )
-    for m in models:
+    if step_law:
+        _step_law(cfg, args.device, out, args.hardware_id, [])
+    for m in models if parts else []:
         t0, l0, d0 = time.perf_counter(), loadavg(), now_utc()
         run_model_sweep(
             m,
@@ -147,6 +158,74 @@ def cmd_measure(args: argparse.Namespace) -> None:
             out, {"hardware_id": args.hardware_id, "environment": env, "run": run, "note": note}
         )
         print(f"{m}: done in {run['wall_s']} s -> {out}", flush=True)
+
+
+def cmd_step_law(args: argparse.Namespace) -> None:
+    """Time the serving step law (decode steps over batch x context, prefills) at full depth."""
+    from llmqueue.checks.profiling import check_profiling_section
+    from llmqueue.profiling.models import resolve_device
+
+    cfg = load_config(args.config)
+    prof = cfg["profiling"]
+    check_profiling_section(prof)
+    if "step_law" not in prof:
+        raise InputError(f"{args.config}: no profiling.step_law section")
+    resolve_device(args.device)
+    out = Path(args.out or f"data/profiling/{args.hardware_id}")
+    _step_law(cfg, args.device, out, args.hardware_id, args.set or [])
+
+
+def _step_law(
+    cfg: dict[str, Any], device: str, out: Path, hardware_id: str, overrides: list[str]
+) -> None:
+    """Run config ``profiling.step_law`` (with KEY=VALUE `overrides`) into `out`/step_law.csv and
+    record the run in `out`/meta.json."""
+    from llmqueue.checks.profiling import check_profiling_section
+    from llmqueue.profiling.meta import environment, loadavg, now_utc
+    from llmqueue.profiling.steplaw import run_step_law
+
+    prof = cfg["profiling"]
+    plan = dict(prof["step_law"])
+    import yaml
+
+    for item in overrides:
+        key, eq, val = item.partition("=")
+        if not eq or key not in plan:
+            raise InputError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(plan)}")
+        plan[key] = yaml.safe_load(val)
+    if overrides:
+        check_profiling_section({**prof, "step_law": plan})
+    t0, l0, d0 = time.perf_counter(), loadavg(), now_utc()
+    run_step_law(plan, device, out, int(cfg.get("seed", 0)), log=lambda s: print(s, flush=True))
+    run = {
+        "model": plan["model"],
+        "parts": ["step_law"],
+        "started": d0,
+        "finished": now_utc(),
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "load_before": l0,
+        "load_after": loadavg(),
+        "plan": plan,
+    }
+    note = (
+        "random-weight models (architecture shapes only), full depth; step_law.csv: decode steps "
+        "on a StaticCache filled with random KV and prefills into an empty cache"
+    )
+    path = out / "meta.json"
+    if path.exists():
+        from llmqueue.io import read_json
+
+        note = read_json(path).get("note", note)
+    _write_meta(
+        out,
+        {
+            "hardware_id": hardware_id,
+            "environment": environment(device),
+            "run": run,
+            "note": note,
+        },
+    )
+    print(f"step law: done in {run['wall_s']} s -> {out}", flush=True)
 
 
 def cmd_smoke(args: argparse.Namespace) -> None:
@@ -199,7 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     m.add_argument("--out", default=None)
     m.add_argument("--models", default=None, help="comma-separated subset of profiling.models")
-    m.add_argument("--parts", default=None, help=f"comma-separated subset of {','.join(PARTS)}")
+    m.add_argument(
+        "--parts",
+        default=None,
+        help=f"comma-separated subset of {','.join((*PARTS, STEP_PART))} (default: all; {STEP_PART} on CUDA only)",
+    )
     m.add_argument("--fig2a-requests", type=int, default=None)
     m.add_argument("--repeats", type=int, default=None)
     m.add_argument(
@@ -210,6 +293,15 @@ def main(argv: list[str] | None = None) -> int:
         "recorded in meta.json",
     )
     m.set_defaults(func=cmd_measure)
+    sl = sub.add_parser("step-law", help="time the serving step law (profiling.step_law)")
+    sl.add_argument("--config", default="config/config.yaml")
+    sl.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    sl.add_argument("--hardware-id", required=True, help="folder name under data/profiling/")
+    sl.add_argument("--out", default=None)
+    sl.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override one key of profiling.step_law"
+    )
+    sl.set_defaults(func=cmd_step_law)
     s = sub.add_parser("smoke", help="tiny-config smoke profile (CPU, <= 60 s)")
     s.add_argument("--config", default="config/config.yaml")
     s.add_argument("--out", default="logs/profiling-smoke")

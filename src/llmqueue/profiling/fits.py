@@ -7,8 +7,18 @@ Contract (read by the token-limit and batching studies):
   later token), Eq. (18), with the fit statistics under ``t1_fit`` / ``t2_fit``. A negative
   least-squares coefficient is clipped to 0 in ``batch`` (the batching study rejects negative
   times) and the raw value stays in the fit statistics; ``clipped`` lists which.
-- ``label`` (where the numbers come from), ``verdict`` ("measured", "predicted", "reference"),
-  ``description``.
+- ``step`` (and, for a GPU that timed CUDA-graph decode steps, ``step_graph``): the serving step
+  law step = c0 + c_tok (decode_seqs + prefill_tokens) + c_ctx context_tokens (:class:`StepLaw`)
+  as {c0_s, c_tok_s, c_ctx_s, ci95, r2, n, rel_residuals, clipped, points, description}: fitted to
+  a measured ``step_law.csv``, to a measured Table I / Fig. 2b grid, or to a model source's own
+  t1(b, s), t2(b, c) on config ``profiling.step_law``'s grid. ``step_missing`` says why a source
+  has none.
+- ``label`` (where the numbers come from), ``verdict`` ("measured", "measured-kernels",
+  "predicted", "reference"), ``description``.
+
+Every model source (roofline, kernel profile) offers ``prefill_time(b, s)`` (t1),
+``decode_time(b, c)`` (t2) and ``request_time(s, n, b)``; :func:`model_source_fit_json` turns any
+of them into the same fit.json.
 
 Measured data are read with :func:`read_measured`, which turns a missing or corrupt CSV into an
 :class:`~llmqueue.errors.InputError` naming the file.
@@ -26,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.latency import fit_linear_latency
+from llmqueue.latency import fit_linear_latency, fit_step_law
 from llmqueue.profiling.models import get_spec
 
 __all__ = [
@@ -39,7 +49,15 @@ __all__ = [
     "composition_check",
     "measured_fit_json",
     "roofline_fit_json",
+    "kernel_fit_json",
+    "model_source_fit_json",
     "hardware_label",
+    "read_step_law",
+    "step_fit",
+    "measured_step_fits",
+    "timing_step_points",
+    "source_step_points",
+    "linear_fit_composed",
 ]
 
 _TIMING_REQ = [
@@ -54,6 +72,17 @@ _TIMING_REQ = [
     "grid",
 ]
 _E2E_REQ = ["model", "layers", "kind", "batch", "input_tokens", "output_tokens", "total_s"]
+_STEP_REQ = [
+    "model",
+    "kind",
+    "mode",
+    "batch",
+    "tokens_per_seq",
+    "decode_seqs",
+    "prefill_tokens",
+    "context_tokens",
+    "time_s",
+]
 
 
 def _read_csv(path: Path, required: Sequence[str], numeric: Sequence[str]) -> pd.DataFrame:
@@ -105,6 +134,19 @@ def read_measured(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[
     except json.JSONDecodeError as err:
         raise InputError(f"profiling meta file {str(mpath)!r} is not valid JSON: {err}") from None
     return timing, e2e, meta
+
+
+def read_step_law(folder: str | Path) -> pd.DataFrame | None:
+    """``step_law.csv`` of a measurement folder (``python -m llmqueue.profiling step-law``), or
+    None when the folder has none."""
+    path = Path(folder) / "step_law.csv"
+    if not path.exists():
+        return None
+    return _read_csv(
+        path,
+        _STEP_REQ,
+        ["batch", "tokens_per_seq", "decode_seqs", "prefill_tokens", "context_tokens", "time_s"],
+    )
 
 
 def is_gpu_source(meta: Mapping[str, Any]) -> bool:
@@ -237,6 +279,143 @@ def interp_point(
     )
 
 
+def linear_fit_composed(
+    timing: pd.DataFrame, model: str, layers: int, pairs: Sequence[Sequence[int]]
+) -> dict[str, Any]:
+    """S = a*N + b0 over Table I's cells at input 128, each composed as T = t1 + (n - 1) t2 from
+    the short-decode grid at batch 1: the law of a source that ran no end-to-end Fig. 2a requests
+    (``method`` says so; it is never drawn as a Fig. 2a fit)."""
+    outs = sorted({int(n) for s, n in pairs if int(s) == 128})
+    t1, t2 = interp_point(timing, model, 1, 128.0, layers)
+    fit = _nonneg_linear(_fit_dict(outs, [composed_time(t1, t2, n) for n in outs]))
+    fit["method"] = (
+        f"composed: T = t1(128) + (n - 1) t2(128) at batch 1 for n in {outs} (short decodes); no "
+        "end-to-end Fig. 2a runs in this source"
+    )
+    return fit
+
+
+_STEP_POINT_COLS = [
+    "kind",
+    "mode",
+    "batch",
+    "tokens_per_seq",
+    "decode_seqs",
+    "prefill_tokens",
+    "context_tokens",
+    "time_s",
+]
+
+
+def step_fit(points: pd.DataFrame, description: str) -> dict[str, Any]:
+    """fit.json ``step`` entry: :func:`~llmqueue.latency.fit_step_law` on `points` (one iteration per
+    row: decode_seqs, prefill_tokens, context_tokens, time_s), the points themselves and what they
+    are (`description`)."""
+    f = fit_step_law(
+        points["decode_seqs"], points["prefill_tokens"], points["context_tokens"], points["time_s"]
+    ).to_dict()
+    f["description"] = description
+    f["points"] = {
+        c: [v if isinstance(v, str) else float(v) for v in points[c]]
+        for c in _STEP_POINT_COLS
+        if c in points
+    }
+    return f
+
+
+def source_step_points(src: Any, plan: Mapping[str, Any], context_limit: int) -> pd.DataFrame:
+    """A model source's own iterations on config ``profiling.step_law``'s grid: decode steps
+    t2(b, c) at (decode_seqs b, context b c) and prefills t1(b, p) at (prefill b p, context b p)."""
+    from llmqueue.profiling.steplaw import decode_points
+
+    rows = [
+        ("decode", b, c, b, 0, b * c, src.decode_time(b, c))
+        for b, c in decode_points(
+            plan["decode_batch_sizes"],
+            plan["decode_contexts"],
+            int(plan["max_kv_tokens"]),
+            context_limit,
+        )
+    ]
+    rows += [
+        ("prefill", int(b), int(p), 0, int(b) * int(p), int(b) * int(p), src.prefill_time(b, p))
+        for b, p in plan["prefill_points"]
+    ]
+    df = pd.DataFrame(
+        rows,
+        columns=[
+            "kind",
+            "batch",
+            "tokens_per_seq",
+            "decode_seqs",
+            "prefill_tokens",
+            "context_tokens",
+            "time_s",
+        ],
+    )
+    df.insert(1, "mode", "model")
+    return df
+
+
+def timing_step_points(timing: pd.DataFrame, model: str, layers: int) -> pd.DataFrame:
+    """Iterations read off a Table I / Fig. 2b timing grid (no ``step_law.csv``): each t2_s row a
+    decode step of b sequences at context input + decode_steps / 2 each (the median step), each
+    t1_s row a prefill of b prompts (prefill + first token)."""
+    rows = timing[
+        (timing["model"] == model) & (timing["layers"] == layers) & (timing["grid"] != "depth")
+    ]
+    out = []
+    for r in rows_of(rows):
+        b, s = int(r.batch), int(r.input_tokens)
+        steps = int(getattr(r, "decode_steps", 0) or 0)
+        out.append(("decode", "eager", b, s, b, 0, b * (s + steps / 2), float(r.t2_s)))
+        out.append(("prefill", "eager", b, s, 0, b * s, b * s, float(r.t1_s)))
+    return pd.DataFrame(out, columns=_STEP_POINT_COLS)
+
+
+def measured_step_fits(
+    step: pd.DataFrame | None, timing: pd.DataFrame, model: str, layers: int, label: str
+) -> dict[str, Any]:
+    """``step`` / ``step_graph`` entries of a measured source.
+
+    With a ``step_law.csv`` (`step`): ``step`` from its eager rows (decode steps on a static cache
+    and prefills), ``step_graph`` from its CUDA-graph decode rows (decode only: c_tok comes from
+    decode sequences, no prefill was timed in a graph). Without one: ``step`` from the timing grid
+    (:func:`timing_step_points`, a copying DynamicCache, at the measured depth).
+    """
+    out: dict[str, Any] = {}
+    mine = step[step["model"] == model] if step is not None else None
+    if mine is not None and not mine.empty:
+        eager = mine[mine["mode"] == "eager"]
+        graph = mine[mine["mode"] == "graph"]
+        if len(eager) >= 4:
+            out["step"] = step_fit(
+                eager,
+                f"{label}: step_law.csv eager rows ({int((eager['kind'] == 'decode').sum())} decode steps on a "
+                f"static KV cache, {int((eager['kind'] == 'prefill').sum())} prefills), least squares",
+            )
+        if len(graph) >= 4:
+            out["step_graph"] = step_fit(
+                graph,
+                f"{label}: step_law.csv decode steps replayed from a captured CUDA graph ({len(graph)} "
+                "points; decode only, so c_tok is the per-sequence cost of a decode step)",
+            )
+        return out
+    if mine is not None and mine.empty:
+        out["step_missing"] = f"step_law.csv has no rows for {model}"
+    pts = timing_step_points(timing, model, layers)
+    try:
+        out["step"] = step_fit(
+            pts,
+            f"{label}: the Table I / Fig. 2b timing grid ({layers} layer(s); decode t2 at context input + "
+            "steps / 2, prefill t1), least squares; a DynamicCache copied each step",
+        )
+        out.pop("step_missing", None)
+    except InputError as err:
+        out["step_missing"] = f"no step law from the timing grid: {err}"
+    return out
+
+
 def composed_time(t1: float, t2: float, output_tokens: int) -> float:
     """T = t1 + (n - 1) * t2: the first token comes with t1, each later one takes t2 (Eq. 18)."""
     return t1 + (output_tokens - 1) * t2
@@ -289,6 +468,14 @@ def _summary(cc: pd.DataFrame) -> dict[str, Any]:
     }
 
 
+def depth_source(model: str, depth_models: Sequence[str]) -> str | None:
+    """The model whose depth check `model` uses: its own, else LLaMA-2-7B's when checked (Chinese-
+    Alpaca-2-7B has LLaMA-2-7B's blocks; only its vocabulary differs), else none."""
+    if model in depth_models:
+        return model
+    return "llama2-7b-chat" if "llama2-7b-chat" in depth_models else None
+
+
 def measured_fit_json(
     source: str,
     model: str,
@@ -298,9 +485,15 @@ def measured_fit_json(
     profiling: Mapping[str, Any],
     depth_from: str | None = None,
     depth_tolerance: float = 0.1,
+    step: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
     """fit.json of a measured source: Fig. 2a linear fit, Eq. (18) batch fit, composition check,
-    and (CPU, fewer layers) the depth check and the extrapolation to full depth."""
+    the serving step law (from `step`, a ``step_law.csv``, when given), and (CPU, fewer layers) the
+    depth check and the extrapolation to full depth.
+
+    A source without end-to-end Fig. 2a runs gets no Fig. 2a fit: its ``linear`` is composed from
+    the short-decode grid (:func:`linear_fit_composed`, ``linear.method`` says so) and
+    ``fig2a_runs`` is 0."""
     spec = get_spec(model)
     mine = timing[timing["model"] == model]
     if mine.empty:
@@ -311,6 +504,12 @@ def measured_fit_json(
         "full depth" if layers == spec.layers else f"{layers} of {spec.layers} layers, full width"
     )
     f2b = profiling["fig2b"]
+    n_fig2a = int(((e2e["model"] == model) & (e2e["kind"] == "fig2a")).sum())
+    if n_fig2a >= 3:
+        lin = linear_fit_e2e(e2e, model)
+        lin["method"] = f"least squares over {n_fig2a} end-to-end Fig. 2a runs"
+    else:
+        lin = linear_fit_composed(timing, model, layers, profiling["table1_pairs"])
     out: dict[str, Any] = {
         "source": source,
         "model": model,
@@ -320,13 +519,14 @@ def measured_fit_json(
         "layers": layers,
         "full_layers": spec.layers,
         "description": (
-            f"random-weight {model} ({spec.note}); {depth_note}; linear: least squares over the "
-            "end-to-end Fig. 2a runs; batch: t1(b), t2(b) (median step) at input "
-            f"{f2b['timing_input_tokens']}"
+            f"random-weight {model} ({spec.note}); {depth_note}; linear: {lin['method']}; batch: "
+            f"t1(b), t2(b) (median step) at input {f2b['timing_input_tokens']}"
         ),
-        "linear": linear_fit_e2e(e2e, model),
+        "fig2a_runs": n_fig2a,
+        "linear": lin,
         "batch": batch_fit(timing, model, int(f2b["timing_input_tokens"]), layers),
         "composition": _summary(composition_check(timing, e2e, model)),
+        **measured_step_fits(step, timing, model, layers, f"{label}, {depth_note}"),
     }
     if layers != spec.layers:
         dmodel = depth_from or model
@@ -362,40 +562,34 @@ def measured_fit_json(
     return out
 
 
-def roofline_fit_json(model: str, gpu: str, profiling: Mapping[str, Any]) -> dict[str, Any]:
-    """fit.json of a roofline-predicted source (``roofline-<gpu>``): linear fit of the predicted
-    Table I times at input 128, and Eq. (18) fits over b = 1..min(KV limit, 64) (predicted)."""
+def model_source_fit_json(
+    src: Any, model: str, gpu: str, profiling: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The laws of a model source (`src` offers request_time, prefill_time, decode_time; a
+    :class:`~llmqueue.profiling.roofline.Roofline` or a
+    :class:`~llmqueue.profiling.kernels.KernelProfile`) on GPU spec `gpu`: ``linear`` = least
+    squares of its Table I times at input 128; ``batch`` = Eq. (18) fits of t1(b) at the Fig. 2b
+    input and t2(b) at ``roofline.decode_context_tokens``, b = 1..min(KV limit, 64); ``step`` = the
+    step law fitted to its own t1, t2 on ``profiling.step_law``'s batch/context/prefill grid (when
+    configured; contexts beyond `model`'s window are left out)."""
     from llmqueue.profiling.kvcache import kv_limit
-    from llmqueue.profiling.roofline import roofline
 
     roof = profiling["roofline"]
-    r = roofline(model, gpu, roof["dtype"], roof["bandwidth_efficiency"], roof["flops_efficiency"])
     f2b = profiling["fig2b"]
     outs = sorted({int(n) for s, n in profiling["table1_pairs"] if int(s) == 128})
-    lin = _nonneg_linear(_fit_dict(outs, [r.request_time(128, n) for n in outs]))
+    lin = _nonneg_linear(_fit_dict(outs, [src.request_time(128, n) for n in outs]))
+    lin["method"] = f"least squares of the source's Table I times at input 128, outputs {outs}"
     seq = int(f2b["throughput_input_tokens"]) + int(f2b["throughput_output_tokens"])
     kv = kv_limit(model, gpu, seq, roof["dtype"], roof["dtype"]).max_batch
     bmax = max(2, min(kv, 64))
     bs = np.arange(1, bmax + 1)
     s_in, ctx = int(f2b["timing_input_tokens"]), int(roof["decode_context_tokens"])
-    t1 = [r.prefill_time(float(b), s_in) for b in bs]
-    t2 = [r.decode_time(float(b), ctx) for b in bs]
+    t1 = [src.prefill_time(float(b), s_in) for b in bs]
+    t2 = [src.decode_time(float(b), ctx) for b in bs]
     f1, f2 = _fit_dict(bs, t1), _fit_dict(bs, t2)
     raw = {"k1": f1["slope"], "k2": f1["intercept"], "k3": f2["slope"], "k4": f2["intercept"]}
-    label = f"roofline-predicted {r.gpu.label}"
-    return {
-        "source": f"roofline-{gpu}",
-        "model": model,
-        "verdict": "predicted",
-        "label": label,
-        "description": (
-            f"{label} ({roof['dtype']}, {roof['bandwidth_efficiency']:g} x peak bandwidth): weights read once "
-            "per step, KV cache read per token; no framework overhead (a lower bound). linear: least squares "
-            f"of predicted Table I times at input 128, outputs {outs}; batch: t1(b) at input {s_in}, t2(b) at "
-            f"context {ctx}, b = 1..{bmax} (KV limit at {seq} tokens: {kv})"
-        ),
-        "gpu": r.gpu.to_dict(),
-        "t2_batch1_s": r.decode_time(1, 0),
+    out: dict[str, Any] = {
+        "t2_batch1_s": src.decode_time(1, 0),
         "kv_limit": {"sequence_tokens": seq, "max_batch": kv},
         "linear": lin,
         "batch": {
@@ -407,6 +601,82 @@ def roofline_fit_json(model: str, gpu: str, profiling: Mapping[str, Any]) -> dic
             "decode_context_tokens": ctx,
             "batch_sizes": [1, bmax],
         },
+        "batch_note": f"t1(b) at input {s_in}, t2(b) at context {ctx}, b = 1..{bmax} (KV limit at {seq} tokens: {kv})",
+    }
+    plan = profiling.get("step_law")
+    if plan:
+        pts = source_step_points(src, plan, get_spec(model).context)
+        out["step"] = step_fit(
+            pts,
+            f"the source's own t2(b, c) at {int((pts['kind'] == 'decode').sum())} decode points and t1(b, p) at "
+            f"{int((pts['kind'] == 'prefill').sum())} prefill points of profiling.step_law's grid, least squares",
+        )
+    else:
+        out["step_missing"] = "no profiling.step_law grid in the config"
+    return out
+
+
+def roofline_fit_json(model: str, gpu: str, profiling: Mapping[str, Any]) -> dict[str, Any]:
+    """fit.json of a roofline-predicted source (``roofline-<gpu>``): :func:`model_source_fit_json`
+    of the roofline (predicted)."""
+    from llmqueue.profiling.roofline import roofline
+
+    roof = profiling["roofline"]
+    r = roofline(model, gpu, roof["dtype"], roof["bandwidth_efficiency"], roof["flops_efficiency"])
+    laws = model_source_fit_json(r, model, gpu, profiling)
+    label = f"roofline-predicted {r.gpu.label}"
+    return {
+        "source": f"roofline-{gpu}",
+        "model": model,
+        "verdict": "predicted",
+        "label": label,
+        "description": (
+            f"{label} ({roof['dtype']}, {roof['bandwidth_efficiency']:g} x peak bandwidth): weights read once "
+            "per step, KV cache read per token; no framework overhead (a lower bound). linear: least squares "
+            f"of predicted Table I times at input 128; batch: {laws.pop('batch_note')}"
+        ),
+        "gpu": r.gpu.to_dict(),
+        **laws,
+    }
+
+
+def kernel_fit_json(
+    kp: Any, meta: Mapping[str, Any], profiling: Mapping[str, Any]
+) -> dict[str, Any]:
+    """fit.json of a kernel-profile source (:class:`~llmqueue.profiling.kernels.KernelProfile`,
+    verdict ``measured-kernels``): linear layers measured by others, attention and LM head by the
+    roofline; ``parts`` says which is which, ``linear_part`` holds the per-token-count sums."""
+    gpu = kp.roof.gpu.name
+    laws = model_source_fit_json(kp, kp.model.name, gpu, profiling)
+    who = str(meta.get("measured_by", "others"))
+    hw = str(meta.get("hardware", {}).get("gpu", gpu)).split(" (")[0]
+    label = f"kernels measured by others on an {hw} ({kp.name}) + roofline attention"
+    t = kp.table
+    return {
+        "source": kp.name,
+        "model": kp.model.name,
+        "verdict": "measured-kernels",
+        "label": label,
+        "description": (
+            f"{label}: linear layers = {kp.model.layers} x the block's kernel medians + embedding at n tokens, "
+            f"measured by {who}, interpolated in n; attention (KV read) and LM head roofline-predicted on "
+            f"{kp.roof.gpu.label}; no sampling or framework overhead (a measured lower bound). batch: "
+            f"{laws.pop('batch_note')}"
+        ),
+        "measured_by": who,
+        "hardware": meta.get("hardware", {}),
+        "provenance": meta.get("source", {}),
+        "date_measured": meta.get("date_measured", "unknown"),
+        "gpu": kp.roof.gpu.to_dict(),
+        "tensor_parallel": kp.tensor_parallel,
+        "parts": kp.parts(),
+        "t_linear_batch1_s": float(kp.linear_time(1)),
+        "linear_part": {
+            "tokens": t["tokens"].astype(int).tolist(),
+            "raw_s": [float(v) for v in t["raw_s"]],
+            "monotone_s": [float(v) for v in t["linear_s"]],
+        },
+        **laws,
     }
 
 

@@ -5,7 +5,7 @@ timed separately (paper Sec. II-B/II-C; t1 and t2 of Eq. 18).
   cannot stop a run early (the paper's output lengths are fixed per measurement).
 - t1 = prefill of the (padded) prompt batch + choice of the first token; t2 = each later decode
   step (one token for every sequence of the batch). N in S = a*N + b0 counts the tokens after the
-  first (equations.md), so a run of n tokens takes t1 + (n - 1)*t2.
+  first (docs/equations.md), so a run of n tokens takes t1 + (n - 1)*t2.
 - The device is synchronised before every clock read (``torch.cuda.synchronize`` on CUDA).
 - Batches: prompts of unequal length are left-padded to the longest, with an attention mask and
   position ids from the mask, as Hugging Face ``generate`` does ("padded to the longest", Sec. IV).

@@ -1,7 +1,7 @@
 """Model architectures for profiling (paper Sec. II, V-A), built with random weights.
 
 Timing needs the shapes, not the trained weights (weights cannot be downloaded here): every model
-is built from its architecture with random weights (seeded). Shapes follow equations.md
+is built from its architecture with random weights (seeded). Shapes follow docs/equations.md
 ("Model shapes for profiling"):
 
 - ``llama2-7b-chat``: LLaMA-2-7B, 32 layers, hidden 4096, 32 heads, 32 KV heads, FFN 11008,

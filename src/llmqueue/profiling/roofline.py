@@ -3,7 +3,7 @@
 PREDICTED, never measured: a lower bound that assumes perfect overlap, 100% of peak bandwidth
 (times ``bandwidth_efficiency``) and of peak FLOP/s, and no framework overhead. Eager Hugging Face
 decoding on a real A100 measures about 3x more per token (the paper's Table I: ~22.9 ms/token
-against the roofline's 6.6 ms at batch 1, equations.md).
+against the roofline's 6.6 ms at batch 1, docs/equations.md).
 
 Per step with batch b and per-sequence context c (tokens already cached):
 - bytes = weights (all parameters, read once per step) + b * c * KV bytes/token (cache read)
@@ -100,6 +100,43 @@ class Roofline:
             + 4.0 * b * m.layers * m.hidden * s * (s + 1) / 2
         )
         return self._time(nbytes, flops)
+
+    # Parts of a forward pass, for sources that measure the rest (llmqueue.profiling.kernels).
+
+    def attention_decode_time(self, batch: float, context: float) -> float:
+        """Attention of one decode step, all layers: read `context` cached tokens and write one per
+        sequence (b (c + 1) KV bytes/token), 4 * layers * hidden * (c + 1) FLOPs per sequence."""
+        m = self.model
+        b, c = float(batch), float(context)
+        if b < 1 or c < 0:
+            raise InputError(f"attention needs batch >= 1 and context >= 0, got {batch}, {context}")
+        return self._time(
+            b * (c + 1) * self.kv_bytes_per_token, 4.0 * b * m.layers * m.hidden * (c + 1)
+        )
+
+    def attention_prefill_time(self, batch: float, input_tokens: float) -> float:
+        """Causal attention over `batch` prompts of `input_tokens`, all layers: the prompts' KV
+        written (b s KV bytes/token), 4 * layers * hidden * s (s + 1) / 2 FLOPs per prompt."""
+        m = self.model
+        b, s = float(batch), float(input_tokens)
+        if b < 1 or s < 1:
+            raise InputError(
+                f"attention needs batch >= 1 and input >= 1 token, got {batch}, {input_tokens}"
+            )
+        return self._time(
+            b * s * self.kv_bytes_per_token, 4.0 * b * m.layers * m.hidden * s * (s + 1) / 2
+        )
+
+    def lm_head_time(self, batch: float) -> float:
+        """LM head on the last token of `batch` sequences: its vocab x hidden weights read once,
+        2 * b * vocab * hidden FLOPs."""
+        m = self.model
+        b = float(batch)
+        if b < 1:
+            raise InputError(f"lm_head_time needs batch >= 1, got {batch}")
+        return self._time(
+            float(m.vocab * m.hidden * self.bytes_per_value), 2.0 * b * m.vocab * m.hidden
+        )
 
     def request_time(self, input_tokens: int, output_tokens: int, batch: int = 1) -> float:
         """End-to-end time of a batch generating `output_tokens` tokens each: t1 + sum of the

@@ -1,7 +1,10 @@
 """Figure data and Table I of the profiling study (pure functions on parsed inputs).
 
-Every row names its ``source`` (paper / roofline-<gpu> / <hardware-id>) and a ``label`` saying
-what it is: "paper (A100, Table I)", "roofline-predicted A100-80GB", "measured on CPU ...".
+Every row names its ``source`` (paper / roofline-<gpu> / <kernel profile> / <hardware-id>) and a
+``label`` saying what it is: "paper (A100, Table I)", "roofline-predicted A100-80GB", "kernels
+measured by others on an NVIDIA A100 (vidur-a100) + roofline attention", "measured on CPU ...".
+A measured source without end-to-end Fig. 2a runs (``fit_json["fig2a_runs"] == 0``) has no Fig. 2a
+points and no Fig. 2a line.
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from llmqueue.profiling.fits import (
     rows_of,
 )
 
-__all__ = ["fig2a_data", "fig2b_data", "table1_frame", "table1_markdown", "composition_frame"]
+__all__ = [
+    "fig2a_data",
+    "fig2b_data",
+    "table1_frame",
+    "table1_markdown",
+    "table1_notes",
+    "composition_frame",
+]
 
 PAPER_LABEL = "paper (A100, Table I)"
 
@@ -38,8 +48,10 @@ def fig2a_data(
     roofline: Sequence[Mapping[str, Any]],
     measured: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any], Sequence[Mapping[str, Any]]]],
     max_output: int,
+    kernels: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Points (end-to-end runs; paper Table I rows at input 128) and lines (fits) of Fig. 2a."""
+    """Points (end-to-end runs; paper Table I rows at input 128) and lines (fits) of Fig. 2a;
+    kernel-profile fits on an A100 (`kernels`) are lines of the A100 panel."""
     pts, lines = [], []
     rows = table1[table1["input_tokens"] == 128].drop_duplicates()
     for r in rows_of(rows):
@@ -85,11 +97,30 @@ def fig2a_data(
                 "kind": "predicted",
             }
         )
+    for f in kernels:
+        if not str(f.get("gpu", {}).get("name", "")).startswith("a100"):
+            continue
+        lin = f["linear"]
+        lines.append(
+            {
+                "source": f["source"],
+                "label": f["label"],
+                "model": f["model"],
+                "panel": "A100",
+                "slope": lin["slope"],
+                "intercept": lin["intercept"],
+                "r2": lin["r2"],
+                "n": lin["n"],
+                "kind": "measured-kernels",
+            }
+        )
     for hw, (e2e, meta, fits) in measured.items():
         label = hardware_label(meta)
         for f in fits:
             model = f["model"]
             sub = e2e[(e2e["model"] == model) & (e2e["kind"] == "fig2a")]
+            if sub.empty:
+                continue  # no end-to-end Fig. 2a runs in this source: no points, no Fig. 2a fit
             for r in rows_of(sub):
                 pts.append(
                     {
@@ -124,9 +155,14 @@ def fig2b_data(
     measured: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any], Sequence[Mapping[str, Any]]]],
     profiling: Mapping[str, Any],
     roofline_gpu: str,
+    kernels: Mapping[str, tuple[Any, Mapping[str, Any]]] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 2b points: tokens/s at input 256 / output 1024 (composed T = t1 + (n - 1) t2 from measured
-    t1(b), t2(b) at input 256) and t1(b), t2(b) at input 64; lines: the Eq. (18) fits."""
+    t1(b), t2(b) at input 256) and t1(b), t2(b) at input 64; lines: the Eq. (18) fits.
+
+    ``panel`` says which column a row belongs to: each measured source its own, the roofline of
+    `roofline_gpu` one, and the kernel profiles (`kernels`: name -> (KernelProfile, fit.json))
+    drawn in the roofline's column (same GPU), with their t1(b), t2(b) as points."""
     from llmqueue.profiling.roofline import roofline as make_roofline
 
     f2b = profiling["fig2b"]
@@ -135,6 +171,7 @@ def fig2b_data(
         int(f2b["throughput_output_tokens"]),
         int(f2b["timing_input_tokens"]),
     )
+    ctx = int(profiling["roofline"]["decode_context_tokens"])
     pts, lines = [], []
     for hw, (timing, _meta, fits) in measured.items():
         for f in fits:
@@ -149,6 +186,7 @@ def fig2b_data(
                 pts.append(
                     {
                         "source": hw,
+                        "panel": hw,
                         "label": f["label"],
                         "model": model,
                         "quantity": "throughput",
@@ -162,6 +200,7 @@ def fig2b_data(
                     pts.append(
                         {
                             "source": hw,
+                            "panel": hw,
                             "label": f["label"],
                             "model": model,
                             "quantity": q,
@@ -175,6 +214,7 @@ def fig2b_data(
                 lines.append(
                     {
                         "source": hw,
+                        "panel": hw,
                         "label": f["label"],
                         "model": model,
                         "quantity": q,
@@ -186,8 +226,56 @@ def fig2b_data(
                         "kind": "measured fit",
                     }
                 )
+    roof_panel = f"roofline-{roofline_gpu}"
+    for name, (kp, f) in (kernels or {}).items():
+        model = f["model"]
+        bmax = min(int(f["kv_limit"]["max_batch"]), 64)
+        for bb in range(1, bmax + 1):
+            T = kp.request_time(s_tp, n_tp, bb)
+            pts.append(
+                {
+                    "source": name,
+                    "panel": roof_panel,
+                    "label": f["label"],
+                    "model": model,
+                    "quantity": "throughput",
+                    "batch": bb,
+                    "value": bb * n_tp / T,
+                    "kind": "measured-kernels",
+                }
+            )
+            for q, val in (("t1", kp.prefill_time(bb, s_t)), ("t2", kp.decode_time(bb, ctx))):
+                pts.append(
+                    {
+                        "source": name,
+                        "panel": roof_panel,
+                        "label": f["label"],
+                        "model": model,
+                        "quantity": q,
+                        "batch": bb,
+                        "value": val,
+                        "kind": "measured-kernels",
+                    }
+                )
+        b = f["batch"]
+        for q, k_s, k_i, fk in (("t1", "k1", "k2", "t1_fit"), ("t2", "k3", "k4", "t2_fit")):
+            lines.append(
+                {
+                    "source": name,
+                    "panel": roof_panel,
+                    "label": f["label"],
+                    "model": model,
+                    "quantity": q,
+                    "slope": b[k_s],
+                    "intercept": b[k_i],
+                    "r2": b[fk]["r2"],
+                    "bmin": 1,
+                    "bmax": bmax,
+                    "kind": "measured-kernels",
+                }
+            )
     for f in roofline:
-        if f["source"] != f"roofline-{roofline_gpu}":
+        if f["source"] != roof_panel:
             continue
         model = f["model"]
         r = make_roofline(
@@ -203,6 +291,7 @@ def fig2b_data(
             pts.append(
                 {
                     "source": f["source"],
+                    "panel": roof_panel,
                     "label": f["label"],
                     "model": model,
                     "quantity": "throughput",
@@ -216,6 +305,7 @@ def fig2b_data(
             lines.append(
                 {
                     "source": f["source"],
+                    "panel": roof_panel,
                     "label": f["label"],
                     "model": model,
                     "quantity": q,
@@ -247,9 +337,13 @@ def table1_frame(
     roofline: Sequence[Mapping[str, Any]],
     profiling: Mapping[str, Any],
     measured: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any]]],
+    kernels: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Table I (LLaMA-2-7B-chat) beside roofline predictions and measured composed times.
+    """Table I (LLaMA-2-7B-chat) beside roofline predictions, kernel-profile times and measured
+    composed times.
 
+    Kernel columns ``<name>_kernels_s`` (`kernels`: name -> KernelProfile of LLaMA-2-7B): t1 + the
+    n - 1 decode steps at growing context, kernels measured by others plus roofline attention.
     Measured columns: T = t1(s) + (n - 1) t2(s) from the short-decode grid at batch 1 (composed, as the
     issue allows for Table I), at the measured depth and extrapolated to full depth.
     """
@@ -270,6 +364,13 @@ def table1_frame(
             r.request_time(int(s), int(n))
             for s, n in zip(out["input_tokens"], out["output_tokens"], strict=True)
         ]
+    for name, kp in (kernels or {}).items():
+        if kp.model.name != "llama2-7b-chat":
+            continue
+        out[f"{name}_kernels_s"] = [
+            kp.request_time(int(s), int(n))
+            for s, n in zip(out["input_tokens"], out["output_tokens"], strict=True)
+        ]
     for hw, (timing, fit) in measured.items():
         layers = int(fit["layers"])
         vals, full = [], []
@@ -286,6 +387,68 @@ def table1_frame(
         else:
             out[f"{hw}_composed_s"] = vals
     return out
+
+
+def table1_notes(
+    fits: Mapping[str, Mapping[str, Any]],
+    labels: Mapping[str, str],
+    kernel_fits: Mapping[str, Mapping[str, Any]] | None = None,
+    gpu: Mapping[str, bool] | None = None,
+) -> list[str]:
+    """The notes under Table I: what each column is; per kernel-profile source (its fit.json in
+    `kernel_fits`) what is measured and what not; per measured source `hw` (its LLaMA-2-7B fit
+    ``fits[hw]``, hardware label ``labels[hw]``, ``gpu[hw]`` True for a GPU) the depth it ran at,
+    its depth check and (GPU) its composition check."""
+    notes = [
+        "paper_a100_s: the paper's Table I (LLaMA-2-7B-chat, NVIDIA A100; (128, 512) appears twice, as in the paper).",
+        "roofline-<gpu>_predicted_s: PREDICTED by the roofline (fp16 weights read once per token, KV cache read; no "
+        "framework overhead), a lower bound, never a measurement; T = t1 + sum of n - 1 decode steps.",
+    ]
+    for name, f in (kernel_fits or {}).items():
+        notes.append(
+            f"{name}_kernels_s: {f['label']}, never this project's measurement: linear layers = "
+            f"{f['parts']['linear_layers']}; attention and LM head {f['parts']['attention'].split(':')[0]}; "
+            f"not counted: {f['parts']['not_counted']}. t_linear at 1 token {1e3 * f['t_linear_batch1_s']:.2f} ms, "
+            f"decode step t2(1) {1e3 * f['t2_batch1_s']:.2f} ms. T = t1 + sum of n - 1 decode steps; a measured "
+            f"lower bound on an eager server ({f['parts']['monotone_fit']})."
+        )
+    for hw, f in fits.items():
+        d = f.get("depth", {})
+        if d:
+            depth = (
+                f"depth check at batch {d['batch']}, input {d['input_tokens']}, layers {d['layers']}: max relative "
+                f"residual t1 {d['t1']['max_rel_residual']:.0%}, t2 {d['t2']['max_rel_residual']:.0%} (tolerance "
+                f"{d['tolerance']:.0%}); "
+                + (
+                    f"extrapolated to full depth: {f['full_depth']['method']}"
+                    if d["linear_ok"]
+                    else "time NOT linear in layers within tolerance on this shared machine, so no full-depth "
+                    "extrapolation is given (n/a)"
+                )
+            )
+        else:
+            depth = "full depth"
+        if (gpu or {}).get(hw):
+            comp = f.get("composition", {})
+            if comp.get("runs"):
+                depth += (
+                    f"; composition check against {comp['runs']} full-length runs: median error "
+                    f"{comp['median_rel_error']:+.0%}, worst {comp['max_abs_rel_error']:.0%}"
+                    + (
+                        " (the composition FAILS on this host: the long runs took far longer per token than "
+                        "the short decodes; eager decoding there is CPU/launch-bound)"
+                        if comp["max_abs_rel_error"] > 0.2
+                        else ""
+                    )
+                )
+            if not f.get("fig2a_runs"):
+                depth += "; no end-to-end Fig. 2a runs were measured on it"
+        notes.append(
+            f"{hw}_*: {labels[hw]}, random-weight model, {f['layers']} of {f['full_layers']} layers, composed as "
+            f"T = t1(s) + (n - 1) t2(s) from short decodes at batch 1; {depth}. A CPU or another GPU never stands "
+            "in for the A100."
+        )
+    return notes
 
 
 def table1_markdown(df: pd.DataFrame, notes: Sequence[str]) -> str:
