@@ -1,0 +1,56 @@
+"""Checks of the ``validation`` section of the config (what the schema cannot see).
+
+Engine settings that contradict each other (a KV cache smaller than one request, a token budget
+below the context without chunked prefill), calibration batches that do not fit the engine,
+a model shape whose heads do not divide, warm-up requests that leave no request to measure.
+Imports nothing beyond numpy/pandas (used by ``python -m llmqueue.validation`` in the vLLM
+environment too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from llmqueue.errors import InputError
+
+
+def check_validation_section(section: Mapping[str, Any]) -> None:
+    """Semantic checks of config ``validation.vllm`` (no file access)."""
+    from llmqueue.validation.calibration import calibration_batches
+    from llmqueue.validation.engine import EngineSettings
+
+    where = "validation.vllm"
+    eng = EngineSettings.from_config(section["engine"])
+    shape = section["model"]["shape"]
+    if shape["hidden_size"] % shape["num_attention_heads"]:
+        raise InputError(
+            f"{where}.model.shape: hidden_size must be a multiple of num_attention_heads"
+        )
+    if shape["num_attention_heads"] % shape["num_key_value_heads"]:
+        raise InputError(
+            f"{where}.model.shape: num_attention_heads must be a multiple of num_key_value_heads"
+        )
+    if shape["max_position_embeddings"] < eng.max_model_len:
+        raise InputError(
+            f"{where}.engine.max_model_len ({eng.max_model_len}) exceeds the model's "
+            f"max_position_embeddings ({shape['max_position_embeddings']})"
+        )
+    calibration_batches(section["calibration"]["batches"], eng.max_model_len, eng.max_num_seqs)
+    calibration_batches(
+        section["warmup_batches"] or [[1, 1, 1]], eng.max_model_len, eng.max_num_seqs
+    )
+    if not (0 <= section["warmup_requests"] < section["requests"]):
+        raise InputError(
+            f"{where}.warmup_requests ({section['warmup_requests']}) must be below requests ({section['requests']})"
+        )
+    lo, hi = section["capacity"]["quantiles"]
+    if not lo < hi:
+        raise InputError(f"{where}.capacity.quantiles: {lo} must be below {hi}")
+
+
+def check(config: Mapping[str, Any], base_dir: Path) -> None:
+    section = (config.get("validation") or {}).get("vllm")
+    if section is not None:
+        check_validation_section(section)

@@ -1,0 +1,17 @@
+"""Validation of the serving model against a real engine (vLLM's CPU build), measurement side.
+
+Modules, one job each (vLLM is imported lazily, only where it runs, so the main environment
+imports this package without it):
+
+- :mod:`.requests`: request tables, Poisson arrivals and Azure-trace lengths scaled to the model;
+- :mod:`.client`: the open-loop asyncio client that sends a table and times every request;
+- :mod:`.engine`: vLLM's async engine with the configured settings, its token stream, and the
+  settings read back from it;
+- :mod:`.steplog` / :mod:`.probe`: the engine's per-iteration record (the probe is a vLLM
+  scheduler subclass that runs in the engine-core process);
+- :mod:`.calibration`: the step-law fit from calibration iterations, the measured capacity;
+- :mod:`.model`: the random-weight Llama-shaped model, made locally;
+- :mod:`.record`: the run folder (per-request and per-iteration CSVs, settings, provenance);
+- ``python -m llmqueue.validation``: the driver (``check-env``, ``model``, ``measure``), run in
+  the separate vLLM environment by ``make validate-vllm``.
+"""

@@ -1,0 +1,237 @@
+"""vLLM as the validation engine: its settings, the async engine, the token stream, the readback.
+
+- :class:`EngineSettings`: the engine knobs that the serving model also has (config
+  ``validation.vllm.engine``), set explicitly rather than left to vLLM's defaults.
+- :func:`open_async_engine`: vLLM's ``AsyncLLM`` in this process, its engine core in a child
+  process (vLLM's default), the model's OpenMP threads bound as configured
+  (``VLLM_CPU_OMP_THREADS_BIND``), the KV cache sized to exactly ``kv_blocks`` blocks
+  (``num_gpu_blocks_override`` and ``kv_cache_memory_bytes``; the legacy ``VLLM_CPU_KVCACHE_SPACE``
+  is removed from the environment, since it would override the latter in whole GiB), and the
+  scheduler replaced by :class:`llmqueue.validation.probe.RecordingScheduler` (vLLM's scheduler
+  plus a per-iteration record).
+- :func:`make_stream`: requests as token ids, ``SamplingParams(max_tokens=n, ignore_eos=True)``,
+  greedy, delta outputs: a stream of new-token counts for :mod:`llmqueue.validation.client`.
+- :func:`read_settings`: what the running engine actually uses (from its ``VllmConfig`` after
+  start-up, when vLLM has filled in the KV block count), for ``settings.json``.
+
+vLLM is imported inside the functions only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from llmqueue.errors import InputError
+from llmqueue.validation.model import kv_bytes_per_token
+from llmqueue.validation.steplog import STEP_LOG_ENV
+
+__all__ = [
+    "PROBE_SCHEDULER",
+    "EngineSettings",
+    "engine_environment",
+    "open_async_engine",
+    "make_stream",
+    "close_engine",
+    "read_settings",
+    "preemption_mode",
+]
+
+PROBE_SCHEDULER = "llmqueue.validation.probe.RecordingScheduler"
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine knobs (config ``validation.vllm.engine``); token counts in tokens."""
+
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_blocks: int
+    block_size: int
+    enable_chunked_prefill: bool
+    enable_prefix_caching: bool
+    enforce_eager: bool
+    scheduling_policy: str
+    omp_threads_bind: str
+    seed: int
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any]) -> EngineSettings:
+        names = [f.name for f in fields(cls)]
+        missing = [n for n in names if n not in section]
+        extra = sorted(set(section) - set(names))
+        if missing or extra:
+            raise InputError(
+                f"validation.vllm.engine: missing {missing}, unknown {extra}; keys are {names}"
+            )
+        s = cls(**{n: section[n] for n in names})
+        for key in (
+            "max_model_len",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "kv_blocks",
+            "block_size",
+        ):
+            if int(getattr(s, key)) < 1:
+                raise InputError(
+                    f"validation.vllm.engine.{key} must be >= 1, got {getattr(s, key)}"
+                )
+        if s.kv_blocks * s.block_size < s.max_model_len:
+            raise InputError(
+                f"validation.vllm.engine: kv_blocks x block_size = {s.kv_blocks * s.block_size} "
+                f"tokens cannot hold one request of max_model_len = {s.max_model_len}"
+            )
+        if not s.enable_chunked_prefill and s.max_num_batched_tokens < s.max_model_len:
+            raise InputError(
+                "validation.vllm.engine.max_num_batched_tokens must be >= max_model_len when "
+                "enable_chunked_prefill is false"
+            )
+        if s.scheduling_policy not in ("fcfs", "priority"):
+            raise InputError(
+                f"validation.vllm.engine.scheduling_policy must be fcfs or priority, got {s.scheduling_policy!r}"
+            )
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def engine_environment(
+    settings: EngineSettings, step_log: str | os.PathLike[str]
+) -> dict[str, str]:
+    """Environment variables the engine's processes need (set before the engine starts)."""
+    src = str(Path(__file__).resolve().parents[2])
+    path = os.environ.get("PYTHONPATH", "")
+    parts = [p for p in path.split(os.pathsep) if p]
+    if src not in parts:
+        parts.insert(0, src)  # the engine core imports the probe scheduler from llmqueue
+    return {
+        "VLLM_CPU_OMP_THREADS_BIND": str(settings.omp_threads_bind),
+        STEP_LOG_ENV: os.fspath(step_log),
+        "PYTHONPATH": os.pathsep.join(parts),
+    }
+
+
+def open_async_engine(
+    model_dir: str | os.PathLike[str],
+    shape: Mapping[str, Any],
+    dtype: str,
+    settings: EngineSettings,
+    step_log: str | os.PathLike[str],
+) -> Any:
+    """Start vLLM's ``AsyncLLM`` on the model folder; returns the engine (call ``shutdown()``)."""
+    os.environ.update(engine_environment(settings, step_log))
+    os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
+    from vllm.engine.arg_utils import AsyncEngineArgs
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    kv_bytes = settings.kv_blocks * settings.block_size * kv_bytes_per_token(shape, dtype)
+    args = AsyncEngineArgs(
+        model=os.fspath(model_dir),
+        skip_tokenizer_init=True,
+        dtype=dtype,
+        seed=settings.seed,
+        max_model_len=settings.max_model_len,
+        max_num_seqs=settings.max_num_seqs,
+        max_num_batched_tokens=settings.max_num_batched_tokens,
+        enable_chunked_prefill=settings.enable_chunked_prefill,
+        enable_prefix_caching=settings.enable_prefix_caching,
+        block_size=settings.block_size,
+        num_gpu_blocks_override=settings.kv_blocks,
+        kv_cache_memory_bytes=kv_bytes,
+        enforce_eager=settings.enforce_eager,
+        scheduling_policy=settings.scheduling_policy,
+        scheduler_cls=PROBE_SCHEDULER,
+        disable_log_stats=True,
+    )
+    return AsyncLLM.from_engine_args(args)
+
+
+def close_engine(engine: Any) -> None:
+    """Shut the engine down (its core process ends) once: vLLM's ``AsyncLLM.__del__`` shuts it
+    down again when the object is collected, which at interpreter exit fails with vLLM's module
+    globals already gone; the instance's ``shutdown`` is made a no-op after the real one."""
+    engine.shutdown()
+    engine.shutdown = lambda *args, **kwargs: None
+
+
+def make_stream(engine: Any) -> Any:
+    """``stream(request_id, prompt_token_ids, max_tokens)``: the engine's outputs as new-token
+    counts (exactly `max_tokens` tokens in all: ``ignore_eos``, greedy, delta outputs)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+
+    async def stream(request_id: str, prompt: Sequence[int], max_tokens: int) -> AsyncIterator[int]:
+        params = SamplingParams(
+            max_tokens=int(max_tokens),
+            ignore_eos=True,
+            temperature=0.0,
+            detokenize=False,
+            output_kind=RequestOutputKind.DELTA,
+        )
+        async for out in engine.generate({"prompt_token_ids": list(prompt)}, params, request_id):
+            yield sum(len(o.token_ids) for o in out.outputs)
+
+    return stream
+
+
+def preemption_mode(scheduler_cls: Any) -> str:
+    """How the scheduler class preempts, read from its code: ``recompute`` when preempting
+    frees the request's KV blocks and resets its computed tokens to 0 (vLLM V1's only mode),
+    ``swap`` when it swaps blocks out, else ``unknown``."""
+    try:
+        src = inspect.getsource(scheduler_cls._preempt_request)
+    except (AttributeError, OSError, TypeError):
+        return "unknown"
+    if "swap" in src.lower():
+        return "swap"
+    if "num_computed_tokens = 0" in src and "_free_request_blocks" in src:
+        return "recompute"
+    return "unknown"
+
+
+def read_settings(vllm_config: Any, scheduler_cls: Any = None) -> dict[str, Any]:
+    """The serving-relevant settings of a started engine, read from its ``VllmConfig``.
+
+    ``kv_tokens`` = ``num_kv_blocks`` x ``block_size``: the KV cache allocated, in tokens, which
+    vLLM hands out a whole block at a time (a request holding t tokens takes ceil(t / block_size)
+    blocks). ``reserve_full_prompt_on_admission``: a waiting request is admitted only when its
+    whole prompt fits in the free blocks (blocks are then taken chunk by chunk).
+    """
+    sched = vllm_config.scheduler_config
+    cache = vllm_config.cache_config
+    model = vllm_config.model_config
+    blocks = cache.num_gpu_blocks
+    if blocks is None:
+        raise InputError(
+            "engine settings: the KV block count is not known yet (engine not started?)"
+        )
+    out: dict[str, Any] = {
+        "max_num_seqs": int(sched.max_num_seqs),
+        "max_num_batched_tokens": int(sched.max_num_batched_tokens),
+        "enable_chunked_prefill": bool(sched.enable_chunked_prefill),
+        "long_prefill_token_threshold": int(getattr(sched, "long_prefill_token_threshold", 0) or 0),
+        "watermark": float(getattr(sched, "watermark", 0.0) or 0.0),
+        "reserve_full_prompt_on_admission": bool(
+            getattr(sched, "scheduler_reserve_full_isl", False)
+        ),
+        "scheduling_policy": str(sched.policy),
+        "async_scheduling": bool(getattr(sched, "async_scheduling", False)),
+        "scheduler_cls": str(sched.scheduler_cls),
+        "num_kv_blocks": int(blocks),
+        "block_size": int(cache.block_size),
+        "kv_tokens": int(blocks) * int(cache.block_size),
+        "enable_prefix_caching": bool(cache.enable_prefix_caching),
+        "kv_cache_dtype": str(cache.cache_dtype),
+        "max_model_len": int(model.max_model_len),
+        "dtype": str(model.dtype).removeprefix("torch."),
+        "enforce_eager": bool(model.enforce_eager),
+    }
+    if scheduler_cls is not None:
+        out["preemption_mode"] = preemption_mode(scheduler_cls)
+    return out

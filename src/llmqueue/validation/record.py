@@ -1,0 +1,177 @@
+"""What a validation run leaves behind: per-request and per-iteration tables, settings, provenance.
+
+The run folder ``data/validation/vllm-cpu-<hardware-id>/`` holds (see data/validation/README.md):
+
+- ``requests_<run>.csv``: one row per request (:data:`REQUEST_COLUMNS`), times in seconds from
+  the run's start: the request table the serving simulator replays (``arrival_s``,
+  ``prompt_tokens``, ``output_tokens``) and what vLLM did (``first_token_s``, ``finish_s``);
+- ``steps_<run>.csv``: the engine's iterations during that run (:mod:`.steplog` columns, times
+  from the same start);
+- ``calibration_steps.csv`` and ``calibration_fit.json``: the step-law fit;
+- ``settings.json``: the engine settings read back from the running engine;
+- ``meta.json``: versions, hardware, model, configuration, load averages, timings.
+
+:func:`write_run_folder` writes them all into a fresh folder beside the target and swaps it in
+at the end, so a killed run never leaves a half-updated folder.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmqueue.errors import InputError
+
+__all__ = [
+    "REQUEST_COLUMNS",
+    "hardware_id",
+    "cpu_name",
+    "package_versions",
+    "request_rows",
+    "engine_first_token",
+    "write_run_folder",
+    "read_requests",
+]
+
+REQUEST_COLUMNS = [
+    "request_id",
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "first_token_s",
+    "finish_s",
+    "warmup",
+    "planned_s",
+    "tokens_received",
+    "chunks",
+    "engine_first_token_s",
+    "trace_row",
+    "trace_prompt_tokens",
+    "trace_output_tokens",
+]
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def hardware_id(cpu: str, cores: int) -> str:
+    """A folder-safe name of the machine: ``amd-epyc-2c`` for "AMD EPYC" on 2 cores,
+    ``intel-xeon-2c`` for "Intel(R) Xeon(R) Processor" (trademarks, 'processor', 'cpu' and
+    clock speeds dropped)."""
+    s = re.sub(r"\((r|tm)\)", " ", cpu.lower())
+    s = re.sub(r"@.*$", " ", s)
+    s = re.sub(r"\b(processor|cpu|\d+-core)\b", " ", s)
+    s = re.sub(r"[^a-z0-9]+", "-", s).strip("-")
+    if not s:
+        s = "unknown"
+    if cores < 1:
+        raise InputError(f"core count must be >= 1, got {cores}")
+    return f"{s}-{int(cores)}c"
+
+
+def package_versions(
+    names: tuple[str, ...] = ("vllm-cpu", "torch", "transformers", "numpy"),
+) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for n in names:
+        try:
+            out[n] = metadata.version(n)
+        except metadata.PackageNotFoundError:
+            out[n] = None
+    return out
+
+
+def engine_first_token(steps: pd.DataFrame, request_ids: list[str]) -> dict[str, float]:
+    """Per request id, the end (``t_done_s``) of the iteration that completed its prompt, i.e.
+    when the engine had its first token. vLLM tags the ids it is given with a suffix
+    (``<id>-<hex>``); both forms are matched."""
+    known = set(request_ids)
+    out: dict[str, float] = {}
+    for ids, t in zip(steps["first_token_ids"].fillna(""), steps["t_done_s"], strict=True):
+        for rid in str(ids).split("|") if ids else ():
+            key = rid if rid in known else rid.rsplit("-", 1)[0]
+            if key in known and key not in out:
+                out[key] = float(t)
+    return out
+
+
+def request_rows(
+    table: pd.DataFrame, records: pd.DataFrame, steps: pd.DataFrame | None
+) -> pd.DataFrame:
+    """Join a request table, the client's records and the engine's first-token times into the
+    :data:`REQUEST_COLUMNS` rows (times relative to the run start, as in `records` and `steps`)."""
+    if list(table["request_id"]) != list(records["request_id"]):
+        raise InputError("request table and client records list different requests")
+    df = records.copy()
+    for col in ("warmup", "trace_row", "trace_prompt_tokens", "trace_output_tokens"):
+        df[col] = table[col].to_numpy() if col in table else (False if col == "warmup" else -1)
+    first = engine_first_token(steps, list(df["request_id"])) if steps is not None else {}
+    df["engine_first_token_s"] = [first.get(r, np.nan) for r in df["request_id"]]
+    return df[REQUEST_COLUMNS]
+
+
+def read_requests(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """A ``requests_<run>.csv`` file, checked for the columns and the time order the simulator
+    relies on (arrival <= first token <= finish)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"request file {str(p)!r} does not exist")
+    df = pd.read_csv(p)
+    missing = [c for c in REQUEST_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(f"request file {str(p)!r} lacks columns {missing}")
+    bad = ~((df["arrival_s"] <= df["first_token_s"]) & (df["first_token_s"] <= df["finish_s"]))
+    if bad.any():
+        raise InputError(
+            f"request file {str(p)!r}: {int(bad.sum())} row(s) break arrival <= first token <= finish"
+        )
+    return df
+
+
+def write_run_folder(out: str | os.PathLike[str], files: Mapping[str, Any]) -> Path:
+    """Write `files` (name -> DataFrame for ``.csv``, JSON-able object for ``.json``) into a new
+    folder beside `out` and put it in place of `out` (the old folder, if any, is removed only
+    once the new one is complete)."""
+    from llmqueue.io import write_csv, write_json
+
+    dest = Path(out)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    old = dest.with_name(f".{dest.name}.old")
+    try:
+        for name, obj in files.items():
+            if name.endswith(".csv"):
+                write_csv(obj, tmp / name)
+            elif name.endswith(".json"):
+                write_json(obj, tmp / name)
+            else:
+                raise InputError(f"run folder: {name!r} is neither .csv nor .json")
+        os.chmod(tmp, 0o755)
+        if old.exists():
+            shutil.rmtree(old)
+        if dest.exists():
+            dest.rename(old)
+        tmp.rename(dest)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest

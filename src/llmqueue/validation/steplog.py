@@ -1,0 +1,166 @@
+"""Per-iteration record of a serving engine: what one scheduler step ran and when.
+
+One row per engine iteration that scheduled any token (the columns of :data:`STEP_COLUMNS`):
+
+- ``t_sched_s``: clock (``time.monotonic``, seconds, the same clock in every process of the
+  machine) when the scheduler started planning the iteration; ``t_done_s`` when the engine had
+  the iteration's output (after the model ran and the scheduler took its tokens);
+- ``decode_seqs``: scheduled requests that each advance one generated token (their whole prompt
+  and earlier output already in the KV cache); ``prefill_tokens``: every other scheduled token
+  (prompt chunks, and recomputation of a preempted request's prompt and output);
+- ``context_tokens``: the KV tokens the iteration's attention reads, summed over the scheduled
+  requests: each request's cached tokens after the step (a decode of a sequence holding c tokens
+  counts c + 1; a prefill chunk from k to k + n counts k + n). This is the ``context_tokens`` of
+  :class:`llmqueue.latency.StepLaw`;
+- ``running`` / ``waiting``: queue lengths after the step was planned; ``preempted``: requests
+  preempted while planning it; ``kv_usage``: fraction of KV blocks in use; ``first_token_ids``:
+  requests whose prompt completes in this step (they get their first token from it), joined
+  with ``|``.
+
+The rows are computed by :func:`step_row` from plain numbers, so the bookkeeping is tested
+without an engine; :mod:`llmqueue.validation.probe` feeds it from vLLM's scheduler.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import IO, Any
+
+__all__ = [
+    "STEP_COLUMNS",
+    "STEP_LOG_ENV",
+    "ScheduledRequest",
+    "step_row",
+    "StepLogWriter",
+    "core_facts_path",
+    "write_core_facts",
+]
+
+# The engine-core process finds the file to append its rows to in this environment variable.
+STEP_LOG_ENV = "LLMQUEUE_STEP_LOG"
+
+STEP_COLUMNS = [
+    "step",
+    "t_sched_s",
+    "t_planned_s",
+    "t_done_s",
+    "scheduled_reqs",
+    "decode_seqs",
+    "prefill_reqs",
+    "prefill_tokens",
+    "context_tokens",
+    "decode_context_tokens",
+    "running",
+    "waiting",
+    "preempted",
+    "kv_usage",
+    "first_token_ids",
+]
+
+
+@dataclass(frozen=True)
+class ScheduledRequest:
+    """One request as a scheduler step leaves it (token counts; no timing).
+
+    `scheduled`: tokens computed for it in this step; `computed_after`: its tokens in the KV cache
+    once the step has run; `known_tokens`: prompt plus output tokens it has so far (before the
+    step's new token); `output_tokens`: output tokens it has so far.
+    """
+
+    request_id: str
+    scheduled: int
+    computed_after: int
+    known_tokens: int
+    output_tokens: int
+
+    @property
+    def is_decode(self) -> bool:
+        """One new token on top of a cache holding all earlier tokens (prompt and output)."""
+        return (
+            self.scheduled == 1
+            and self.output_tokens > 0
+            and self.computed_after - self.scheduled == self.known_tokens - 1
+        )
+
+    @property
+    def completes_prompt(self) -> bool:
+        """A first-time prefill chunk that reaches the end of the prompt: the step samples the
+        request's first output token."""
+        return self.output_tokens == 0 and self.computed_after >= self.known_tokens
+
+
+def step_row(
+    step: int,
+    t_sched_s: float,
+    t_planned_s: float,
+    t_done_s: float,
+    requests: Iterable[ScheduledRequest],
+    running: int,
+    waiting: int,
+    preempted: int,
+    kv_usage: float,
+) -> dict[str, Any]:
+    """The :data:`STEP_COLUMNS` row of one iteration from its scheduled requests."""
+    reqs = list(requests)
+    decode = [r for r in reqs if r.is_decode]
+    prefill = [r for r in reqs if not r.is_decode]
+    return {
+        "step": int(step),
+        "t_sched_s": float(t_sched_s),
+        "t_planned_s": float(t_planned_s),
+        "t_done_s": float(t_done_s),
+        "scheduled_reqs": len(reqs),
+        "decode_seqs": len(decode),
+        "prefill_reqs": len(prefill),
+        "prefill_tokens": sum(r.scheduled for r in prefill),
+        "context_tokens": sum(r.computed_after for r in reqs),
+        "decode_context_tokens": sum(r.computed_after for r in decode),
+        "running": int(running),
+        "waiting": int(waiting),
+        "preempted": int(preempted),
+        "kv_usage": float(kv_usage),
+        "first_token_ids": "|".join(r.request_id for r in reqs if r.completes_prompt),
+    }
+
+
+class StepLogWriter:
+    """Appends step rows to a CSV file, one flushed line per iteration.
+
+    The header is written when the file is new or empty; a row is flushed at once, so the rows
+    of an engine process that is killed are all on disk except, at worst, the last.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
+        self._fh: IO[str] = open(self.path, "a", newline="", buffering=1)  # noqa: SIM115
+        self._writer = csv.DictWriter(self._fh, fieldnames=STEP_COLUMNS, lineterminator="\n")
+        if new:
+            self._writer.writeheader()
+
+    def write(self, row: Mapping[str, Any]) -> None:
+        self._writer.writerow({k: _fmt(row[k]) for k in STEP_COLUMNS})
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+
+def _fmt(v: Any) -> Any:
+    return f"{v:.6f}" if isinstance(v, float) else v
+
+
+def core_facts_path(step_log: str | os.PathLike[str]) -> str:
+    """Where the engine core writes its scheduler's limits, beside the step log."""
+    return os.fspath(step_log) + ".core.json"
+
+
+def write_core_facts(path: str | os.PathLike[str], facts: Mapping[str, Any]) -> None:
+    from llmqueue.io import atomic_path
+
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(dict(facts), indent=2, sort_keys=True) + "\n")
