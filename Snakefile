@@ -17,6 +17,11 @@ configfile: "config/config.yaml"
 
 validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 
+
+# first: the environment (this checkout's llmqueue), shared helpers and the figure registry
+include: "workflow/rules/common.smk"
+
+
 from llmqueue.checks import check_config
 from llmqueue.errors import InputError
 
@@ -29,11 +34,11 @@ except InputError as err:
 report: "workflow/report/workflow.rst"
 
 
-include: "workflow/rules/common.smk"
 include: "workflow/rules/calibration.smk"
 include: "workflow/rules/profiling.smk"
 include: "workflow/rules/token_limit.smk"
 include: "workflow/rules/batching.smk"
+include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/notebooks.smk"
 
@@ -41,8 +46,6 @@ include: "workflow/rules/notebooks.smk"
 wildcard_constraints:
     profile="[A-Za-z0-9_\-]+",
     scenario="patient|impatient",
-    panel="|".join(FIG5_PANELS),
-    bprofile="|".join(FIG6_PROFILES),
 
 
 rule all:

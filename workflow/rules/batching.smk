@@ -1,27 +1,77 @@
-# Batching study (issue 4; paper Sec. IV, V-C): Fig. 3a, 3b, 5, 6a, 6b and claims 6-9.
-# Sweeps: exact embedded Markov chain, closed forms (Eq. 16, 25) and the Numba simulation per
-# (policy, lambda); lambda grids are fractions of each profile's best mu_b (config batching.*.rates).
+# Batching study (paper Sec. IV, V-C): Fig. 3a, 3b, 5, 6a, 6b and claims 6-9
+# (llmqueue.studies.batching). Sweeps: exact embedded Markov chain, closed forms (Eq. 16, 25) and
+# the simulation per (policy, lambda); lambda grids are fractions of each profile's best mu_b.
 BAT = config["batching"]
 BPROF = config.get("batch_profiles", {})
-BAT_CODE = lib(
-    "tokens.py",
-    "latency.py",
-    "analytic/batch_time.py",
-    "analytic/batch_chain.py",
-    "analytic/bulk.py",
-    "analytic/inoue.py",
-    "sim/batching.py",
-    "sim/stats.py",
+BAT_CODE = (
+    lib(
+        "tokens.py",
+        "latency.py",
+        "grids.py",
+        "seeds.py",
+        "policy.py",
+        "analytic/batch_time.py",
+        "analytic/batch_chain.py",
+        "analytic/bulk.py",
+        "analytic/inoue.py",
+        "sim/batching.py",
+        "studies/batching.py",
+    )
+    + SIM_ENGINE
 )
-BAT_SCRIPTS = ["workflow/scripts/batching_common.py"]
-FIG5_PANELS = list(BAT["fig5"]["panels"])
-FIG6_PROFILES = list(BAT["fig6"]["profiles"])
+F3, F5, F6 = BAT["fig3"], BAT["fig5"], BAT["fig6"]
+FIG5_PANELS = list(F5["panels"])
+FIG6_PROFILES = list(F6["profiles"])
+
+
+# The sweeps (llmqueue.studies.batching.SweepSpec), one small dict per figure: `stream` keys each
+# figure's random streams apart.
+SWEEPS = {
+    "fig5": dict(
+        curves="dynamic_vs_elastic",
+        tokens=F5["tokens"],
+        b_range=F5["b_range"],
+        rates=F5["rates"],
+        stream=5,
+        bound_fit_range=F5.get("bound_fit_range"),
+    ),
+    "fig6a": dict(
+        curves="fixed_batch",
+        tokens=F6["tokens"],
+        b_range=F6["b_range"],
+        rates=F6["rates"],
+        stream=61,
+        fixed_K=F6["fixed_K"],
+        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+    ),
+    "fig6b": dict(
+        curves="bmax",
+        tokens=F6["tokens"],
+        b_range=F6["b_range"],
+        rates=F6["rates"],
+        stream=62,
+        bmax=F6["bmax"],
+        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+    ),
+}
+# Which profile each sweep output uses: a Fig. 5 panel names a model, Fig. 6 files a profile.
+SWEEP_PROFILE = {
+    "fig5": lambda name: F5["panels"][name],
+    "fig6a": lambda name: name,
+    "fig6b": lambda name: name,
+}
+
+
+wildcard_constraints:
+    sweep="|".join(SWEEPS),
+    sname="|".join(sorted({*FIG5_PANELS, *FIG6_PROFILES})),
+    bprofile="|".join(FIG6_PROFILES),
 
 
 rule batching_fig3_data:
     input:
-        fits=[f for n in BAT["fig3"]["profiles"] for f in bprof_fit(n)],
-        code=BAT_CODE + BAT_SCRIPTS,
+        fits=[f for n in F3["profiles"] for f in bprof_fit(n)],
+        code=BAT_CODE,
     output:
         fig3a="results/batching/fig3a_EL_Hb.csv",
         fig3b="results/batching/fig3b_miub.csv",
@@ -32,197 +82,67 @@ rule batching_fig3_data:
     conda:
         "../../envs/analysis.yaml"
     params:
-        cfg=BAT["fig3"],
-        profiles={n: BPROF[n] for n in BAT["fig3"]["profiles"]},
+        profile_names=F3["profiles"],
+        profiles={n: BPROF[n] for n in F3["profiles"]},
+        fig3a_tokens=F3["fig3a_tokens"],
+        fig3b_tokens=F3["fig3b_tokens"],
+        b_max=F3["b_max"],
+        mc_samples=F3["mc_samples"],
         seed=config["seed"],
     script:
         "../scripts/batching_fig3.py"
 
 
-rule batching_fig5_sweep:
+rule batching_sweep:
+    """One lambda sweep: a Fig. 5 panel (sname = panel) or Fig. 6a / 6b (sname = profile)."""
     input:
-        fit=lambda w: bprof_fit(BAT["fig5"]["panels"][w.panel]),
-        code=BAT_CODE + BAT_SCRIPTS,
+        fit=lambda w: bprof_fit(SWEEP_PROFILE[w.sweep](w.sname)),
+        code=BAT_CODE,
     output:
-        sweep="results/batching/fig5_{panel}.csv",
+        "results/batching/{sweep}_{sname}.csv",
     log:
-        "logs/batching/fig5_{panel}.log",
+        "logs/batching/{sweep}_{sname}.log",
     benchmark:
-        "logs/benchmarks/batching_fig5_sweep_{panel}.tsv"
+        "logs/benchmarks/batching_sweep_{sweep}_{sname}.tsv"
     conda:
         "../../envs/analysis.yaml"
     params:
-        **_sweep_params("fig5", 5, BAT["fig5"]),
-        name=lambda w: w.panel,
-        profile=lambda w: BAT["fig5"]["panels"][w.panel],
-        profile_cfg=lambda w: BPROF[BAT["fig5"]["panels"][w.panel]],
+        spec=lambda w: SWEEPS[w.sweep],
+        profile=lambda w: SWEEP_PROFILE[w.sweep](w.sname),
+        profile_cfg=lambda w: BPROF[SWEEP_PROFILE[w.sweep](w.sname)],
+        sim=BAT["simulation"],
+        chain=BAT["chain"],
+        seed=config["seed"],
     script:
         "../scripts/batching_sweep.py"
 
 
-rule batching_fig6a_sweep:
+rule batching_kstar:
+    """Claim 8: every fixed K of claim_K at claim_rate, one profile."""
     input:
         fit=lambda w: bprof_fit(w.bprofile),
-        code=BAT_CODE + BAT_SCRIPTS,
+        code=BAT_CODE,
     output:
-        sweep="results/batching/fig6a_{bprofile}.csv",
-        kstar="results/batching/fig6a_kstar_{bprofile}.csv",
+        "results/batching/fig6a_kstar_{bprofile}.csv",
     log:
-        "logs/batching/fig6a_{bprofile}.log",
+        "logs/batching/kstar_{bprofile}.log",
     benchmark:
-        "logs/benchmarks/batching_fig6a_sweep_{bprofile}.tsv"
+        "logs/benchmarks/batching_kstar_{bprofile}.tsv"
     conda:
         "../../envs/analysis.yaml"
     params:
-        **_sweep_params("fig6a", 61, BAT["fig6"]),
-        name=lambda w: w.bprofile,
         profile=lambda w: w.bprofile,
         profile_cfg=lambda w: BPROF[w.bprofile],
+        tokens=F6["tokens"],
+        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+        rate_per_s=F6["claim_rate"],
+        k_range=F6["claim_K"],
+        sim=dict(BAT["simulation"], requests=F6["claim_requests"]),
+        chain=BAT["chain"],
+        seed=config["seed"],
+        stream=SWEEPS["fig6a"]["stream"],
     script:
-        "../scripts/batching_sweep.py"
-
-
-rule batching_fig6b_sweep:
-    input:
-        fit=lambda w: bprof_fit(w.bprofile),
-        code=BAT_CODE + BAT_SCRIPTS,
-    output:
-        sweep="results/batching/fig6b_{bprofile}.csv",
-    log:
-        "logs/batching/fig6b_{bprofile}.log",
-    benchmark:
-        "logs/benchmarks/batching_fig6b_sweep_{bprofile}.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        **_sweep_params("fig6b", 62, BAT["fig6"]),
-        name=lambda w: w.bprofile,
-        profile=lambda w: w.bprofile,
-        profile_cfg=lambda w: BPROF[w.bprofile],
-    script:
-        "../scripts/batching_sweep.py"
-
-
-rule batching_fig3a:
-    input:
-        data="results/batching/fig3a_EL_Hb.csv",
-        code=lib("plots/fig3a_EL_Hb.py", "plots/style.py"),
-    output:
-        pdf="figures/fig3a_EL_Hb.pdf",
-        png=report(
-            "figures/fig3a_EL_Hb.png",
-            caption="../report/fig3a_EL_Hb.rst",
-            category="Batching",
-        ),
-    log:
-        "logs/batching/plot_fig3a.log",
-    benchmark:
-        "logs/benchmarks/batching_fig3a.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        module="fig3a_EL_Hb",
-        profiles=BAT["fig3"]["profiles"],
-        verdicts={
-            n: BPROF[n].get("verdict", "independent") for n in BAT["fig3"]["profiles"]
-        },
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule batching_fig3b:
-    input:
-        data="results/batching/fig3b_miub.csv",
-        code=lib("plots/fig3b_miub.py", "plots/style.py"),
-    output:
-        pdf="figures/fig3b_miub.pdf",
-        png=report(
-            "figures/fig3b_miub.png",
-            caption="../report/fig3b_miub.rst",
-            category="Batching",
-        ),
-    log:
-        "logs/batching/plot_fig3b.log",
-    benchmark:
-        "logs/benchmarks/batching_fig3b.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        module="fig3b_miub",
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule batching_fig5:
-    input:
-        data="results/batching/fig5_{panel}.csv",
-        code=lib("plots/fig5_junyun.py", "plots/style.py"),
-    output:
-        pdf="figures/fig5_junyun_{panel}.pdf",
-        png=report(
-            "figures/fig5_junyun_{panel}.png",
-            caption="../report/fig5_junyun_{panel}.rst",
-            category="Batching",
-        ),
-    log:
-        "logs/batching/plot_fig5_{panel}.log",
-    benchmark:
-        "logs/benchmarks/batching_fig5_{panel}.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        module="fig5_junyun",
-        panel=lambda w: w.panel,
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule batching_fig6a:
-    input:
-        unpack(lambda w: {p: f"results/batching/fig6a_{p}.csv" for p in FIG6_PROFILES}),
-        code=lib("plots/fig6a_fix_bsz.py", "plots/style.py"),
-    output:
-        pdf="figures/fig6a_fix_bsz.pdf",
-        png=report(
-            "figures/fig6a_fix_bsz.png",
-            caption="../report/fig6a_fix_bsz.rst",
-            category="Batching",
-        ),
-    log:
-        "logs/batching/plot_fig6a.log",
-    benchmark:
-        "logs/benchmarks/batching_fig6a.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        module="fig6a_fix_bsz",
-        profiles=FIG6_PROFILES,
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule batching_fig6b:
-    input:
-        unpack(lambda w: {p: f"results/batching/fig6b_{p}.csv" for p in FIG6_PROFILES}),
-        code=lib("plots/fig6b_dy_bmax.py", "plots/style.py"),
-    output:
-        pdf="figures/fig6b_dy_bmax.pdf",
-        png=report(
-            "figures/fig6b_dy_bmax.png",
-            caption="../report/fig6b_dy_bmax.rst",
-            category="Batching",
-        ),
-    log:
-        "logs/batching/plot_fig6b.log",
-    benchmark:
-        "logs/benchmarks/batching_fig6b.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        module="fig6b_dy_bmax",
-        profiles=FIG6_PROFILES,
-    script:
-        "../scripts/plot_figure.py"
+        "../scripts/batching_kstar.py"
 
 
 rule batching_claims:
@@ -230,13 +150,18 @@ rule batching_claims:
         reference="data/reference/claims_batching.csv",
         fig3b="results/batching/fig3b_miub.csv",
         fig5=expand("results/batching/fig5_{panel}.csv", panel=FIG5_PANELS),
-        fig6a=expand("results/batching/fig6a_{bprofile}.csv", bprofile=FIG6_PROFILES),
         kstar=expand(
             "results/batching/fig6a_kstar_{bprofile}.csv", bprofile=FIG6_PROFILES
         ),
         fig6b=expand("results/batching/fig6b_{bprofile}.csv", bprofile=FIG6_PROFILES),
-        fits=[f for n in set(FIG6_PROFILES) for f in bprof_fit(n)],
-        code=BAT_CODE + lib("claims.py") + BAT_SCRIPTS,
+        fits=sorted(
+            {
+                f
+                for n in [*F3["profiles"], *F5["panels"].values(), *FIG6_PROFILES]
+                for f in bprof_fit(n)
+            }
+        ),
+        code=BAT_CODE + lib("claims.py"),
     output:
         "results/claims/batching.csv",
     log:
@@ -246,18 +171,74 @@ rule batching_claims:
     conda:
         "../../envs/analysis.yaml"
     params:
-        cfg=BAT,
-        profiles=BPROF,
+        profiles={
+            n: BPROF[n]
+            for n in sorted({*F3["profiles"], *F5["panels"].values(), *FIG6_PROFILES})
+        },
+        fig3_profiles=F3["profiles"],
+        fig3b_tokens=F3["fig3b_tokens"],
+        fig5_panels=F5["panels"],
+        fig5_rates=F5["rates"],
+        fig5_b_range=F5["b_range"],
+        fig5_bound_fit_range=F5.get("bound_fit_range"),
+        fig6_profiles=FIG6_PROFILES,
+        fig6_tokens=F6["tokens"],
+        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+        claim_rate=F6["claim_rate"],
+        inoue_fit_ranges=F6["inoue_fit_ranges"],
+        chain=BAT["chain"],
         tolerances=config["claims"]["tolerances"],
     script:
         "../scripts/batching_claims.py"
 
 
-STUDY_TARGETS["batching"] = [
-    *figure("fig3a_EL_Hb"),
-    *figure("fig3b_miub"),
-    *[f for p in FIG5_PANELS for f in figure(f"fig5_junyun_{p}")],
-    *figure("fig6a_fix_bsz"),
-    *figure("fig6b_dy_bmax"),
-]
 CLAIM_TABLES.append("results/claims/batching.csv")
+
+# ---- figures
+BAT_CATEGORY = "Batching (Sec. IV)"
+declare_figure(
+    "fig3a",
+    study="batching",
+    plot="fig3a_EL_Hb",
+    data={"data": "results/batching/fig3a_EL_Hb.csv"},
+    params=dict(
+        profiles=F3["profiles"],
+        verdicts={n: BPROF[n].get("verdict", "independent") for n in F3["profiles"]},
+    ),
+    category=BAT_CATEGORY,
+)
+declare_figure(
+    "fig3b",
+    study="batching",
+    claims=[6],
+    plot="fig3b_miub",
+    data={"data": "results/batching/fig3b_miub.csv"},
+    category=BAT_CATEGORY,
+)
+declare_figure(
+    "fig5",
+    study="batching",
+    claims=[7],
+    plot="fig5_junyun",
+    panels=FIG5_PANELS,
+    data=lambda panel: {"data": f"results/batching/fig5_{panel}.csv"},
+    category=BAT_CATEGORY,
+)
+declare_figure(
+    "fig6a",
+    study="batching",
+    claims=[8],
+    plot="fig6a_fix_bsz",
+    data={p: f"results/batching/fig6a_{p}.csv" for p in FIG6_PROFILES},
+    params=dict(profiles=FIG6_PROFILES),
+    category=BAT_CATEGORY,
+)
+declare_figure(
+    "fig6b",
+    study="batching",
+    claims=[9],
+    plot="fig6b_dy_bmax",
+    data={p: f"results/batching/fig6b_{p}.csv" for p in FIG6_PROFILES},
+    params=dict(profiles=FIG6_PROFILES),
+    category=BAT_CATEGORY,
+)

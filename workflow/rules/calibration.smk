@@ -1,5 +1,5 @@
 # Calibration from the paper's published numbers: the Table I least-squares fit S = a*N + b0
-# (four rows with input 128, equations.md) that the token-limit study uses by default.
+# (four rows with input 128, docs/equations.md) that the token-limit study uses by default.
 
 
 rule fit_table1:

@@ -1,9 +1,33 @@
-# Shared helpers: code dependencies, study targets, claim tables, latency-profile inputs.
+# Shared by every rule file (the job environment, library dependencies, fit inputs, study targets,
+# claim tables), the figure registry (declare_figure; figures.smk makes its rules) and the
+# helpers of the study rule files.
+import os
+import sys
 from pathlib import Path
 
 LIB = Path("src/llmqueue")
 
-# Each study appends its final outputs (figures, tables) and its claims CSV here.
+# The environment, set once for the whole workflow:
+# - this Snakemake process and its jobs (and the notebooks' kernels) import this checkout's
+#   llmqueue (sys.path here, PYTHONPATH for the jobs), whatever llmqueue the interpreter has
+#   installed: also inside a conda env (--sdm conda), on a cluster node, or in the second build
+#   directory of `make verify`;
+# - PATH: `shell:` rules that call `python` get the interpreter running Snakemake (.venv), not
+#   whatever `python` comes first on the caller's PATH (a conda env, activated for a job, still
+#   comes first).
+SRC = str(Path(workflow.basedir) / "src")
+if SRC not in sys.path[:1]:
+    sys.path.insert(0, SRC)
+os.environ.update(
+    PYTHONPATH=os.pathsep.join(p for p in [SRC, os.environ.get("PYTHONPATH", "")] if p),
+    PATH=os.pathsep.join(
+        [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
+    ),
+)
+
+from llmqueue.latency import fit_json_path
+
+# Each study appends its final outputs (figures, tables, fits) and its claims CSV here.
 STUDY_TARGETS = {}
 CLAIM_TABLES = []
 
@@ -13,21 +37,120 @@ def lib(*modules):
     return [str(LIB / m) for m in modules]
 
 
+# The simulators' shared parts (llmqueue.sim): a job that simulates depends on them all.
+SIM_CORE = lib(
+    "sim/rng.py", "sim/laws.py", "sim/recorder.py", "sim/result.py", "sim/stats.py"
+)
+SIM_ENGINE = SIM_CORE + lib(
+    "sim/engine.py",
+    "sim/queue.py",
+    "sim/timelaw.py",
+    "sim/workload.py",
+    "sim/predictors.py",
+)
+
+
 def all_targets():
     return [t for targets in STUDY_TARGETS.values() for t in targets]
 
 
-def figure(stem):
-    """The PDF and PNG of a figure stem, e.g. figure('fig4a_mg1_EW')."""
-    return [f"figures/{stem}.pdf", f"figures/{stem}.png"]
+def fit_inputs(profile_cfg):
+    """The fit.json a profile (latency or batch) of kind 'fit' is read from; none if fixed."""
+    path = fit_json_path(profile_cfg)
+    return [path] if path else []
 
 
-def latency_profile_inputs(name):
-    """The fit.json a latency profile needs (none for a fixed profile)."""
-    prof = config["latency_profiles"][name]
-    if prof["kind"] == "fit":
-        return [f"results/profiling/{prof['source']}/{prof['model']}/fit.json"]
-    return []
+# ---- the figure registry ------------------------------------------------------------------------
+# Every figure and table of every study is declared once, by declare_figure in its study's rule
+# file. From the registry come: the plot rule(s) and a target rule named after the figure
+# (figures.smk; `make fig4d` forwards to it), the study's final outputs (rule all), the figures
+# each study notebook shows, the claim numbers each caption's verdict lists, and the list
+# `make figures` prints (results/figures.tsv).
+FIGURES = {}
+
+
+def declare_figure(
+    target,
+    *,
+    study,
+    claims=(),
+    plot=None,
+    data=None,
+    params=None,
+    helpers=(),
+    panels=None,
+    category=None,
+    outputs=None,
+):
+    """Register figure (or table) `target` (e.g. "fig4d"; also its make and Snakemake target).
+
+    A plotted figure names its `plot` module (src/llmqueue/plots/<plot>.py, caption
+    workflow/report/<plot>.rst) and its `data`: {input name: path} (a dict; for `panels`, a
+    function of the panel returning one). `params`: {name: value} passed to the plot, one value
+    per key, so editing one config key reruns only the plots that read it (a function of the
+    panel where it differs per panel). `helpers`: further library files the plot imports.
+    `panels`: names of the panels drawn as separate files <plot>_<panel>.{pdf,png}.
+    A table written by a study rule instead names its `outputs` (caption workflow/report/<target>.rst).
+    `claims`: the paper's claim numbers (docs/figures.md) whose verdicts its caption shows.
+    """
+    if target in FIGURES:
+        raise ValueError(f"figure {target!r} is declared twice")
+    if (plot is None) == (outputs is None):
+        raise ValueError(
+            f"figure {target!r}: give a plot module or the outputs of a table"
+        )
+    if plot is None:
+        stems = [target]
+        files = list(outputs)
+    else:
+        stems = [f"{plot}_{p}" for p in panels] if panels else [plot]
+        files = [f"figures/{s}.{ext}" for s in stems for ext in ("pdf", "png")]
+    FIGURES[target] = {
+        "target": target,
+        "study": study,
+        "claims": list(claims),
+        "module": plot,
+        "caption": f"workflow/report/{plot or target}.rst",
+        "data": data or {},
+        "params": params or {},
+        "helpers": list(helpers),
+        "panels": list(panels or []),
+        "category": category or study,
+        "stems": stems,
+        "outputs": files,
+    }
+    STUDY_TARGETS.setdefault(study, []).extend(files)
+
+
+def figures_of(study):
+    """Stems of a study's figures and tables, in declaration order."""
+    return [s for f in FIGURES.values() if f["study"] == study for s in f["stems"]]
+
+
+def figure_claims():
+    """{stem: claim numbers} of every figure whose caption shows verdicts."""
+    return {s: f["claims"] for f in FIGURES.values() if f["claims"] for s in f["stems"]}
+
+
+def study_claims(study):
+    """The claim numbers a study's figures report (its notebook shows their rows)."""
+    return sorted(
+        {c for f in FIGURES.values() if f["study"] == study for c in f["claims"]}
+    )
+
+
+# ---- the plot rules of a registered figure (figures.smk)
+def _plot_inputs(fig, panel):
+    data = fig["data"](panel) if callable(fig["data"]) else fig["data"]
+    code = lib(f"plots/{fig['module']}.py", "plots/style.py", *fig["helpers"])
+    return dict(data, code=code)
+
+
+def _plot_params(fig, panel):
+    values = {k: (v(panel) if callable(v) else v) for k, v in fig["params"].items()}
+    if panel is not None:
+        values["panel"] = panel
+    return {"module": fig["module"], **values}
 
 
 # ---- token-limit study (workflow/rules/token_limit.smk; TL is defined there)
@@ -35,34 +158,16 @@ def tl_tables(name):
     return expand(f"results/token_limit/{{profile}}/{name}.csv", profile=TL_PROFILES)
 
 
-def tl_figure_inputs(scenario_tables):
-    def inputs(wildcards):
-        files = {}
-        for name in scenario_tables:
-            files[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
-            for p in TL.get("extra_profiles", []):
-                files[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
-        return files
-
-    return inputs
+def tl_figure_data(*tables):
+    data = {}
+    for name in tables:
+        data[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
+        for p in TL.get("extra_profiles", []):
+            data[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
+    return data
 
 
-# ---- batching study (workflow/rules/batching.smk; BAT, BPROF are defined there)
+# ---- batching study (workflow/rules/batching.smk; BPROF is defined there)
 def bprof_fit(name):
     """The fit.json a batch profile of kind 'fit' is read from (none for a fixed profile)."""
-    p = BPROF[name]
-    if p.get("kind", "fixed") == "fit":
-        return [f"results/profiling/{p['source']}/{p['model']}/fit.json"]
-    return []
-
-
-def _sweep_params(figure, fig_index, section):
-    return dict(
-        figure=figure,
-        fig_index=fig_index,
-        cfg=section,
-        sim=BAT["simulation"],
-        chain=BAT["chain"],
-        seed=config["seed"],
-        tail_cap=BAT.get("tail_cap_tokens"),
-    )
+    return fit_inputs(BPROF[name])

@@ -4,63 +4,17 @@
 # depend on them, never the other way round.
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-import sys
 
-# The job environment (kept here so every rule file sees it; the lead may move it to common.smk):
-# - PYTHONPATH: jobs import this checkout's llmqueue, also inside a conda env (--sdm conda), on a
-#   cluster node, or in the second build directory of `make verify`;
-# - PATH: `shell:` rules that call `python` get the interpreter running Snakemake (.venv), not
-#   whatever `python` comes first on the caller's PATH (a conda env, activated for a job, still
-#   comes first).
-os.environ.update(
-    PYTHONPATH=os.pathsep.join(
-        p
-        for p in [str(Path(workflow.basedir) / "src"), os.environ.get("PYTHONPATH", "")]
-        if p
-    ),
-    PATH=os.pathsep.join(
-        [str(Path(sys.executable).parent), os.environ.get("PATH", "")]
-    ),
-)
-
-# Figure and table stems of each study (figures.md); a notebook shows those that exist.
+# The figures and tables of each study (the figure registry, common.smk), the claim numbers each
+# notebook reports and each figure caption's verdict lists.
 REPORT_STUDIES = {
-    "profiling": ["table1", "fig2a_time_token_line", "fig2b_throughput"],
-    "token_limit": [
-        "fig4a_mg1_EW",
-        "fig4b_mg1_EWqs",
-        "fig4c_mg1_pai",
-        "fig4d_tradeoff",
-    ],
-    "batching": [
-        "fig3a_EL_Hb",
-        "fig3b_miub",
-        "fig5_junyun_llama",
-        "fig5_junyun_alpaca",
-        "fig5_junyun_chatglm",
-        "fig6a_fix_bsz",
-        "fig6b_dy_bmax",
-    ],
+    study: figures_of(study)
+    for study in dict.fromkeys(f["study"] for f in FIGURES.values())
 }
-# The paper's claim numbers (figures.md) each study and each figure caption reports.
-STUDY_CLAIMS = {"profiling": [1, 2], "token_limit": [3, 4, 5], "batching": [6, 7, 8, 9]}
-FIGURE_CLAIMS = {
-    "table1": [1],
-    "fig2b_throughput": [2],
-    "fig3b_miub": [6],
-    "fig4a_mg1_EW": [3],
-    "fig4b_mg1_EWqs": [4],
-    "fig4c_mg1_pai": [4],
-    "fig4d_tradeoff": [3, 4, 5],
-    "fig5_junyun_llama": [7],
-    "fig5_junyun_alpaca": [7],
-    "fig5_junyun_chatglm": [7],
-    "fig6a_fix_bsz": [8],
-    "fig6b_dy_bmax": [9],
-}
+STUDY_CLAIMS = {study: study_claims(study) for study in REPORT_STUDIES}
+FIGURE_CLAIMS = figure_claims()
 # Everything the studies registered so far (this file is included last).
 UPSTREAM_TARGETS = all_targets()
 

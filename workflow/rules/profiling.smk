@@ -1,17 +1,23 @@
 # Profiling study (issue 5; paper Sec. II): Table I, Fig. 2a, Fig. 2b, the KV-cache limit, claims 1-2,
 # and the per-model latency profiles (results/profiling/<source>/<model>/fit.json) the other studies read.
 #
-# Sources: paper (Table I, calibration.smk), roofline-<gpu> (predicted, never measured), and every
-# committed measurement folder data/profiling/<hardware-id>/ listed in profiling.measured.
+# Sources: paper (Table I, calibration.smk), roofline-<gpu> (predicted, never measured), kernel
+# profiles measured by others (profiling.kernel_profiles: vidur's per-operator CSVs + roofline
+# attention, verdict measured-kernels), and every committed measurement folder
+# data/profiling/<hardware-id>/ listed in profiling.measured. Each writes
+# results/profiling/<source>/<model>/fit.json with linear, batch and step laws.
 # Measuring is never part of `make reproduce` (timings never repeat exactly): on CPU only the tiny
 # smoke profile runs (logs/profiling-smoke/); `profile_cpu` / `profile_cuda` re-measure on demand.
-
-import sys
 
 PROF = config["profiling"]
 PROF_MODELS = PROF["models"]
 ROOF_GPUS = PROF["roofline"]["gpus"]
 MEASURED = PROF.get("measured", [])
+KERNELS = PROF.get("kernel_profiles", {})
+KERNEL_FITS = [
+    f"results/profiling/{k}/{v['model']}/fit.json" for k, v in KERNELS.items()
+]
+STEP_PROFILES = config.get("step_profiles", {})
 PROF_CODE = lib(
     "profiling/__init__.py",
     "profiling/models.py",
@@ -19,14 +25,17 @@ PROF_CODE = lib(
     "profiling/kvcache.py",
     "profiling/roofline.py",
     "profiling/fits.py",
+    "profiling/steplaw.py",
     "latency.py",
 )
+KERNEL_CODE = PROF_CODE + lib("profiling/kernels.py")
 
 
 wildcard_constraints:
     pmodel="|".join(PROF_MODELS),
     gpu="|".join(ROOF_GPUS),
     hw="|".join(MEASURED) if MEASURED else "NO_MEASURED_SOURCE",
+    ksrc="|".join(KERNELS) if KERNELS else "NO_KERNEL_SOURCE",
 
 
 rule profiling_roofline_fit:
@@ -43,9 +52,39 @@ rule profiling_roofline_fit:
         "../../envs/analysis.yaml"
     params:
         # only what the roofline fit reads: other profiling keys changing must not rerun it
-        profiling={k: PROF[k] for k in ("table1_pairs", "fig2b", "roofline")},
+        profiling={
+            k: PROF[k]
+            for k in ("table1_pairs", "fig2b", "roofline", "step_law")
+            if k in PROF
+        },
     script:
         "../scripts/profiling_roofline_fit.py"
+
+
+rule profiling_kernel_fit:
+    """Kernel-profile source (verdict 'measured-kernels'): linear layers from kernels measured by
+    others, attention and LM head by the roofline; linear, batch and step laws."""
+    input:
+        csv=lambda w: KERNELS[w.ksrc]["csv"],
+        meta=lambda w: str(Path(KERNELS[w.ksrc]["csv"]).parent / "meta.json"),
+        code=KERNEL_CODE,
+    output:
+        "results/profiling/{ksrc}/{pmodel}/fit.json",
+    log:
+        "logs/profiling/kernel_fit_{ksrc}_{pmodel}.log",
+    benchmark:
+        "logs/benchmarks/profiling_kernel_fit_{ksrc}_{pmodel}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        kernel=lambda w: KERNELS[w.ksrc],
+        profiling={
+            k: PROF[k]
+            for k in ("table1_pairs", "fig2b", "roofline", "step_law")
+            if k in PROF
+        },
+    script:
+        "../scripts/profiling_kernel_fit.py"
 
 
 rule profiling_measured_fit:
@@ -54,6 +93,10 @@ rule profiling_measured_fit:
         timing="data/profiling/{hw}/timing.csv",
         e2e="data/profiling/{hw}/e2e.csv",
         meta="data/profiling/{hw}/meta.json",
+        # step_law.csv when the folder has one (a GPU that ran the step law)
+        step=lambda w: [
+            p for p in [f"data/profiling/{w.hw}/step_law.csv"] if Path(p).is_file()
+        ],
         code=PROF_CODE,
     output:
         "results/profiling/{hw}/{pmodel}/fit.json",
@@ -106,7 +149,9 @@ rule profiling_figure_data:
         timing=expand("data/profiling/{hw}/timing.csv", hw=MEASURED),
         e2e=expand("data/profiling/{hw}/e2e.csv", hw=MEASURED),
         meta=expand("data/profiling/{hw}/meta.json", hw=MEASURED),
-        code=PROF_CODE + lib("profiling/tables.py"),
+        kernel_fits=KERNEL_FITS,
+        kernel_csvs=[v["csv"] for v in KERNELS.values()],
+        code=KERNEL_CODE + lib("profiling/tables.py"),
     output:
         fig2a_points="results/profiling/fig2a_points.csv",
         fig2a_lines="results/profiling/fig2a_lines.csv",
@@ -124,73 +169,31 @@ rule profiling_figure_data:
     conda:
         "../../envs/analysis.yaml"
     params:
-        profiling=PROF,
+        # only what the figure data read: other profiling keys changing must not rerun it
+        profiling={
+            k: PROF[k]
+            for k in ("models", "fig2a", "fig2b", "roofline", "kernel_profiles")
+        },
         measured=MEASURED,
     script:
         "../scripts/profiling_figure_data.py"
-
-
-rule profiling_fig2a:
-    input:
-        points="results/profiling/fig2a_points.csv",
-        lines="results/profiling/fig2a_lines.csv",
-        code=lib("plots/fig2a_time_token_line.py", "plots/style.py"),
-    output:
-        pdf=report(
-            "figures/fig2a_time_token_line.pdf",
-            caption="../report/fig2a_time_token_line.rst",
-            category="Profiling",
-        ),
-        png="figures/fig2a_time_token_line.png",
-    log:
-        "logs/profiling/fig2a.log",
-    benchmark:
-        "logs/benchmarks/profiling_fig2a.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        module="fig2a_time_token_line",
-    script:
-        "../scripts/plot_figure.py"
-
-
-rule profiling_fig2b:
-    input:
-        points="results/profiling/fig2b_points.csv",
-        lines="results/profiling/fig2b_lines.csv",
-        code=lib("plots/fig2b_throughput.py", "plots/style.py"),
-    output:
-        pdf=report(
-            "figures/fig2b_throughput.pdf",
-            caption="../report/fig2b_throughput.rst",
-            category="Profiling",
-        ),
-        png="figures/fig2b_throughput.png",
-    log:
-        "logs/profiling/fig2b.log",
-    benchmark:
-        "logs/benchmarks/profiling_fig2b.tsv"
-    conda:
-        "../../envs/analysis.yaml"
-    params:
-        module="fig2b_throughput",
-        throughput_input=PROF["fig2b"]["throughput_input_tokens"],
-        throughput_output=PROF["fig2b"]["throughput_output_tokens"],
-        timing_input=PROF["fig2b"]["timing_input_tokens"],
-    script:
-        "../scripts/plot_figure.py"
 
 
 rule profiling_claims:
     """Claims 1a-1h (Table I) and 2a-2c (KV-cache limit) against data/reference/claims_profiling.csv."""
     input:
         reference="data/reference/claims_profiling.csv",
+        table1=config["data"]["table1"],
         kv="results/profiling/kv_limit.csv",
         roofline=expand(
             "results/profiling/roofline-{gpu}/llama2-7b-chat/fit.json", gpu=ROOF_GPUS
         ),
         table1_ours="figures/table1.csv",
         meta=expand("data/profiling/{hw}/meta.json", hw=MEASURED),
+        measured_fits=expand(
+            "results/profiling/{hw}/llama2-7b-chat/fit.json", hw=MEASURED
+        ),
+        kernel_fits=KERNEL_FITS,
         code=PROF_CODE + lib("claims.py", "profiling/claim_rows.py"),
     output:
         "results/claims/profiling.csv",
@@ -201,12 +204,35 @@ rule profiling_claims:
     conda:
         "../../envs/analysis.yaml"
     params:
-        profiling=PROF,
+        roofline=PROF["roofline"],
         measured=MEASURED,
+        kernels=list(KERNELS),
         tolerances=config["claims"]["tolerances"],
-        table1=config["data"]["table1"],
     script:
         "../scripts/profiling_claims.py"
+
+
+rule profiling_step_laws:
+    """Every named serving step law (config step_profiles) resolved from its fit.json, one row each."""
+    input:
+        fits=[
+            f"results/profiling/{p['source']}/{p['model']}/fit.json"
+            for p in STEP_PROFILES.values()
+            if p.get("kind") == "fit"
+        ],
+        code=PROF_CODE,
+    output:
+        "results/profiling/step_laws.csv",
+    log:
+        "logs/profiling/step_laws.log",
+    benchmark:
+        "logs/benchmarks/profiling_step_laws.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        step_profiles=STEP_PROFILES,
+    script:
+        "../scripts/profiling_step_laws.py"
 
 
 rule profiling_smoke:
@@ -232,6 +258,7 @@ rule profiling_smoke:
 
 
 # On-demand measurement (never in `rule all`): copy the result to data/profiling/<id>/ to commit it.
+# On CUDA, `measure` runs every part: timing, composition, Fig. 2a, and the serving step law.
 rule profile_cpu:
     output:
         directory("results/profiling-runs/cpu-{hwid}"),
@@ -260,20 +287,55 @@ rule profile_cuda:
         "python -m llmqueue.profiling measure --device cuda --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
 
-STUDY_TARGETS["profiling"] = [
-    *expand(
-        "results/profiling/roofline-{gpu}/{pmodel}/fit.json",
-        gpu=ROOF_GPUS,
-        pmodel=PROF_MODELS,
-    ),
-    *expand(
-        "results/profiling/{hw}/{pmodel}/fit.json", hw=MEASURED, pmodel=PROF_MODELS
-    ),
-    "results/profiling/kv_limit.csv",
-    *figure("fig2a_time_token_line"),
-    *figure("fig2b_throughput"),
-    "figures/table1.csv",
-    "figures/table1.md",
-    "logs/profiling-smoke/meta.json",
-]
+STUDY_TARGETS.setdefault("profiling", []).extend(
+    [
+        *expand(
+            "results/profiling/roofline-{gpu}/{pmodel}/fit.json",
+            gpu=ROOF_GPUS,
+            pmodel=PROF_MODELS,
+        ),
+        *expand(
+            "results/profiling/{hw}/{pmodel}/fit.json", hw=MEASURED, pmodel=PROF_MODELS
+        ),
+        *KERNEL_FITS,
+        "results/profiling/step_laws.csv",
+        "results/profiling/kv_limit.csv",
+        "logs/profiling-smoke/meta.json",
+    ]
+)
 CLAIM_TABLES.append("results/claims/profiling.csv")
+
+# ---- figures and Table I
+declare_figure(
+    "table1",
+    study="profiling",
+    claims=[1],
+    outputs=["figures/table1.csv", "figures/table1.md"],
+)
+declare_figure(
+    "fig2a",
+    study="profiling",
+    plot="fig2a_time_token_line",
+    data={
+        "points": "results/profiling/fig2a_points.csv",
+        "lines": "results/profiling/fig2a_lines.csv",
+    },
+    category="Profiling",
+)
+declare_figure(
+    "fig2b",
+    study="profiling",
+    claims=[2],
+    plot="fig2b_throughput",
+    data={
+        "points": "results/profiling/fig2b_points.csv",
+        "lines": "results/profiling/fig2b_lines.csv",
+    },
+    params=dict(
+        throughput_input=PROF["fig2b"]["throughput_input_tokens"],
+        throughput_output=PROF["fig2b"]["throughput_output_tokens"],
+        timing_input=PROF["fig2b"]["timing_input_tokens"],
+    ),
+    helpers=["plots/fig2a_time_token_line.py"],
+    category="Profiling",
+)

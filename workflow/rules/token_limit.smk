@@ -1,22 +1,32 @@
-# Token-limit study (paper Sec. III, V-B): Fig. 4a-4d and claims 3-5.
+# Token-limit study (paper Sec. III, V-B): Fig. 4a-4d and claims 3-5 (llmqueue.studies.token_limit).
 TL = config["token_limit"]
 TL_PROFILES = [TL["profile"], *TL.get("extra_profiles", [])]
-TL_CODE = lib(
-    "tokens.py",
-    "latency.py",
-    "seeds.py",
-    "analytic/mg1.py",
-    "analytic/impatience.py",
-    "analytic/tradeoff.py",
-    "sim/mg1.py",
-    "sim/stats.py",
-    "studies/token_limit.py",
+TL_CODE = (
+    lib(
+        "tokens.py",
+        "latency.py",
+        "grids.py",
+        "seeds.py",
+        "analytic/mg1.py",
+        "analytic/impatience.py",
+        "analytic/tradeoff.py",
+        "sim/mg1.py",
+        "studies/token_limit.py",
+    )
+    + SIM_CORE
 )
+TL_SCENARIO = {
+    "patient": dict(rate_per_s=TL["patient"]["rate_per_s"], patience_s=None),
+    "impatient": dict(
+        rate_per_s=TL["impatient"]["rate_per_s"],
+        patience_s=TL["impatient"]["patience_s"],
+    ),
+}
 
 
 rule token_limit_sweep:
     input:
-        fit=lambda w: latency_profile_inputs(w.profile),
+        fit=lambda w: fit_inputs(config["latency_profiles"][w.profile]),
         code=TL_CODE,
     output:
         "results/token_limit/{profile}/{scenario}.csv",
@@ -27,10 +37,20 @@ rule token_limit_sweep:
     conda:
         "../../envs/analysis.yaml"
     params:
-        section=TL,
-        profile_cfg=lambda w: config["latency_profiles"][w.profile],
-        simulate=lambda w: w.profile == TL["profile"],
+        tokens=TL["tokens"],
+        limits=TL["limits"],
+        rate_per_s=lambda w: TL_SCENARIO[w.scenario]["rate_per_s"],
+        patience_s=lambda w: TL_SCENARIO[w.scenario]["patience_s"],
+        # only the main profile is simulated; the others are drawn from their closed forms
+        sim=lambda w: TL["simulation"] if w.profile == TL["profile"] else None,
         seed=config["seed"],
+        # the interpolation's reading and the exact solver's grid (impatient users only)
+        impatience=lambda w: (
+            dict(TL["exact"], exp_reading=TL["impatience_exp_reading"])
+            if w.scenario == "impatient"
+            else None
+        ),
+        profile_cfg=lambda w: config["latency_profiles"][w.profile],
     script:
         "../scripts/token_limit_sweep.py"
 
@@ -50,7 +70,8 @@ rule token_limit_tradeoff:
     conda:
         "../../envs/analysis.yaml"
     params:
-        section=TL,
+        tokens=TL["tokens"],
+        tradeoff=TL["tradeoff"],
     script:
         "../scripts/token_limit_tradeoff.py"
 
@@ -62,59 +83,90 @@ rule token_limit_claims:
         impatient=tl_tables("impatient"),
         tradeoff=tl_tables("tradeoff"),
         gamma_sweep=tl_tables("gamma_sweep"),
-        fits=[f for p in TL_PROFILES for f in latency_profile_inputs(p)],
+        fits=[f for p in TL_PROFILES for f in fit_inputs(config["latency_profiles"][p])],
         code=TL_CODE + lib("claims.py"),
     output:
         "results/claims/token_limit.csv",
     log:
         "logs/token_limit/claims.log",
+    benchmark:
+        "logs/benchmarks/token_limit_claims.tsv"
     conda:
         "../../envs/analysis.yaml"
     params:
-        section=TL,
+        tokens=TL["tokens"],
         profiles={p: config["latency_profiles"][p] for p in TL_PROFILES},
+        claim_limits=TL["claim_limits"],
+        main_profile=TL["profile"],
         tolerances=config["claims"]["tolerances"],
     script:
         "../scripts/token_limit_claims.py"
 
 
-# figure stem -> (tables it draws, shared plot helpers it imports besides plots/style.py)
-TL_FIGURES = {
-    "fig4a_mg1_EW": (["patient"], ["plots/_token_limit.py"]),
-    "fig4b_mg1_EWqs": (["impatient"], ["plots/_token_limit.py", "plots/_impatient.py"]),
-    "fig4c_mg1_pai": (["impatient"], ["plots/_token_limit.py", "plots/_impatient.py"]),
-    "fig4d_tradeoff": (["tradeoff"], ["plots/_token_limit.py", "analytic/tradeoff.py"]),
-}
-
-
-for _stem, (_tables, _helpers) in TL_FIGURES.items():
-
-    rule:
-        name:
-            f"plot_{_stem}"
-        input:
-            unpack(tl_figure_inputs(_tables)),
-            code=lib(f"plots/{_stem}.py", "plots/style.py", *_helpers),
-        output:
-            pdf=f"figures/{_stem}.pdf",
-            png=report(
-                f"figures/{_stem}.png",
-                caption=f"../report/{_stem}.rst",
-                category="Token limit (Sec. III)",
-            ),
-        log:
-            f"logs/figures/{_stem}.log",
-        conda:
-            "../../envs/analysis.yaml"
-        params:
-            module=_stem,
-            main_profile=TL["profile"],
-            extra_profiles=TL.get("extra_profiles", []),
-            profiles={p: config["latency_profiles"][p] for p in TL_PROFILES},
-            section=TL,
-        script:
-            "../scripts/plot_figure.py"
-
-
-STUDY_TARGETS["token_limit"] = [f for stem in TL_FIGURES for f in figure(stem)]
 CLAIM_TABLES.append("results/claims/token_limit.csv")
+
+
+# ---- figures (Fig. 4a-4d: the main profile, each extra profile as a labelled second curve;
+# tl_figure_data in common.smk)
+TL_PLOT = dict(
+    main_profile=TL["profile"],
+    extra_profiles=TL.get("extra_profiles", []),
+    verdicts={p: config["latency_profiles"][p].get("verdict") for p in TL_PROFILES},
+    tokens=TL["tokens"],
+)
+TL_IMPATIENT = dict(
+    TL_PLOT,
+    rate_per_s=TL["impatient"]["rate_per_s"],
+    patience_s=TL["impatient"]["patience_s"],
+)
+TL_CATEGORY = "Token limit (Sec. III)"
+
+declare_figure(
+    "fig4a",
+    study="token_limit",
+    claims=[3],
+    plot="fig4a_mg1_EW",
+    data=tl_figure_data("patient"),
+    params=dict(TL_PLOT, rate_per_s=TL["patient"]["rate_per_s"]),
+    helpers=["plots/_token_limit.py"],
+    category=TL_CATEGORY,
+)
+declare_figure(
+    "fig4b",
+    study="token_limit",
+    claims=[4],
+    plot="fig4b_mg1_EWqs",
+    data=tl_figure_data("impatient"),
+    params=TL_IMPATIENT,
+    helpers=["plots/_token_limit.py", "plots/_impatient.py"],
+    category=TL_CATEGORY,
+)
+declare_figure(
+    "fig4c",
+    study="token_limit",
+    claims=[4],
+    plot="fig4c_mg1_pai",
+    data=tl_figure_data("impatient"),
+    params=TL_IMPATIENT,
+    helpers=["plots/_token_limit.py", "plots/_impatient.py"],
+    category=TL_CATEGORY,
+)
+declare_figure(
+    "fig4d",
+    study="token_limit",
+    claims=[3, 4, 5],
+    plot="fig4d_tradeoff",
+    data=tl_figure_data("tradeoff"),
+    params=dict(
+        TL_PLOT,
+        rate_per_s=TL["patient"]["rate_per_s"],
+        patience_s=TL["impatient"]["patience_s"],
+        alpha_patient=TL["tradeoff"]["alpha_patient"],
+        alpha_impatient=TL["tradeoff"]["alpha_impatient"],
+        loss_cost=TL["tradeoff"]["loss_cost"],
+        paper_optimum_patient=TL["claim_limits"]["patient"],
+        paper_optimum_impatient=TL["claim_limits"]["impatient"],
+    ),
+    helpers=["plots/_token_limit.py", "analytic/tradeoff.py"],
+    category=TL_CATEGORY,
+)

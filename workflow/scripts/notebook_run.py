@@ -6,7 +6,6 @@ written atomically, so a killed run leaves no notebook that looks finished.
 """
 
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -28,10 +27,8 @@ parameters = {
     "config_file": "config/config.yaml",
     "root": str(root),
 }
-# The kernel must import the same llmqueue as the pipeline (editable install or PYTHONPATH).
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in [str(root / "src"), os.environ.get("PYTHONPATH", "")] if p
-)
+# The kernel imports the same llmqueue as the pipeline: it inherits the job's PYTHONPATH, set
+# for the whole workflow in workflow/rules/common.smk.
 with atomic_path(sm.output.ipynb) as tmp:
     papermill.execute_notebook(
         sm.input.notebook,

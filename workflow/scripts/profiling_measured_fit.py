@@ -3,20 +3,14 @@
 from pathlib import Path
 
 from llmqueue.io import write_json
-from llmqueue.profiling.fits import measured_fit_json, read_measured
+from llmqueue.profiling.fits import depth_source, measured_fit_json, read_measured, read_step_law
 
 sm = snakemake  # noqa: F821
 prof = sm.params.profiling
 model = sm.wildcards.pmodel
-timing, e2e, meta = read_measured(Path(sm.input.timing).parent)
-depth_models = prof["hardware"]["cpu"].get("depth_models", [])
-# A model without its own depth check borrows the per-layer costs of the model with the same block
-# (Chinese-Alpaca-2-7B has LLaMA-2-7B's blocks; only its vocabulary differs).
-depth_from = (
-    model
-    if model in depth_models
-    else ("llama2-7b-chat" if "llama2-7b-chat" in depth_models else None)
-)
+folder = Path(sm.input.timing).parent
+timing, e2e, meta = read_measured(folder)
+step = read_step_law(folder)  # None when the folder has no step_law.csv
 fit = measured_fit_json(
     sm.wildcards.hw,
     model,
@@ -24,7 +18,8 @@ fit = measured_fit_json(
     e2e,
     meta,
     prof,
-    depth_from=depth_from,
+    depth_from=depth_source(model, prof["hardware"]["cpu"].get("depth_models", [])),
     depth_tolerance=float(prof.get("depth_tolerance", 0.1)),
+    step=step,
 )
 write_json(fit, sm.output[0])

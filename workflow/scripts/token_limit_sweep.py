@@ -1,49 +1,32 @@
-"""One token-limit sweep: closed form, exact and simulated delay for every limit of the grid."""
+"""One token-limit sweep (a profile and a scenario): closed form, exact and simulated delay for
+every limit of the grid (llmqueue.studies.token_limit.sweep_table)."""
 
 import logging
 
+from llmqueue.grids import grid_from_config
 from llmqueue.io import read_json, write_csv
 from llmqueue.latency import resolve_linear_profile
-from llmqueue.studies.token_limit import SimSettings, grid, impatient_table, patient_table
+from llmqueue.studies.token_limit import SimSettings, sweep_table
 from llmqueue.tokens import parse_law
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(
     filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s", force=True
 )
-tl = sm.params.section
+P = sm.params
 fit = read_json(sm.input.fit[0]) if sm.input.fit else None
-latency = resolve_linear_profile(sm.wildcards.profile, sm.params.profile_cfg, fit)
-law = parse_law(tl["tokens"])
-limits = grid(tl["limits"])
-sim = SimSettings.from_config(tl["simulation"]) if sm.params.simulate else None
-logging.info(
-    "profile %s: a = %.6g s/token, b0 = %.6g s; %d limits; simulate=%s",
-    latency.name,
-    latency.a_s_per_token,
-    latency.b0_s,
-    limits.size,
-    sim is not None,
+latency = resolve_linear_profile(sm.wildcards.profile, P.profile_cfg, fit)
+limits = grid_from_config(P.limits, "token_limit.limits")
+logging.info("profile %s: %s; %d limits", latency.name, latency, limits.size)
+df = sweep_table(
+    parse_law(P.tokens),
+    latency,
+    limits,
+    P.rate_per_s,
+    P.patience_s,
+    SimSettings.from_config(P.sim) if P.sim else None,
+    P.seed,
+    P.impatience,
+    logging.info,
 )
-if sm.wildcards.scenario == "patient":
-    df = patient_table(
-        law, latency, tl["patient"]["rate_per_s"], limits, sim, sm.params.seed, logging.info
-    )
-else:
-    df = impatient_table(
-        law,
-        latency,
-        tl["impatient"]["rate_per_s"],
-        tl["impatient"]["patience_s"],
-        limits,
-        sim,
-        sm.params.seed,
-        tl.get("impatience_exp_reading", "same_mean_service"),
-        tl["exact"]["step_s"],
-        tl["exact"]["max_rel_error"],
-        logging.info,
-    )
-df.insert(1, "a_s_per_token", latency.a_s_per_token)
-df.insert(2, "b0_s", latency.b0_s)
 write_csv(df, sm.output[0])
-logging.info("wrote %s", sm.output[0])

@@ -24,7 +24,14 @@ def _law(spec: Any, key: str, base_dir: Path) -> None:
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
+    from llmqueue.checks import check_solved_from, check_tolerance_classes, reference_claims
+
     profiles = config.get("batch_profiles", {}) or {}
+    ids = reference_claims(base_dir, "batching")
+    check_solved_from("batch_profiles", profiles, ids)
+    if config.get("batching"):
+        # same_delay: claim 9a's "a finite b_max equals b_max = inf" (studies/batching.py)
+        check_tolerance_classes(config, ids, ("same_delay",))
     for name, prof in profiles.items():
         if prof.get("kind", "fixed") == "fixed":
             from llmqueue.analytic.batch_time import resolve_batch_profile

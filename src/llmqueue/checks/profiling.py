@@ -2,7 +2,9 @@
 
 Raised before any job starts, each naming the key: unknown models or GPU specs, Table I pairs or
 batch grids that do not fit a model's context or its depth check, committed measurement folders
-(``profiling.measured``) that lack ``timing.csv`` / ``e2e.csv`` / ``meta.json``.
+(``profiling.measured``) that lack ``timing.csv`` / ``e2e.csv`` / ``meta.json``, kernel profiles
+(``profiling.kernel_profiles``) whose CSV is missing, and ``step_profiles`` that name a source,
+model or variant no fit.json will have.
 Imports nothing beyond what the GPU machine has (used by ``python -m llmqueue.profiling``).
 """
 
@@ -77,6 +79,28 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
                 > spec.context
             ):
                 raise InputError(f"{key}.decode_steps too long for {m}'s context")
+    sl = prof.get("step_law")
+    if sl:
+        if sl["model"] not in MODEL_SPECS:
+            raise InputError(
+                f"profiling.step_law.model: unknown model {sl['model']!r}; known: {sorted(MODEL_SPECS)}"
+            )
+        window = MODEL_SPECS[sl["model"]].context
+        for c in sl["decode_contexts"]:
+            if c + sl["decode_steps"] + 1 > window:
+                raise InputError(
+                    f"profiling.step_law.decode_contexts: {c} + decode_steps + 1 exceeds "
+                    f"{sl['model']}'s window of {window} tokens"
+                )
+        for _b, p in sl["prefill_points"]:
+            if p > window:
+                raise InputError(
+                    f"profiling.step_law.prefill_points: prompt {p} exceeds the window of {window}"
+                )
+        if min(sl["decode_batch_sizes"]) * min(sl["decode_contexts"]) > sl["max_kv_tokens"]:
+            raise InputError(
+                "profiling.step_law.max_kv_tokens: no (batch, context) of the decode grid fits"
+            )
     kv = prof.get("kv_limit")
     if kv:
         if kv["model"] not in MODEL_SPECS:
@@ -91,6 +115,30 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
                 raise InputError(
                     f"profiling.kv_limit.readings[{r['id']}].gpu: unknown GPU {r['gpu']!r}; known: {sorted(GPU_SPECS)}"
                 )
+    kernels = prof.get("kernel_profiles") or {}
+    for name, kc in kernels.items():
+        key = f"profiling.kernel_profiles.{name}"
+        if name == "paper" or name.startswith("roofline-") or name in prof.get("measured", []):
+            raise InputError(
+                f"{key}: the name collides with another source (paper, roofline-<gpu>, profiling.measured)"
+            )
+        if kc["model"] not in MODEL_SPECS:
+            raise InputError(
+                f"{key}.model: unknown model {kc['model']!r}; known: {sorted(MODEL_SPECS)}"
+            )
+        if kc["gpu"] not in GPU_SPECS:
+            raise InputError(f"{key}.gpu: unknown GPU {kc['gpu']!r}; known: {sorted(GPU_SPECS)}")
+    for name in prof.get("fig2b", {}).get("kernel_sources", []):
+        if name not in kernels:
+            raise InputError(
+                f"profiling.fig2b.kernel_sources: {name!r} is not in profiling.kernel_profiles {sorted(kernels)}"
+            )
+        gpu = prof.get("roofline", {}).get("batch_gpu_for_fig5")
+        if kernels[name]["gpu"] != gpu:
+            raise InputError(
+                f"profiling.fig2b.kernel_sources: {name!r} is on {kernels[name]['gpu']}, but Fig. 2b draws "
+                f"kernel sources beside the roofline {gpu} (profiling.roofline.batch_gpu_for_fig5)"
+            )
     roof = prof.get("roofline")
     if roof:
         for g in list(roof.get("gpus", [])) + [roof.get("batch_gpu_for_fig5")]:
@@ -104,8 +152,59 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
             )
 
 
+def step_sources(prof: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Every source that writes a fit.json with a step law, and the models it has: roofline-<gpu>
+    and the measured folders for ``profiling.models``, kernel profiles for their own model."""
+    models = list(prof.get("models", []))
+    out = {f"roofline-{g}": models for g in prof.get("roofline", {}).get("gpus", [])}
+    out.update({hw: models for hw in prof.get("measured", [])})
+    out.update({k: [v["model"]] for k, v in (prof.get("kernel_profiles") or {}).items()})
+    return out
+
+
+def check_step_profiles(config: Mapping[str, Any], base_dir: Path) -> None:
+    """``step_profiles``: each ``kind: fit`` entry names a source and model the pipeline fits, and
+    ``variant: step_graph`` only a measured folder whose ``step_law.csv`` exists."""
+    from llmqueue.latency import resolve_step_profile
+
+    prof = config.get("profiling") or {}
+    sources = step_sources(prof)
+    for name, sp in (config.get("step_profiles") or {}).items():
+        key = f"step_profiles.{name}"
+        if sp.get("kind") == "fixed":
+            try:
+                resolve_step_profile(name, sp)
+            except InputError as err:
+                raise InputError(f"{key}: {err}") from None
+            continue
+        src, model = sp.get("source"), sp.get("model")
+        if src == "paper":
+            raise InputError(
+                f"{key}.source: the paper's Table I is batch 1 only, so c0 and c_tok cannot be told apart: "
+                "no step law; use a roofline-<gpu>, kernel-profile or measured source"
+            )
+        if src not in sources:
+            raise InputError(
+                f"{key}.source: unknown source {src!r}; sources with a step law: {sorted(sources)}"
+            )
+        if model not in sources[src]:
+            raise InputError(f"{key}.model: {src} has no model {model!r}; it has {sources[src]}")
+        if sp.get("variant", "step") == "step_graph":
+            if src not in prof.get("measured", []):
+                raise InputError(
+                    f"{key}.variant: step_graph (CUDA-graph decode steps) exists only for a measured GPU folder, not {src!r}"
+                )
+            if not (Path(base_dir) / "data" / "profiling" / src / "step_law.csv").is_file():
+                raise InputError(
+                    f"{key}.variant: step_graph needs data/profiling/{src}/step_law.csv "
+                    "(`python -m llmqueue.profiling step-law`)"
+                )
+
+
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
-    """Config checks plus: every ``profiling.measured`` folder holds timing.csv, e2e.csv, meta.json."""
+    """Config checks plus: every ``profiling.measured`` folder holds timing.csv, e2e.csv, meta.json;
+    every kernel profile's CSV exists; step profiles name what the pipeline fits."""
+    check_step_profiles(config, base_dir)
     prof = config.get("profiling") or {}
     if not prof:
         return
@@ -118,3 +217,8 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
                     f"profiling.measured: {hw!r} lacks {folder / name} (committed measurements: "
                     f"timing.csv, e2e.csv, meta.json from `python -m llmqueue.profiling measure`)"
                 )
+    for name, kc in (prof.get("kernel_profiles") or {}).items():
+        if not (Path(base_dir) / kc["csv"]).is_file():
+            raise InputError(
+                f"profiling.kernel_profiles.{name}.csv: {Path(base_dir) / kc['csv']} does not exist"
+            )

@@ -44,9 +44,8 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     sweep = tl["tradeoff"].get("gamma_sweep")
     if sweep and sweep["stop"] <= sweep["start"]:
         raise InputError("token_limit.tradeoff.gamma_sweep: stop must be > start")
-    tol = config["claims"]["tolerances"]
-    for needed in ("time", "fraction", "optimum"):
-        if needed not in tol:
-            raise InputError(
-                f"claims.tolerances.{needed} is missing (a tolerance class the claims use)"
-            )
+    from llmqueue.checks import check_solved_from, check_tolerance_classes, reference_claims
+
+    ids = reference_claims(base_dir, "token_limit")
+    check_tolerance_classes(config, ids, ("time", "fraction", "optimum"))
+    check_solved_from("latency_profiles", profiles, ids)

@@ -16,11 +16,10 @@ def plot_impatient(
 ) -> Figure:
     df = inputs["main_impatient"]
     main = params["main_profile"]
-    sec = params["section"]
     unit = "_s" if quantity != "loss" else ""
     fig, ax = style.new_figure()
     x = df["limit_tokens"]
-    lab = profile_label(main, params["profiles"][main], df)
+    lab = profile_label(main, params, df)
     style.formula_line(
         ax, x, df[f"{quantity}_interp{unit}"], "approx. Eq. (6)-(8) (De Kok-Tijms)", 0, ls=":"
     )
@@ -34,15 +33,15 @@ def plot_impatient(
             ax,
             t["limit_tokens"],
             t[f"{quantity}_exact{unit}"],
-            f"exact, {profile_label(p, params['profiles'][p], t)}",
+            f"exact, {profile_label(p, params, t)}",
             i,
             ls="--",
         )
     limits_axis(ax)
     ax.set_ylabel(ylabel)
-    imp = sec["impatient"]
     ax.set_title(
-        f"M/G/1+D, λ = {imp['rate_per_s']:g}/s, τ = {imp['patience_s']:g} s, {sec['tokens']}"
+        f"M/G/1+D, λ = {params['rate_per_s']:g}/s, τ = {params['patience_s']:g} s, "
+        f"{params['tokens']}"
     )
     ax.legend(loc="upper left")
     if "sim_requests" in df:

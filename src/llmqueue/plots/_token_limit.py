@@ -8,12 +8,13 @@ from typing import Any
 import pandas as pd
 
 
-def profile_label(name: str, cfg: Mapping[str, Any], table: pd.DataFrame) -> str:
+def profile_label(name: str, params: Mapping[str, Any], table: pd.DataFrame) -> str:
+    """'<kind> (a=.. ms/tok, b0=.. s)' for profile `name`; its verdict from params["verdicts"]."""
     a = float(table["a_s_per_token"].iloc[0])
     b0 = float(table["b0_s"].iloc[0])
     kind = (
         "back-solved"
-        if cfg.get("verdict") == "back_solved"
+        if params["verdicts"].get(name) == "back_solved"
         else ("Table I fit" if name == "table1_fit" else name)
     )
     return f"{kind} (a={a * 1000:.2f} ms/tok, b0={b0:.2f} s)"

@@ -1,7 +1,8 @@
 """Fig. 2a (paper file time_token_line): end-to-end latency vs output tokens, one linear fit per model.
 
-Left panel: the A100 — the paper's Table I points (input 128) and their fit (reference), and the
-roofline-PREDICTED lines per model (dashed; a lower bound, never a measurement). Other panels: one
+Left panel: the A100 — the paper's Table I points (input 128) and their fit (reference), the
+roofline-PREDICTED lines per model (dashed; a lower bound, never a measurement) and the line of the
+A100 kernel profile measured by others (vidur; kernels plus roofline attention, no framework). Other panels: one
 per measured hardware, the end-to-end runs (markers; never composed) and their least-squares fit.
 """
 
@@ -50,6 +51,15 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
                     lw=1.0,
                     label=f"{r.label}: {1e3 * r.slope:.1f} ms/token, R²={r.r2:.3f}",
                 )
+            elif r.kind == "measured-kernels":
+                ax.plot(
+                    x,
+                    r.slope * x + r.intercept,
+                    "-",
+                    color="0.35",
+                    lw=1.2,
+                    label=f"{MODEL_NAMES.get(r.model, r.model)}, {r.source} kernels ({1e3 * r.slope:.1f} ms/token)",
+                )
             elif r.kind == "predicted":
                 ax.plot(
                     x,
@@ -91,7 +101,10 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
         ax.set_xlim(0, None)
         ax.set_ylim(0, None)
         if panel == "A100":
-            ax.set_title("A100: paper (reference) and roofline (predicted)")
+            ax.set_title(
+                "A100: paper (reference), roofline (predicted)\nand kernels measured by others (vidur)",
+                fontsize=6.5,
+            )
         else:
             lab = pp["label"].iloc[0] if not pp.empty else panel
             ax.set_title(f"{panel}: {lab}", fontsize=6.5)
@@ -100,6 +113,7 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
         fig,
         "Random-weight models with each architecture's shapes (ChatGLM3-6B as a Llama-style block "
         "with 2 KV groups). Requests drawn from the Azure LLM trace 2023 (output < 512 tokens). "
-        "Roofline lines are predictions (lower bounds), not measurements.",
+        "Roofline lines are predictions (lower bounds), not measurements; the kernel line sums GPU kernel "
+        "times measured by others (vidur), no framework overhead. Sources without end-to-end runs have no panel.",
     )
     return fig

@@ -14,10 +14,9 @@ from llmqueue.plots._token_limit import extra_tables, limits_axis, profile_label
 def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     df = inputs["main_patient"]
     main = params["main_profile"]
-    sec = params["section"]
     fig, ax = style.new_figure()
     x = df["limit_tokens"]
-    lab = profile_label(main, params["profiles"][main], df)
+    lab = profile_label(main, params, df)
     style.formula_line(ax, x, df["wq_formula_s"], f"Eq. (1)-(5), {lab}", 0)
     style.sim_points(ax, x, df["wq_sim_s"], df["wq_sim_ci95_s"], "simulation", 0, marker="o")
     for i, (p, t) in enumerate(extra_tables(inputs, params, "patient"), start=1):
@@ -25,14 +24,14 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
             ax,
             t["limit_tokens"],
             t["wq_formula_s"],
-            f"Eq. (1)-(5), {profile_label(p, params['profiles'][p], t)}",
+            f"Eq. (1)-(5), {profile_label(p, params, t)}",
             i,
             ls="--",
         )
     style.mark_unstable(ax, x, df["unstable"])
     limits_axis(ax)
     ax.set_ylabel("mean queueing delay $W_q$ (s)")
-    ax.set_title(f"M/G/1, patient users, λ = {sec['patient']['rate_per_s']:g}/s, {sec['tokens']}")
+    ax.set_title(f"M/G/1, patient users, λ = {params['rate_per_s']:g}/s, {params['tokens']}")
     ax.legend(loc="upper left")
     n = int(df["sim_requests"].max())
     style.source_note(
