@@ -59,7 +59,11 @@ def test_make_figures_prints_every_registered_figure(registry: pd.DataFrame, pri
     # the paper's figures (docs/figures.md) and Table I, each declared by its study
     paper = {"table1", "fig2a", "fig2b", "fig3a", "fig3b", "fig4a", "fig4b", "fig4c", "fig4d"}
     assert paper | {"fig5", "fig6a", "fig6b"} <= set(registry["target"])
-    assert set(registry["study"]) == {"profiling", "token_limit", "batching"}
+    assert {"profiling", "token_limit", "batching"} <= set(registry["study"])
+    # every study with a figure has its notebook (intro page + generated notebook), and back
+    intros = {p.stem for p in (ROOT / "notebooks/intro").glob("*.md")}
+    assert set(registry["study"]) == intros
+    assert all((ROOT / "notebooks" / f"{s}.ipynb").is_file() for s in intros)
 
 
 def test_every_figure_has_its_plot_module_caption_and_files(registry: pd.DataFrame) -> None:

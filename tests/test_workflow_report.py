@@ -208,7 +208,7 @@ def test_study_notebook_runs_from_cached_results(tmp_path: Path) -> None:
     assert "empty.csv" in page and "not shown" in page  # shown, not fatal
 
 
-@pytest.mark.parametrize("study", ["profiling", "token_limit", "batching"])
+@pytest.mark.parametrize("study", sorted(p.stem for p in (ROOT / "notebooks/intro").glob("*.md")))
 def test_notebooks_are_generated_and_parametrised(study: str, tmp_path: Path) -> None:
     committed = nbformat.read(ROOT / "notebooks" / f"{study}.ipynb", as_version=4)
     tagged = [c for c in committed.cells if "parameters" in c.metadata.get("tags", [])]

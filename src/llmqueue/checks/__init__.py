@@ -65,9 +65,11 @@ def check_tolerance_classes(
 
 
 def check_config(config: Mapping[str, Any], base_dir: str | Path) -> None:
-    from llmqueue.checks import batching, profiling, token_limit, validation
+    """Run every study's ``check(config, base_dir)`` (one module per study in this package)."""
+    import importlib
+    import pkgutil
 
-    token_limit.check(config, Path(base_dir))
-    batching.check(config, Path(base_dir))
-    profiling.check(config, Path(base_dir))
-    validation.check(config, Path(base_dir))
+    import llmqueue.checks as package
+
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"llmqueue.checks.{info.name}").check(config, Path(base_dir))

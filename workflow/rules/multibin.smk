@@ -1,0 +1,1 @@
+# Multi-Bin Batching study (issue 15).

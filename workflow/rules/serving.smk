@@ -1,0 +1,1 @@
+# Serving study (issue 13).

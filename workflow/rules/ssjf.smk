@@ -1,0 +1,1 @@
+# SSJF study (issue 14).

@@ -1,0 +1,1 @@
+# Validation of the serving model against vLLM (issue 17).
