@@ -1,4 +1,4 @@
-"""The operator CLI: ``llmqueue token-limit ...``, ``llmqueue batching ...``.
+"""The operator CLI: ``llmqueue token-limit``, ``batching``, ``simulate``, ``predictor``.
 
 Each subcommand lives in its own module (``llmqueue.cli.<name>``) exposing
 ``register(subparsers)``; its handler returns an exit code. Bad input raises
@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from llmqueue.errors import InputError
 
-SUBCOMMANDS = ("token_limit", "batching")
+SUBCOMMANDS = ("token_limit", "batching", "simulate", "predictor")
 
 
 class _Parser(argparse.ArgumentParser):
