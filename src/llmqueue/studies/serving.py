@@ -1,0 +1,503 @@
+"""The serving study (issue 13): batch formers side by side on one GPU profile, and the pieces the
+operator CLI ``llmqueue simulate`` shares with it.
+
+- Profiles: a config ``step_profiles`` / ``batch_profiles`` / ``latency_profiles`` entry by name
+  (:func:`named_latency`), with its fit.json from ``results/profiling/``; the KV-cache budget of
+  the profile's model and GPU (:func:`kv_tokens_of_fit`, :func:`llmqueue.profiling.kvcache.kv_tokens`:
+  memory left after the fp16 weights over the KV bytes per token).
+- One footing: static batches (Eq. 18, T_b = t1(b) + t2(b) L_b) and continuous batching (the step
+  law step = c0 + c_tok (decode + prefill tokens) + c_ctx context tokens) priced by the *same*
+  hardware law: :func:`batch_law_from_step` writes Eq. (18) for a step law at the workload's
+  mean prompt P and mean decode context C: t1(b) = c0 + (c_tok + c_ctx) P b (one prefill
+  iteration of b prompts), t2(b) = c0 + (c_tok + c_ctx C) b (one decode step of b sequences).
+  Eq. (18) has no prompt term, so a batch law fitted at 64 input tokens would price a 1,155-token
+  prompt as a 64-token one; this one does not.
+- Exact mean waits where a formula applies (:func:`exact_wait`: one server, no batching, no guard,
+  Poisson arrivals): Pollaczek-Khinchine for FCFS, Cobham's non-preemptive priority formula for
+  SJF / SPJF (classes by true / predicted size, loads by true service times; Mitzenmacher 2020).
+- The study's tables: :func:`policy_sweep` (mean and p99 JCT against the arrival rate per policy),
+  :func:`capacity_table` (the highest sustainable rate per policy,
+  :func:`llmqueue.sim.capacity.max_rate`), :func:`replay_table` (a trace replayed at its own
+  timestamps, time-scaled to given rates).
+
+Units: seconds, requests/s, tokens. Every simulated point draws its own stream
+``SeedSequence(seed, spawn_key=(stream, policy, point))`` (:mod:`llmqueue.seeds`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmqueue.analytic.batch_time import resolve_batch_profile
+from llmqueue.analytic.priority import pk_wait, priority_wait_empirical, sjf_wait
+from llmqueue.errors import InputError
+from llmqueue.latency import (
+    BatchLatency,
+    LinearLatency,
+    StepLaw,
+    fit_json_path,
+    resolve_linear_profile,
+    resolve_step_profile,
+)
+from llmqueue.policy import Policy
+from llmqueue.seeds import seed_sequence
+from llmqueue.sim.capacity import max_rate
+from llmqueue.sim.engine import run, static_law
+from llmqueue.sim.predictors import Oracle
+from llmqueue.sim.result import Metric, SimResult
+from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
+
+__all__ = [
+    "Latency",
+    "SimSettings",
+    "ExactWait",
+    "read_fit",
+    "named_latency",
+    "kv_tokens_of_fit",
+    "batch_law_from_step",
+    "exact_wait",
+    "metric_summary",
+    "result_summary",
+    "geometric_rates",
+    "policy_sweep",
+    "capacity_table",
+    "replay_table",
+    "SWEEP_COLUMNS",
+    "policy_spec",
+    "with_kv",
+]
+
+Latency = BatchLatency | LinearLatency | StepLaw
+SECTIONS = ("step_profiles", "batch_profiles", "latency_profiles")
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """Run length of one simulated point: measured requests, warm-up, batch-means batches."""
+
+    requests: int
+    warmup: int = 20_000
+    batches: int = 40
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
+        return cls(
+            int(cfg["requests"]), int(cfg.get("warmup", 20_000)), int(cfg.get("batches", 40))
+        )
+
+
+# ---- profiles ---------------------------------------------------------------------------------
+def read_fit(profile_cfg: Mapping[str, Any], base_dir: str | Path = ".") -> dict[str, Any] | None:
+    """The parsed fit.json a config profile of kind ``fit`` reads (None for ``kind: fixed``);
+    InputError when it has not been built yet."""
+    rel = fit_json_path(profile_cfg)
+    if rel is None:
+        return None
+    path = Path(base_dir) / rel
+    if not path.is_file():
+        raise InputError(
+            f"{rel} does not exist: the profiling part of the pipeline builds it "
+            f"(`make reproduce`, or `.venv/bin/snakemake --cores all {rel}`)"
+        )
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def named_latency(
+    config: Mapping[str, Any], name: str, kind: str, base_dir: str | Path = "."
+) -> tuple[Latency, dict[str, Any] | None]:
+    """The time law config profile `name` gives a batch former of `kind` (a Policy kind):
+    ``continuous`` -> ``step_profiles``; others -> ``batch_profiles``, else ``latency_profiles``.
+    Returns (law, its fit.json or None)."""
+    want = ("step_profiles",) if kind == "continuous" else ("batch_profiles", "latency_profiles")
+    for section in want:
+        prof = (config.get(section) or {}).get(name)
+        if prof is None:
+            continue
+        fit = read_fit(prof, base_dir)
+        if section == "step_profiles":
+            return resolve_step_profile(name, prof, fit), fit
+        if section == "batch_profiles":
+            return resolve_batch_profile(name, dict(prof), fit), fit
+        return resolve_linear_profile(name, prof, fit), fit
+    known = sorted({n for s in want for n in (config.get(s) or {})})
+    where = " or ".join(f"config {s}" for s in want)
+    raise InputError(
+        f"--profile {name!r}: no such profile for {kind} batching in {where}; known: {known}"
+    )
+
+
+def kv_tokens_of_fit(fit: Mapping[str, Any] | None, *, memory_fraction: float = 1.0) -> int:
+    """KV-cache budget (tokens) of the model and GPU a fit.json describes: the GPU's memory (a
+    named spec, or the memory a measured GPU reported) after the fp16 weights, over the model's
+    KV bytes per token (:func:`llmqueue.profiling.kvcache.kv_tokens`)."""
+    from llmqueue.profiling.kvcache import kv_tokens
+
+    if not fit or "model" not in fit:
+        raise InputError("--kv-tokens auto needs --profile NAME of a source with a model and GPU")
+    gpu = fit.get("gpu")
+    if isinstance(gpu, Mapping) and "memory_gib" in gpu:
+        mem = float(gpu["memory_gib"])
+    elif isinstance(fit.get("hardware"), Mapping) and "gpu_memory_gib" in fit["hardware"]:
+        mem = float(fit["hardware"]["gpu_memory_gib"])
+    else:
+        raise InputError(
+            f"--kv-tokens auto: the profile's source {fit.get('source')!r} names no GPU memory "
+            "(a CPU source); give --kv-tokens N"
+        )
+    return kv_tokens(str(fit["model"]), memory_gib=mem, memory_fraction=memory_fraction)
+
+
+def batch_law_from_step(
+    step: StepLaw, mean_prompt_tokens: float, mean_context_tokens: float, name: str = ""
+) -> BatchLatency:
+    """Eq. (18) coefficients of a static batch priced by step law `step` (module docstring):
+    k1 = (c_tok + c_ctx) P, k2 = c0, k3 = c_tok + c_ctx C, k4 = c0."""
+    p, c = float(mean_prompt_tokens), float(mean_context_tokens)
+    if not (p >= 0 and c >= 0 and math.isfinite(p) and math.isfinite(c)):
+        raise InputError(f"batch_law_from_step: prompt and context must be >= 0, got {p}, {c}")
+    return BatchLatency(
+        (step.c_tok_s + step.c_ctx_s) * p,
+        step.c0_s,
+        step.c_tok_s + step.c_ctx_s * c,
+        step.c0_s,
+        name=name or f"{step.name} as Eq. (18)",
+        source=(
+            f"step law {step.name} ({step.source}) written as Eq. (18) at prompt {p:.0f} and "
+            f"decode context {c:.0f} tokens"
+        ),
+        verdict=step.verdict
+        if step.verdict in ("predicted", "measured", "measured-kernels")
+        else "independent",
+    )
+
+
+# ---- exact mean waits -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ExactWait:
+    """An exact mean wait (s) and the formula it comes from."""
+
+    wait_s: float
+    method: str
+
+
+def _service_s(latency: Latency, tokens: np.ndarray) -> np.ndarray:
+    k = static_law(latency)  # type: ignore[arg-type]
+    return (k[0] + k[1]) + (k[2] + k[3]) * np.asarray(tokens, dtype=float)
+
+
+def exact_wait(
+    workload: Workload,
+    policy: Policy,
+    latency: Latency,
+    *,
+    seed: int | np.random.SeedSequence,
+    samples: int = 2_000_000,
+) -> ExactWait | None:
+    """The exact mean wait of a one-at-a-time server (``none``, one server, no starvation guard,
+    Poisson arrivals from token laws or trace rows), else None. S = t1(1) + t2(1) N.
+
+    FCFS: Pollaczek-Khinchine with the exact moments of S. SJF: Cobham's formula with one class
+    per size (exact over a trace's rows; by quadrature for a continuous token law). SPJF: the
+    same with classes by predicted size and the true sizes' load; the joint law of (size,
+    prediction) is sampled from the workload itself (`samples` draws, another stream than any
+    run's): a Monte Carlo evaluation of the exact formula, said so in ``method``. Raises
+    UnstableError when rho >= 1."""
+    if policy.kind != "none" or policy.servers != 1 or policy.guard_s is not None:
+        return None
+    if isinstance(latency, StepLaw) or not isinstance(workload, PoissonWorkload | TraceWorkload):
+        return None
+    lam = workload.rate_per_s
+    order = policy.order
+    if order == "spjf" and isinstance(workload.predictor, Oracle):
+        order = "sjf"
+    if isinstance(workload, TraceWorkload):
+        n = workload.output_tokens
+        s = _service_s(latency, n)
+        if order == "fcfs":
+            return ExactWait(
+                pk_wait(lam, float(s.mean()), float((s * s).mean())),
+                "Pollaczek-Khinchine over the trace rows",
+            )
+        if order == "sjf":
+            return ExactWait(
+                priority_wait_empirical(s, n, lam),
+                "Cobham, one class per size, over the trace rows",
+            )
+    else:
+        law = workload.output
+        k = static_law(latency)  # type: ignore[arg-type]
+        a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
+        m1 = a * law.mean() + b0
+        m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
+        if order == "fcfs":
+            return ExactWait(pk_wait(lam, m1, m2), "Pollaczek-Khinchine, exact moments of S")
+        if order == "sjf" and not math.isfinite(law.support[1]):  # no atom at a cap
+            return ExactWait(sjf_wait(law, a, b0, lam), "Cobham, one class per size (quadrature)")
+    # SPJF, or SJF on a law with a bounded support (a cap puts an atom there): sample the joint law
+    gen = workload.chunks(seed, min(int(samples), 1 << 22), False)
+    ch = next(gen)
+    keys = ch.output if order == "sjf" else ch.pred
+    s = _service_s(latency, ch.output)
+    what = "size" if order == "sjf" else "predicted size"
+    return ExactWait(
+        priority_wait_empirical(s, keys, lam),
+        f"Cobham, classes by {what}, evaluated on {ch.output.size} draws of the workload",
+    )
+
+
+# ---- summaries (CLI JSON and study rows) --------------------------------------------------------
+def metric_summary(m: Metric | None, unstable: bool = False) -> dict[str, float | None] | None:
+    """{mean, ci95, p50, p90, p99} (s; null when not finite or the run was unstable)."""
+    if m is None:
+        return None
+    out: dict[str, float | None] = {}
+    for key in ("mean", "ci95", "p50", "p90", "p99"):
+        v = float(getattr(m, key))
+        out[key] = None if unstable or not math.isfinite(v) else v
+    return out
+
+
+def _num(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def result_summary(result: SimResult, exact: ExactWait | None = None) -> dict[str, Any]:
+    """The CLI's JSON of one run: ``wait``, ``ttft``, ``jct`` each {mean, ci95, p50, p90, p99}
+    (``exact`` and ``exact_method`` inside ``wait`` where a formula applies), throughput
+    (requests and tokens per second), mean batch, KV utilisation, preemptions, rejections,
+    ``unstable`` (then every mean is null) and the engine's note."""
+    u = bool(result.unstable)
+    wait = metric_summary(result.wait, u) or {}
+    if exact is not None:
+        wait["exact"] = float(exact.wait_s)
+        wait["exact_method"] = exact.method  # type: ignore[assignment]
+    out: dict[str, Any] = {
+        "requests": int(result.requests),
+        "wait": wait,
+        "ttft": metric_summary(result.ttft, u),
+        "jct": metric_summary(result.response, u),
+        "max_wait": None if u else _num(result.wait.max),
+        "throughput_per_s": None if u else _num(result.throughput_per_s),
+        "tokens_per_s": None if u else _num(result.tokens_per_s),
+        "mean_batch": None if u else _num(result.mean_batch),
+        "kv_utilisation": None if u else _num(result.kv_utilisation),
+        "preemptions": int(result.preemptions),
+        "rejected": int(result.rejected),
+        "unstable": u,
+    }
+    if result.note:
+        out["note"] = result.note
+    return out
+
+
+# ---- the study's tables -----------------------------------------------------------------------
+SWEEP_COLUMNS = [
+    "policy",
+    "rate_per_s",
+    "load",
+    "unstable",
+    "jct_mean_s",
+    "jct_ci95_s",
+    "jct_p50_s",
+    "jct_p90_s",
+    "jct_p99_s",
+    "wait_mean_s",
+    "ttft_mean_s",
+    "ttft_p99_s",
+    "throughput_per_s",
+    "tokens_per_s",
+    "mean_batch",
+    "kv_utilisation",
+    "preemptions",
+    "rejected",
+    "note",
+]
+
+
+def geometric_rates(start: float, stop: float, points: int) -> np.ndarray:
+    """`points` arrival rates (requests/s) from `start` to `stop`, evenly spaced in log."""
+    if not (0 < start < stop and math.isfinite(stop)) or int(points) < 2:
+        raise InputError(
+            f"rates: need 0 < start < stop and points >= 2, got {start}, {stop}, {points}"
+        )
+    return np.round(np.geomspace(float(start), float(stop), int(points)), 10)
+
+
+def _row(
+    name: str, rate: float, cap: float, res: SimResult | None, note: str = ""
+) -> dict[str, Any]:
+    row: dict[str, Any] = dict.fromkeys(SWEEP_COLUMNS, math.nan)
+    row.update(policy=name, rate_per_s=rate, load=rate / cap if cap > 0 else math.nan)
+    if res is None or res.unstable:
+        row.update(unstable=True, preemptions=0, rejected=0, note=note or (res.note if res else ""))
+        return row
+    jct, ttft = res.response, res.ttft
+    row.update(
+        unstable=False,
+        jct_mean_s=jct.mean if jct else math.nan,
+        jct_ci95_s=jct.ci95 if jct else math.nan,
+        jct_p50_s=jct.p50 if jct else math.nan,
+        jct_p90_s=jct.p90 if jct else math.nan,
+        jct_p99_s=jct.p99 if jct else math.nan,
+        wait_mean_s=res.wait.mean,
+        ttft_mean_s=ttft.mean if ttft else math.nan,
+        ttft_p99_s=ttft.p99 if ttft else math.nan,
+        throughput_per_s=res.throughput_per_s,
+        tokens_per_s=res.tokens_per_s,
+        mean_batch=res.mean_batch,
+        kv_utilisation=res.kv_utilisation,
+        preemptions=res.preemptions,
+        rejected=res.rejected,
+        note=res.note,
+    )
+    return row
+
+
+def capacity_table(
+    policies: Mapping[str, Policy],
+    latencies: Mapping[str, Latency],
+    workload: Workload,
+    *,
+    requests: int,
+    seed: int,
+    stream: int = 0,
+) -> pd.DataFrame:
+    """The highest sustainable rate of each policy (requests/s; :func:`max_rate`), with how it
+    was obtained."""
+    rows = []
+    for name, pol in policies.items():
+        cap = max_rate(
+            workload,
+            pol,
+            latencies[name],
+            requests=requests,
+            seed=seed_sequence(seed, stream, name),
+        )
+        rows.append(
+            dict(
+                policy=name,
+                spec=policy_spec(pol),
+                latency=latencies[name].name,
+                max_rate_per_s=cap.rate_per_s,
+                method=cap.method,
+                note=cap.note,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def policy_sweep(
+    policies: Mapping[str, Policy],
+    latencies: Mapping[str, Latency],
+    workload: Workload,
+    rates: Sequence[float],
+    capacities: Mapping[str, float],
+    sim: SimSettings,
+    *,
+    seed: int,
+    stream: int = 1,
+    max_load: float = 0.98,
+) -> pd.DataFrame:
+    """Mean and p99 JCT (and wait, TTFT, throughput, batch, KV) of every policy at every arrival
+    rate (requests/s). A rate above `max_load` x the policy's highest sustainable rate is not
+    simulated: it is marked unstable (no steady state; never a mean for it)."""
+    rows = []
+    for name, pol in policies.items():
+        cap = float(capacities[name])
+        for i, rate in enumerate(rates):
+            if not rate < max_load * cap:
+                rows.append(
+                    _row(
+                        name, float(rate), cap, None, f"rate >= {max_load:g} x max rate {cap:.4g}/s"
+                    )
+                )
+                continue
+            res = run(
+                workload.at_rate(float(rate)),
+                pol,
+                latencies[name],
+                requests=sim.requests,
+                warmup=sim.warmup,
+                batches=sim.batches,
+                seed=seed_sequence(seed, stream, name, i),
+            )
+            rows.append(_row(name, float(rate), cap, res))
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
+
+
+def replay_table(
+    policies: Mapping[str, Policy],
+    latencies: Mapping[str, Latency],
+    replay: ReplayWorkload,
+    loads: Sequence[float],
+    capacities: Mapping[str, float],
+    *,
+    reference: str,
+    warmup: int,
+    seed: int,
+    stream: int = 2,
+) -> pd.DataFrame:
+    """The trace replayed at its own timestamps, time-scaled so its mean rate is each `load` x
+    the `reference` policy's highest sustainable rate, through every policy (all its rows: the
+    first `warmup` are left out of the statistics)."""
+    if reference not in capacities:
+        raise InputError(f"replay reference policy {reference!r} is not one of {list(capacities)}")
+    total = int(replay.total or 0)
+    rows = []
+    for j, load in enumerate(loads):
+        rate = float(load) * float(capacities[reference])
+        w = replay.at_rate(rate)
+        for name, pol in policies.items():
+            res = run(
+                w,
+                pol,
+                latencies[name],
+                requests=total - warmup,
+                warmup=warmup,
+                batches=20,
+                seed=seed_sequence(seed, stream, name, j),
+            )
+            row = _row(name, rate, float(capacities[name]), res)
+            row["replay_load"] = float(load)
+            rows.append(row)
+    return pd.DataFrame(rows, columns=["replay_load", *SWEEP_COLUMNS])
+
+
+def policy_spec(p: Policy) -> str:
+    """A policy back as a spec string (``continuous:max_batch=256,admission=on_demand``)."""
+    parts = []
+    if p.kind in ("dynamic", "elastic", "continuous") and p.bmax is not None:
+        parts.append(f"{'max_batch' if p.kind == 'continuous' else 'bmax'}={p.bmax}")
+    if p.kind in ("fixed", "multibin"):
+        parts.append(f"K={p.K}")
+    if p.kind == "multibin":
+        parts.append(f"bins={p.bins}")
+    if p.kind == "continuous":
+        if p.kv_tokens is not None:
+            parts.append(f"kv_tokens={p.kv_tokens}")
+        parts.append(f"admission={p.admission}")
+        if p.max_batched_tokens is not None:
+            parts.append(f"max_batched_tokens={p.max_batched_tokens}")
+    if p.order != "fcfs":
+        parts.append(f"order={p.order}")
+    if p.guard_s is not None:
+        parts.append(f"guard_s={p.guard_s:g}")
+    if p.servers != 1:
+        parts.append(f"servers={p.servers}")
+    return p.kind + (":" + ",".join(parts) if parts else "")
+
+
+def with_kv(policy: Policy, kv_tokens: int | None) -> Policy:
+    """A continuous policy with the KV budget filled in when it has none."""
+    if policy.kind != "continuous" or policy.kv_tokens is not None or kv_tokens is None:
+        return policy
+    return replace(policy, kv_tokens=int(kv_tokens))

@@ -1,0 +1,190 @@
+"""``llmqueue simulate``: the JSON an operator gets, its exact values, and bad input (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from llmqueue.cli import main
+
+KEYS = ("mean", "ci95", "p50", "p90", "p99")
+
+
+def simulate(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    code = main(["simulate", *args, "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def fails(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    with pytest.raises(SystemExit) as exc:  # argparse's own errors
+        code = main(["simulate", *args])
+        raise SystemExit(code)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error:" in err.strip().splitlines()[-1], err
+    return err.strip().splitlines()[-1]  # one line says what is wrong (after argparse's usage)
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A trace no part of the project has seen: gamma-distributed outputs, uniform prompts and
+    timestamps of a Poisson stream (seconds)."""
+    rng = np.random.default_rng(20261123)
+    n = 20_000
+    df = pd.DataFrame(
+        {
+            "ts": np.cumsum(rng.exponential(0.5, n)),
+            "in_tok": rng.integers(10, 800, n),
+            "out_tok": np.maximum(1, np.round(rng.gamma(0.8, 250.0, n))).astype(int),
+        }
+    )
+    path = tmp_path_factory.mktemp("trace") / "mine.csv"
+    df.to_csv(path, index=False)
+    return path
+
+
+def _agree(wait: dict, rel: float = 0.03) -> None:
+    assert math.isfinite(wait["exact"])
+    assert abs(wait["mean"] - wait["exact"]) <= max(rel * wait["exact"], 1.5 * wait["ci95"])
+    assert wait["ci95"] < 0.6 * rel * wait["exact"]  # the check is not passed by a wide interval
+
+
+def test_json_keys_and_pollaczek_khinchine(capsys: pytest.CaptureFixture[str]) -> None:
+    out = simulate(
+        capsys,
+        *("--tokens", "lognormal:mu=5,sigma=1,cap=2048", "--load", "0.7"),
+        *("--latency", "a=0.02,b0=0.1", "--requests", "2000000", "--warmup", "50000"),
+    )
+    for key in ("wait", "ttft", "jct"):
+        assert set(KEYS) <= set(out[key]) and all(math.isfinite(out[key][k]) for k in KEYS)
+        assert out[key]["p50"] <= out[key]["p90"] <= out[key]["p99"]
+    for key in ("throughput_per_s", "tokens_per_s", "mean_batch", "preemptions", "rejected"):
+        assert key in out
+    assert out["unstable"] is False and out["mean_batch"] == 1.0
+    assert out["max_rate_method"] == "formula" and math.isclose(out["load"], 0.7)
+    assert math.isclose(out["throughput_per_s"], out["rate_per_s"], rel_tol=0.02)
+    assert "Pollaczek-Khinchine" in out["wait"]["exact_method"]
+    _agree(out["wait"])
+    # one request at a time: TTFT = wait + b0 and JCT = wait + S on average
+    assert math.isclose(out["ttft"]["mean"], out["wait"]["mean"] + 0.1, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("predictor", ["noisy:sigma=0.7", "oracle"])
+def test_spjf_on_an_unseen_trace_matches_the_priority_formula(
+    capsys: pytest.CaptureFixture[str], trace: Path, predictor: str
+) -> None:
+    out = simulate(
+        capsys,
+        *("--trace", str(trace), "--prompt-column", "in_tok", "--output-column", "out_tok"),
+        *("--order", "spjf", "--predictor", predictor, "--load", "0.8"),
+        *("--latency", "a=0.015,b0=0.2", "--requests", "1000000", "--warmup", "50000"),
+        *("--seed", "5"),
+    )
+    assert "Cobham" in out["wait"]["exact_method"]
+    _agree(out["wait"])
+
+
+def test_replay_and_named_profile(capsys: pytest.CaptureFixture[str], trace: Path) -> None:
+    out = simulate(
+        capsys,
+        *("--trace", str(trace), "--replay", "--timestamp-column", "ts"),
+        *("--prompt-column", "in_tok", "--output-column", "out_tok"),
+        *("--batching", "dynamic", "--max-batch", "16", "--profile", "paper_k8"),
+    )
+    assert out["latency"] == "paper_k8" and "replay" in out["workload"]
+    assert math.isclose(out["rate_per_s"], 2.0, rel_tol=0.03)  # the trace's own timestamps
+    assert out["requests"] == 18_000 and out["mean_batch"] > 1  # all rows, 10% warm-up
+    assert "exact" not in out["wait"]  # a replayed trace is not Poisson: no formula
+
+
+def test_continuous_and_max_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [
+        *("--tokens", "uniform:low=1,high=400", "--prompt-tokens", "uniform:low=0,high=600"),
+        *("--batching", "continuous", "--max-batch", "32", "--kv-tokens", "20000"),
+        *("--admission", "on_demand", "--step", "c0=0.008,c_tok=6e-5,c_ctx=2.6e-7"),
+        *("--requests", "100000", "--warmup", "10000", "--max-rate"),
+    ]
+    out = simulate(capsys, *args, "--load", "0.9")
+    assert out["max_rate_method"] == "simulation" and out["kv_tokens"] == 20_000
+    assert out["mean_batch"] > 1 and 0 < out["kv_utilisation"] <= 1
+    assert out["ttft"]["mean"] < out["jct"]["mean"]
+    only = simulate(capsys, *args)  # --max-rate alone: no run
+    assert only["max_rate_per_s"] == out["max_rate_per_s"] and "jct" not in only
+
+
+def test_fixed_batching_max_rate_is_eq24(capsys: pytest.CaptureFixture[str]) -> None:
+    out = simulate(
+        capsys,
+        *("--tokens", "uniform:low=0,high=1000", "--batching", "fixed", "--batch", "8"),
+        *("--batch-time", "k1=0,k2=0,k3=3.1e-4,k4=2.48e-3", "--max-rate"),
+    )
+    # E[T_8] = (k3 8 + k4) E[max of 8 U(0, 1000)] = (0.00496) (8/9 1000)
+    assert math.isclose(out["max_rate_per_s"], 8 / (0.00496 * 8000 / 9), rel_tol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--tokens", "uniform:low=1,high=9", "--rate", "1", "--order", "lifo"], "--order"),
+        (["--tokens", "uniform:low=1,high=9", "--rate", "-1", "--latency", "a=1,b0=0"], "--rate"),
+        (["--tokens", "uniform:low=1,high=9", "--load", "1.2", "--latency", "a=1,b0=0"], "--load"),
+        (["--tokens", "uniform:low=1,high=9", "--rate", "1"], "time law"),
+        (["--tokens", "bogus:x=1", "--rate", "1", "--latency", "a=1,b0=0"], "bogus"),
+        (["--trace", "/nonexistent.csv", "--rate", "1", "--latency", "a=1,b0=0"], "--trace"),
+        (
+            [
+                *(
+                    "--tokens",
+                    "uniform:low=100,high=900",
+                    "--prompt-tokens",
+                    "uniform:low=50,high=90",
+                ),
+                *("--rate", "1", "--batching", "continuous", "--kv-tokens", "120"),
+                *("--step", "c0=0.01,c_tok=0,c_ctx=0"),
+            ],
+            "--kv-tokens 120 is below the smallest request",
+        ),
+        (
+            ["--tokens", "uniform:low=1,high=9", "--rate", "1", "--batching", "continuous"]
+            + ["--latency", "a=1,b0=0"],
+            "--step or --profile",
+        ),
+        (
+            ["--tokens", "uniform:low=1,high=9", "--rate", "1", "--batching", "fixed"]
+            + ["--latency", "a=1,b0=0"],
+            "--batch K",
+        ),
+        (
+            ["--tokens", "uniform:low=1,high=9", "--rate", "1", "--order", "spjf"]
+            + ["--latency", "a=1,b0=0"],
+            "--predictor",
+        ),
+        (
+            ["--tokens", "uniform:low=1,high=9", "--rate", "1", "--profile", "no_such"],
+            "no_such",
+        ),
+        (
+            ["--tokens", "uniform:low=1,high=9", "--rate", "1", "--kv-tokens", "100"]
+            + ["--latency", "a=1,b0=0"],
+            "--kv-tokens applies to --batching continuous",
+        ),
+    ],
+)
+def test_bad_input_exits_2_naming_the_flag(
+    capsys: pytest.CaptureFixture[str], args: list[str], needle: str
+) -> None:
+    assert needle in fails(capsys, *args)
+
+
+def test_trace_without_the_columns_says_which(
+    capsys: pytest.CaptureFixture[str], trace: Path
+) -> None:
+    err = fails(capsys, "--trace", str(trace), "--rate", "1", "--latency", "a=1,b0=0")
+    assert "ContextTokens" in err and "in_tok" in err  # what it wanted, and what exists
