@@ -1,1 +1,159 @@
-# Serving study (issue 13).
+# Serving study (issue 13): every batch former on one GPU profile (llmqueue.studies.serving).
+# Per policy: its highest sustainable rate (a saturated queue, llmqueue.sim.capacity), then its
+# mean and p99 JCT over a geometric grid of arrival rates; the Azure conv trace replayed at its
+# own timestamps (time-scaled); two tables and fig_serving_policies.
+SERV = config.get("serving") or {}
+if SERV:
+    SERV_POLICIES = list(SERV["policies"])
+    SERV_STATIC = SERV.get("static_law", "from_step")
+    SERV_FITS = fit_inputs(config["step_profiles"][SERV["step_profile"]])
+    SERV_STATIC_FITS = [] if SERV_STATIC == "from_step" else bprof_fit(SERV_STATIC)
+    SERV_CODE = lib(
+        "tokens.py",
+        "latency.py",
+        "policy.py",
+        "seeds.py",
+        "analytic/batch_time.py",
+        "analytic/priority.py",
+        "profiling/kvcache.py",
+        "studies/serving.py",
+        *sorted(f"sim/{p.name}" for p in (LIB / "sim").glob("*.py")),
+    )
+    # one small dict per job: what serving_setup reads of the config for one policy
+    SERV_SETUP = dict(
+        step_profile=SERV["step_profile"],
+        static_law=SERV_STATIC,
+        kv_memory_fraction=SERV.get("kv_memory_fraction", 0.9),
+        kv_tokens=SERV.get("kv_tokens"),
+        trace_columns=SERV.get("trace_columns"),
+    )
+    SERV_PROFILES = dict(
+        step_profiles={SERV["step_profile"]: config["step_profiles"][SERV["step_profile"]]},
+        batch_profiles=(
+            {} if SERV_STATIC == "from_step" else {SERV_STATIC: BPROF[SERV_STATIC]}
+        ),
+    )
+
+    wildcard_constraints:
+        spolicy="|".join(SERV_POLICIES),
+
+    rule serving_max_rate:
+        """The highest sustainable rate of one policy (a saturated FCFS queue of trace rows)."""
+        input:
+            fits=SERV_FITS + SERV_STATIC_FITS,
+            trace=config["data"]["azure_trace"],
+            code=SERV_CODE,
+        output:
+            "results/serving/capacity_{spolicy}.csv",
+        log:
+            "logs/serving/capacity_{spolicy}.log",
+        benchmark:
+            "logs/benchmarks/serving_capacity_{spolicy}.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            setup=SERV_SETUP,
+            profiles=SERV_PROFILES,
+            spec=lambda w: SERV["policies"][w.spolicy],
+            requests=SERV.get("capacity_requests", 200000),
+            seed=config["seed"],
+        script:
+            "../scripts/serving_capacity.py"
+
+    rule serving_sweep:
+        """Mean and p99 JCT of one policy over the arrival-rate grid."""
+        input:
+            capacity="results/serving/capacity_{spolicy}.csv",
+            fits=SERV_FITS + SERV_STATIC_FITS,
+            trace=config["data"]["azure_trace"],
+            code=SERV_CODE,
+        output:
+            "results/serving/sweep_{spolicy}.csv",
+        log:
+            "logs/serving/sweep_{spolicy}.log",
+        benchmark:
+            "logs/benchmarks/serving_sweep_{spolicy}.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            setup=SERV_SETUP,
+            profiles=SERV_PROFILES,
+            spec=lambda w: SERV["policies"][w.spolicy],
+            rates=SERV["rates"],
+            max_load=SERV.get("max_load", 0.97),
+            sim=SERV["simulation"],
+            seed=config["seed"],
+        script:
+            "../scripts/serving_sweep.py"
+
+    rule serving_replay:
+        """The trace at its own timestamps, time-scaled to each replay load, through one policy."""
+        input:
+            capacity="results/serving/capacity_{spolicy}.csv",
+            reference=f"results/serving/capacity_{SERV['replay']['reference']}.csv",
+            fits=SERV_FITS + SERV_STATIC_FITS,
+            trace=config["data"]["azure_trace"],
+            code=SERV_CODE,
+        output:
+            "results/serving/replay_{spolicy}.csv",
+        log:
+            "logs/serving/replay_{spolicy}.log",
+        benchmark:
+            "logs/benchmarks/serving_replay_{spolicy}.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            setup=SERV_SETUP,
+            profiles=SERV_PROFILES,
+            spec=lambda w: SERV["policies"][w.spolicy],
+            loads=SERV["replay"]["loads"],
+            warmup=SERV["replay"].get("warmup", 1000),
+            seed=config["seed"],
+        script:
+            "../scripts/serving_replay.py"
+
+    rule serving_tables:
+        """figures/serving_capacity.{csv,md} and figures/serving_replay.{csv,md}."""
+        input:
+            capacity=expand("results/serving/capacity_{p}.csv", p=SERV_POLICIES),
+            replay=expand("results/serving/replay_{p}.csv", p=SERV_POLICIES),
+            code=lib("studies/serving.py"),
+        output:
+            capacity_csv="figures/serving_capacity.csv",
+            capacity_md="figures/serving_capacity.md",
+            replay_csv="figures/serving_replay.csv",
+            replay_md="figures/serving_replay.md",
+        log:
+            "logs/serving/tables.log",
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            reference=SERV["replay"]["reference"],
+        script:
+            "../scripts/serving_tables.py"
+
+    SERV_CATEGORY = "Serving (continuous batching)"
+    declare_figure(
+        "table_serving_capacity",
+        study="serving",
+        outputs=["figures/serving_capacity.csv", "figures/serving_capacity.md"],
+        category=SERV_CATEGORY,
+    )
+    declare_figure(
+        "table_serving_replay",
+        study="serving",
+        outputs=["figures/serving_replay.csv", "figures/serving_replay.md"],
+        category=SERV_CATEGORY,
+    )
+    declare_figure(
+        "fig_serving_policies",
+        study="serving",
+        plot="fig_serving_policies",
+        data={p: f"results/serving/sweep_{p}.csv" for p in SERV_POLICIES},
+        params=dict(
+            policies=SERV_POLICIES,
+            step_profile=SERV["step_profile"],
+            static_law=SERV_STATIC,
+        ),
+        category=SERV_CATEGORY,
+    )

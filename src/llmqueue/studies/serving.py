@@ -441,20 +441,23 @@ def replay_table(
     loads: Sequence[float],
     capacities: Mapping[str, float],
     *,
-    reference: str,
+    reference_rate_per_s: float,
+    reference_name: str,
     warmup: int,
     seed: int,
     stream: int = 2,
 ) -> pd.DataFrame:
     """The trace replayed at its own timestamps, time-scaled so its mean rate is each `load` x
-    the `reference` policy's highest sustainable rate, through every policy (all its rows: the
-    first `warmup` are left out of the statistics)."""
-    if reference not in capacities:
-        raise InputError(f"replay reference policy {reference!r} is not one of {list(capacities)}")
+    `reference_rate_per_s` (the highest sustainable rate of policy `reference_name`), through
+    every policy (all its rows; the first `warmup` are left out of the statistics)."""
+    if not (reference_rate_per_s > 0 and math.isfinite(reference_rate_per_s)):
+        raise InputError(f"replay: the reference max rate must be > 0, got {reference_rate_per_s}")
     total = int(replay.total or 0)
+    if not 0 <= warmup < total - 400:
+        raise InputError(f"replay warmup must lie in [0, {total - 400}) rows, got {warmup}")
     rows = []
     for j, load in enumerate(loads):
-        rate = float(load) * float(capacities[reference])
+        rate = float(load) * float(reference_rate_per_s)
         w = replay.at_rate(rate)
         for name, pol in policies.items():
             res = run(
@@ -467,9 +470,58 @@ def replay_table(
                 seed=seed_sequence(seed, stream, name, j),
             )
             row = _row(name, rate, float(capacities[name]), res)
-            row["replay_load"] = float(load)
+            row.update(replay_load=float(load), reference=reference_name)
             rows.append(row)
-    return pd.DataFrame(rows, columns=["replay_load", *SWEEP_COLUMNS])
+    return pd.DataFrame(rows, columns=["replay_load", "reference", *SWEEP_COLUMNS])
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if isinstance(x, float | np.floating):
+        return "-" if not math.isfinite(float(x)) else f"{float(x):.{digits}g}"
+    return str(x)
+
+
+def capacity_markdown(cap: pd.DataFrame) -> str:
+    """The capacity table as Markdown: policy, spec, time law, max rate, how it was obtained."""
+    lines = [
+        "| policy | spec | time law | highest sustainable rate (requests/s) | method |",
+        "|---|---|---|---|---|",
+    ]
+    for _, r in cap.iterrows():
+        lines.append(
+            f"| {r['policy']} | `{r['spec']}` | {r['latency']} | {_fmt(r['max_rate_per_s'], 4)} "
+            f"| {r['method']}: {r['note']} |"
+        )
+    kv = cap["kv_tokens"].iloc[0] if "kv_tokens" in cap else None
+    if kv is not None:
+        lines += ["", f"KV budget of the continuous policies: {int(kv):,} tokens."]
+    return "\n".join(lines) + "\n"
+
+
+def replay_markdown(rep: pd.DataFrame, reference: str) -> str:
+    """The replay table as Markdown: one row per (load, policy): rate, mean / p99 JCT, TTFT."""
+    lines = [
+        f"Trace replayed at its own timestamps, time-scaled to a fraction of {reference}'s "
+        "highest sustainable rate. Own load: the rate over the policy's own max rate (at 1 or more "
+        "the queue grows through the replay and no number is given).",
+        "",
+        "| load | rate (req/s) | policy | own load | mean JCT (s) | p99 JCT (s) | mean TTFT (s) "
+        "| mean batch |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in rep.sort_values(["replay_load", "rate_per_s"], kind="stable").iterrows():
+        if bool(r["unstable"]):
+            mean, p99, ttft, batch = "unstable", "-", "-", "-"
+        elif float(r["load"]) >= 1:  # a finite replay over capacity: no steady state to report
+            mean, p99, ttft, batch = "over capacity", "-", "-", "-"
+        else:
+            mean, p99 = _fmt(r["jct_mean_s"]), _fmt(r["jct_p99_s"])
+            ttft, batch = _fmt(r["ttft_mean_s"]), _fmt(r["mean_batch"])
+        lines.append(
+            f"| {r['replay_load']:g} | {_fmt(r['rate_per_s'])} | {r['policy']} | "
+            f"{_fmt(r['load'], 2)} | {mean} | {p99} | {ttft} | {batch} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def policy_spec(p: Policy) -> str:
@@ -501,3 +553,83 @@ def with_kv(policy: Policy, kv_tokens: int | None) -> Policy:
     if policy.kind != "continuous" or policy.kv_tokens is not None or kv_tokens is None:
         return policy
     return replace(policy, kv_tokens=int(kv_tokens))
+
+
+# ---- the study's setup from its config section ---------------------------------------------------
+@dataclass(frozen=True)
+class ServingSetup:
+    """What every serving-study rule needs: the policies (KV budget filled in), the time law of
+    each, the Poisson workload of trace rows and the replay of the same trace."""
+
+    policies: dict[str, Policy]
+    latencies: dict[str, Latency]
+    workload: TraceWorkload
+    replay: ReplayWorkload
+    step: StepLaw
+    kv_tokens: int
+
+
+def serving_setup(
+    section: Mapping[str, Any],
+    profiles: Mapping[str, Any],
+    fit: Mapping[str, Any] | None,
+    static_fit: Mapping[str, Any] | None,
+    trace_path: str | Path,
+) -> ServingSetup:
+    """Build the study's setup from config ``serving`` (`section`), the config profile sections
+    (`profiles`: step_profiles, batch_profiles), the step profile's fit.json (`fit`) and, when
+    ``static_law`` names a batch profile, its fit.json (`static_fit`)."""
+    from llmqueue.policy import parse_policy
+
+    name = str(section["step_profile"])
+    step_cfg = (profiles.get("step_profiles") or {}).get(name)
+    if step_cfg is None:
+        raise InputError(f"serving.step_profile: {name!r} is not a step_profiles entry")
+    step = resolve_step_profile(name, step_cfg, fit)
+    if section.get("kv_tokens") is not None:
+        kv = int(section["kv_tokens"])
+    else:
+        kv = kv_tokens_of_fit(fit, memory_fraction=float(section.get("kv_memory_fraction", 1.0)))
+    cols = section["trace_columns"]
+    workload = TraceWorkload.from_csv(trace_path, 1.0, cols["prompt"], cols["output"])
+    replay = ReplayWorkload.from_csv(trace_path, cols["timestamp"], cols["prompt"], cols["output"])
+    static = str(section.get("static_law", "from_step"))
+    if static == "from_step":
+        p = workload.mean_prompt()
+        static_law: Latency = batch_law_from_step(step, p, p + workload.mean_output() / 2.0)
+    else:
+        bcfg = (profiles.get("batch_profiles") or {}).get(static)
+        if bcfg is None:
+            raise InputError(
+                f"serving.static_law: {static!r} is neither from_step nor a batch profile"
+            )
+        static_law = resolve_batch_profile(
+            static, dict(bcfg), dict(static_fit) if static_fit else None
+        )
+    policies: dict[str, Policy] = {}
+    latencies: dict[str, Latency] = {}
+    for pname, spec in section["policies"].items():
+        pol = with_kv(parse_policy(str(spec)), kv)
+        policies[str(pname)] = pol
+        latencies[str(pname)] = step if pol.kind == "continuous" else static_law
+    return ServingSetup(policies, latencies, workload, replay, step, kv)
+
+
+__all__ += ["ServingSetup", "serving_setup"]
+
+
+def setup_for_rule(params: Any, inputs: Any, policy: str) -> ServingSetup:
+    """The setup of one policy inside a serving-study rule: `params` holds ``setup`` (the
+    serving keys), ``profiles`` and ``spec``; `inputs` the fit.json files and the trace."""
+    from llmqueue.io import read_json
+
+    fits = [read_json(p) for p in inputs.fits]
+    setup = dict(params.setup)
+    section = dict(setup, policies={policy: params.spec})
+    step_cfg = params.profiles["step_profiles"][setup["step_profile"]]
+    step_fit = fits[0] if fit_json_path(step_cfg) else None
+    static_fit = fits[-1] if setup["static_law"] != "from_step" and fits else None
+    return serving_setup(section, params.profiles, step_fit, static_fit, inputs.trace)
+
+
+__all__ += ["setup_for_rule", "capacity_markdown", "replay_markdown"]
