@@ -146,14 +146,27 @@ def test_text_output(capsys):
         (["--rate", "0.01", "--limit", "100", "--latency", "a=1"], "--latency"),
     ],
 )
-def test_bad_input_exit_code_2_without_traceback(args, message):
+def test_bad_input_exit_code_2_without_traceback(args, message, capsys):
     base = {"--tokens": LN, "--latency": LAT}
     for i in range(0, len(args), 2):
         base[args[i]] = args[i + 1]
     argv = [x for kv in base.items() for x in kv]
+    try:
+        code = main(["token-limit", *argv])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_bad_input_from_the_command_line_exits_2():
+    """The same from a real process: exit status 2, one message, no traceback."""
+    argv = ["--tokens", LN, "--latency", LAT, "--rate", "0", "--limit", "1000"]
     proc = subprocess.run(
         [sys.executable, "-m", "llmqueue", "token-limit", *argv], capture_output=True, text=True
     )
     assert proc.returncode == 2
-    assert message in proc.stderr
+    assert "--rate must be > 0" in proc.stderr
     assert "Traceback" not in proc.stderr
