@@ -45,6 +45,7 @@ class RefPolicy:
     kv_tokens: float = math.inf
     admission: str = "reserve"
     max_batched_tokens: float = math.inf
+    block_size: int = 1
 
 
 @dataclass
@@ -124,8 +125,15 @@ def run_static(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, fl
         free_at[s] = start + max(comp)
 
 
+def _slots(h: float, bs: int) -> float:
+    """KV tokens that h tokens take in whole blocks of bs tokens."""
+    return float(bs * math.ceil(h / bs))
+
+
 def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float]) -> list[Req]:
-    """Continuous batching, one iteration at a time."""
+    """Continuous batching, one iteration at a time. KV in blocks of pol.block_size tokens: a
+    sequence holding h tokens takes _slots(h) of the budget; the decodes of an iteration take
+    their KV before any admission."""
     nsrv = pol.servers
     t_next = [math.inf] * nsrv
     running: list[list[Req]] = [[] for _ in range(nsrv)]
@@ -133,25 +141,31 @@ def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float
     q = Waiting()
     on_demand = pol.admission == "on_demand"
 
+    bs = pol.block_size
+
+    def grow(r: Req) -> float:
+        return _slots(r.held + 1, bs) - _slots(r.held, bs)
+
     def boundary(s: int, t: float) -> None:
         # 1. completions
         keep = []
         for r in running[s]:
             if r.g >= r.output:
                 r.finish = t
-                used[s] -= r.held
+                used[s] -= _slots(r.held, bs)
             else:
                 keep.append(r)
         running[s] = keep
         # 2. on-demand growth: one KV token per decoding sequence, else preempt the newest
         preempted = False
+        need = 0.0
         if on_demand:
-            need = sum(1 for r in running[s] if r.decoding)
+            need = sum(grow(r) for r in running[s] if r.decoding)
             while used[s] + need > pol.kv_tokens and running[s]:
                 v = running[s].pop()
                 if v.decoding:
-                    need -= 1
-                used[s] -= v.held
+                    need -= grow(v)
+                used[s] -= _slots(v.held, bs)
                 v.held, v.decoding, v.prefilled = 0.0, False, 0.0
                 v.peff = v.prompt + v.g
                 v.front = True
@@ -173,11 +187,11 @@ def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float
                 if r is None:
                     break
                 need_kv = r.peff if on_demand else r.prompt + r.output
-                if used[s] + need_kv > pol.kv_tokens:
+                if used[s] + need + _slots(need_kv, bs) > pol.kv_tokens:
                     break
                 q.take(r)
                 running[s].append(r)
-                used[s] += need_kv
+                used[s] += _slots(need_kv, bs)
                 r.held, r.prefilled, r.decoding, r.server = need_kv, 0.0, False, s
                 if math.isnan(r.start):
                     r.start = t
@@ -199,8 +213,8 @@ def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float
         for r in dec:
             r.g += 1
             if on_demand:
+                used[s] += grow(r)
                 r.held += 1
-                used[s] += 1
         for r in running[s]:
             if not r.decoding and r.i in chunks:
                 r.prefilled += chunks[r.i]

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from reference_engine import RefPolicy, Req, run_continuous, run_multibin, run_static
 
+from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
-from llmqueue.policy import Policy
+from llmqueue.policy import Policy, parse_policy
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
 from llmqueue.sim.workload import ReplayWorkload
@@ -91,9 +92,10 @@ def test_static_formers_match_reference(seed, kind, order, servers, guard, rate)
     chunked=st.sampled_from([None, 16, 64]),
     guard=st.sampled_from([None, 1.5]),
     rate=st.floats(1.0, 30.0),
+    block=st.sampled_from([1, 1, 4, 12, 30]),  # each divides every kv above
 )
 def test_continuous_matches_reference(  # type: ignore[no-untyped-def]
-    seed, order, admission, servers, max_batch, kv, chunked, guard, rate
+    seed, order, admission, servers, max_batch, kv, chunked, guard, rate, block
 ):
     arr, prompt, out = _table(seed, 80, rate, 60, 50)
     c = (0.011, 0.00037, 0.000013)
@@ -106,6 +108,7 @@ def test_continuous_matches_reference(  # type: ignore[no-untyped-def]
         kv_tokens=kv,
         admission=admission,
         max_batched_tokens=chunked,
+        block_size=block,
     )
     res, tab = _engine(arr, prompt, out, pol, StepLaw(*c), seed)
     ref = RefPolicy(
@@ -117,6 +120,7 @@ def test_continuous_matches_reference(  # type: ignore[no-untyped-def]
         kv_tokens=math.inf if kv is None else kv,
         admission=admission,
         max_batched_tokens=math.inf if chunked is None else chunked,
+        block_size=block,
     )
     reqs = run_continuous(_ref_reqs(tab), ref, c)
     _compare(tab, reqs)
@@ -133,6 +137,33 @@ def test_on_demand_preempts_and_reference_agrees() -> None:
     ref = RefPolicy("continuous", bmax=16, kv_tokens=150, admission="on_demand")
     _compare(tab, run_continuous(_ref_reqs(tab), ref, c))
     assert res.preemptions > 0
+
+
+@pytest.mark.parametrize("block", [8, 16, 50])
+def test_paged_kv_preempts_and_reference_agrees(block: int) -> None:
+    """KV in blocks (vLLM's paged cache) under a tight budget: decode-only runs that cross
+    block boundaries at different phases, preemptions, chunked prefill; both agree."""
+    arr, prompt, out = _table(11, 150, 30.0, 60, 90)
+    c = (0.01, 0.0004, 0.00001)
+    kw = dict(bmax=16, kv_tokens=400, admission="on_demand", max_batched_tokens=64)
+    pol = Policy("continuous", block_size=block, **kw)  # type: ignore[arg-type]
+    res, tab = _engine(arr, prompt, out, pol, StepLaw(*c), 11)
+    ref = RefPolicy("continuous", block_size=block, **kw)  # type: ignore[arg-type]
+    _compare(tab, run_continuous(_ref_reqs(tab), ref, c))
+    assert res.preemptions > 0
+    # the blocks matter here: token-granular KV serves the same table differently
+    _, fine = _engine(arr, prompt, out, Policy("continuous", **kw), StepLaw(*c), 11)  # type: ignore[arg-type]
+    assert not np.allclose(tab[:, 7], fine[:, 7], equal_nan=True)
+
+
+def test_policy_block_size_is_checked() -> None:
+    with pytest.raises(InputError, match="whole number of blocks"):
+        Policy("continuous", kv_tokens=100, block_size=32)
+    with pytest.raises(InputError, match="block_size"):
+        Policy("continuous", block_size=0)
+    with pytest.raises(InputError, match="continuous batching only"):
+        Policy("dynamic", block_size=16)
+    assert parse_policy("continuous:kv_tokens=4096,block_size=32").block_size == 32
 
 
 @pytest.mark.parametrize("kind", ["dynamic", "elastic"])

@@ -12,7 +12,9 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
   requests (max_batch), a KV budget of ``kv_tokens`` tokens per server (None = unlimited),
   ``admission`` ``reserve`` (prompt + output reserved at admission) or ``on_demand`` (grows one
   token per step; preempts the most recent request when it runs out), and optionally at most
-  ``max_batched_tokens`` tokens per iteration (chunked prefill);
+  ``max_batched_tokens`` tokens per iteration (chunked prefill) and a KV cache in blocks of
+  ``block_size`` tokens (a sequence holding h tokens takes ceil(h / block_size) blocks, as
+  vLLM's paged cache; 1 = token-granular; ``kv_tokens`` must then be a whole number of blocks);
 - ``multibin``: Multi-Bin Batching (Guldogan et al., arXiv 2412.04504): requests go to one of
   ``bins`` bins by their *predicted* output length (edges ``bin_edges``, tokens; None = the
   equal-probability quantiles of the predicted length law, set by the engine), each bin forms
@@ -61,6 +63,7 @@ class Policy:
     kv_tokens: int | None = None
     admission: str = "reserve"
     max_batched_tokens: int | None = None
+    block_size: int = 1
     bins: int = 1
     bin_edges: tuple[float, ...] | None = None
     flush_s: float | None = None
@@ -111,9 +114,11 @@ class Policy:
             self.kv_tokens is not None
             or self.admission != "reserve"
             or self.max_batched_tokens is not None
+            or self.block_size != 1
         ):
             raise InputError(
-                "kv_tokens, admission and max_batched_tokens apply to continuous batching only"
+                "kv_tokens, admission, max_batched_tokens and block_size apply to continuous "
+                "batching only"
             )
         if self.kv_tokens is not None and not _posint(self.kv_tokens):
             raise InputError(f"kv_tokens must be an integer >= 1 token, got {self.kv_tokens!r}")
@@ -124,6 +129,13 @@ class Policy:
         if self.max_batched_tokens is not None and not _posint(self.max_batched_tokens):
             raise InputError(
                 f"max_batched_tokens must be an integer >= 1, got {self.max_batched_tokens!r}"
+            )
+        if not _posint(self.block_size):
+            raise InputError(f"block_size must be an integer >= 1 token, got {self.block_size!r}")
+        if self.kv_tokens is not None and self.kv_tokens % self.block_size:
+            raise InputError(
+                f"kv_tokens ({self.kv_tokens}) must be a whole number of blocks of block_size "
+                f"{self.block_size} tokens"
             )
 
     @property
@@ -166,6 +178,8 @@ class Policy:
             out = f"continuous max_batch={cap} kv={kv} {self.admission}"
             if self.max_batched_tokens is not None:
                 out += f" chunk={self.max_batched_tokens}"
+            if self.block_size != 1:
+                out += f" block={self.block_size}"
         else:
             cap = "inf" if self.bmax is None else str(self.bmax)
             out = f"{self.kind} b_max={cap}"
@@ -188,6 +202,7 @@ _INT_KEYS = {
     "servers": "servers",
     "kv_tokens": "kv_tokens",
     "max_batched_tokens": "max_batched_tokens",
+    "block_size": "block_size",
 }
 
 
@@ -223,6 +238,7 @@ def parse_policy(spec: str) -> Policy:
         else:
             raise InputError(
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
-                "servers, kv_tokens, admission, max_batched_tokens, bins, bin_edges, flush_s"
+                "servers, kv_tokens, admission, max_batched_tokens, block_size, bins, bin_edges, "
+                "flush_s"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]

@@ -1,10 +1,14 @@
 """Checks of the ``validation`` section of the config (what the schema cannot see).
 
-Engine settings that contradict each other (a KV cache smaller than one request, a token budget
-below the context without chunked prefill), calibration batches that do not fit the engine,
-a model shape whose heads do not divide, warm-up requests that leave no request to measure.
-Imports nothing beyond numpy/pandas (used by ``python -m llmqueue.validation`` in the vLLM
-environment too).
+``validation.vllm`` (the measurement): engine settings that contradict each other (a KV cache
+smaller than one request, a token budget below the context without chunked prefill), calibration
+batches that do not fit the engine, a model shape whose heads do not divide, warm-up requests that
+leave no request to measure. Imports nothing beyond numpy/pandas (used by
+``python -m llmqueue.validation`` in the vLLM environment too).
+
+``validation.compare`` (the prediction): every run folder exists and holds the files and columns
+the comparison reads, the figure's run is one of them, the settings are in range
+(:func:`check_compare_section`; reads JSON files and CSV headers only).
 """
 
 from __future__ import annotations
@@ -50,7 +54,27 @@ def check_validation_section(section: Mapping[str, Any]) -> None:
         raise InputError(f"{where}.capacity.quantiles: {lo} must be below {hi}")
 
 
+def check_compare_section(section: Mapping[str, Any], base_dir: Path, seed: int = 0) -> None:
+    """Semantic checks of config ``validation.compare``: the settings (CompareSettings), the
+    figure's run among ``runs``, and each run folder under ``dir`` (relative to `base_dir`) with
+    its files and columns (:func:`llmqueue.studies.validation.check_run_folder`)."""
+    from llmqueue.studies.validation import CompareSettings, check_run_folder
+
+    cfg = CompareSettings.from_config(section, seed)
+    runs = list(section["runs"])
+    if section["figure_run"] not in runs:
+        raise InputError(
+            f"validation.compare.figure_run {section['figure_run']!r} must be one of runs {runs}"
+        )
+    for run in runs:
+        check_run_folder(Path(base_dir) / section["dir"] / run, cfg.tables)
+
+
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
-    section = (config.get("validation") or {}).get("vllm")
+    validation = config.get("validation") or {}
+    section = validation.get("vllm")
     if section is not None:
         check_validation_section(section)
+    compare = validation.get("compare")
+    if compare is not None:
+        check_compare_section(compare, base_dir, int(config.get("seed", 0)))

@@ -8,6 +8,13 @@ holds (stopping at the first that does not fit). An iteration decodes one token 
 decoding sequence and prefills the admitted prompts (chunked after the decodes by the token
 budget); it lasts step(decode_seqs, prefill_tokens, context_tokens).
 
+KV in blocks of ``P_BLOCK`` tokens (1: token-granular): a sequence holding h tokens takes
+``_slots(h)`` = P_BLOCK * ceil(h / P_BLOCK) of the budget, and ``V_KVU`` counts those slots. With
+blocks > 1 and on-demand admission, ``V_KVU`` is recounted from the running requests at every
+boundary (O(B): a decode-only run grows each sequence's blocks at its own phase), a run of
+decode-only iterations is cut to the length the free blocks surely cover, and the KV-time
+integral counts the growth inside such a run in tokens.
+
 Data layout, chosen so that an event costs O(log B), not O(B), for a batch of B:
 
 - per server, the scalars ``srv[s, V_*]``: next boundary, decoding sequences, their total
@@ -51,17 +58,18 @@ NV = 11
 
 # the policy's numbers, one float64 array (a compiled call takes at most ~30 arguments to inline)
 P_MAXB, P_KV, P_ONDEMAND, P_MAXTOK, P_ORDER, P_GUARD, P_GUARDS, P_WARMUP, P_NREQ, P_NBAT = range(10)
-NP = 10
+P_BLOCK = 10
+NP = 11
 
 
 def policy_params(
     max_batch: float, kv_tokens: float, on_demand: bool, max_tok: float, order: int,
-    guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int,
+    guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int, block_size: int = 1,
 ) -> np.ndarray:  # fmt: skip
     """The P_* array of :func:`run_continuous`."""
     return np.array(
         [max_batch, kv_tokens, float(on_demand), max_tok, order, float(guard), guard_s,
-         warmup, n_req, nbat],
+         warmup, n_req, nbat, block_size],
         dtype=float,
     )  # fmt: skip
 
@@ -231,6 +239,25 @@ def _held(pool, srv, s, sl, on_demand):  # type: ignore[no-untyped-def]  # noqa:
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _slots(h, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """KV slots (tokens in whole blocks of bs) that h tokens take."""
+    if bs == 1.0:
+        return h
+    return bs * np.ceil(h / bs)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _kv_recount(pool, srv, dheap, pref, s, on_demand, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """KV slots held by the requests running on server s (block mode)."""
+    u = 0.0
+    for j in range(np.int64(srv[s, V_DHN])):
+        u += _slots(_held(pool, srv, s, dheap[s, j], on_demand), bs)
+    for j in range(np.int64(srv[s, V_NPREF])):
+        u += _slots(pool[pref[s, j], Q.F_HELD], bs)
+    return u
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     s, t, next_a, sti, stf,
     pool, ring, heap, hpos, free, qi,
@@ -250,7 +277,10 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     warmup = np.int64(prm[P_WARMUP])
     n_req = np.int64(prm[P_NREQ])
     nbat = np.int64(prm[P_NBAT])
+    bs = prm[P_BLOCK]
     _apply_jump(s, sti, stf, srv, on_demand, cst)
+    if on_demand and bs != 1.0:
+        srv[s, V_KVU] = _kv_recount(pool, srv, dheap, pref, s, on_demand, bs)
     stf[S.S_EVENTS] += 1.0
     changed = False
     window = S.in_window(sti, stf, t)
@@ -265,7 +295,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         if pool[sl, Q.F_DECODING] == 1.0:
             srv[s, V_DEC] -= 1.0
             srv[s, V_CTX] -= pool[sl, Q.F_PROMPT] + n
-        srv[s, V_KVU] -= _held(pool, srv, s, sl, on_demand)
+        srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
         srv[s, V_RUN] -= 1.0
         pool[sl, Q.F_SERVER] = -1.0
         a = pool[sl, Q.F_ARR]
@@ -288,18 +318,26 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             rec[rid, 2] = t
             rec[rid, 3] = s
         Q.release(pool, free, qi, sl)
-    # 2. on-demand KV: one more token per decoding sequence, else preempt the newest
+    # 2. on-demand KV: one more token per decoding sequence (a new block for those whose blocks
+    # are full), else preempt the newest
     preempted = False
+    need = 0.0
     if on_demand:
         need = srv[s, V_DEC]
+        if bs != 1.0:
+            need = 0.0
+            for j in range(np.int64(srv[s, V_DHN])):
+                h = _held(pool, srv, s, dheap[s, j], on_demand)
+                need += _slots(h + 1.0, bs) - _slots(h, bs)
         while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
             sl = _adm_top(pool, srv, adm, s)
             if pool[sl, Q.F_DECODING] == 1.0:
                 g = steps + pool[sl, Q.F_BASE]
+                h = _held(pool, srv, s, sl, on_demand)
                 _dremove(pool, srv, dheap, s, sl)
                 srv[s, V_DEC] -= 1.0
                 srv[s, V_CTX] -= pool[sl, Q.F_PROMPT] + g
-                need -= 1.0
+                need -= _slots(h + 1.0, bs) - _slots(h, bs)
                 pool[sl, Q.F_DONE] = g
             else:
                 npf = np.int64(srv[s, V_NPREF])
@@ -309,7 +347,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                         pref[s, k] = pref[s, j]
                         k += 1
                 srv[s, V_NPREF] = k
-            srv[s, V_KVU] -= _held(pool, srv, s, sl, on_demand)
+            srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
             srv[s, V_RUN] -= 1.0
             pool[sl, Q.F_HELD] = 0.0
             pool[sl, Q.F_DECODING] = 0.0
@@ -346,12 +384,13 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 need_kv = pool[sl, Q.F_PEFF]
             else:
                 need_kv = pool[sl, Q.F_PROMPT] + pool[sl, Q.F_OUT]
-            if srv[s, V_KVU] + need_kv > kv_tokens:
+            # the decodes of this iteration take their KV first (as vLLM's running requests do)
+            if srv[s, V_KVU] + need + _slots(need_kv, bs) > kv_tokens:
                 break
             Q.remove(pool, ring, heap, hpos, qi, sl, order)
             changed = True
             srv[s, V_RUN] += 1.0
-            srv[s, V_KVU] += need_kv
+            srv[s, V_KVU] += _slots(need_kv, bs)
             pool[sl, Q.F_HELD] = need_kv
             pool[sl, Q.F_PREFILLED] = 0.0
             pool[sl, Q.F_DECODING] = 0.0
@@ -378,8 +417,9 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     if npf == 0 and dec > 0.0:
         # 4a. decode-only: a run of iterations up to the next event, in closed form
         m = np.int64(pool[dheap[s, 0], Q.F_TARGET] - steps)
-        if on_demand:
-            mk = np.int64((kv_tokens - srv[s, V_KVU]) // dec)
+        if on_demand and kv_tokens < np.inf:
+            # m iterations take at most ceil(m / bs) new blocks per sequence
+            mk = np.int64((kv_tokens - srv[s, V_KVU]) // (bs * dec)) * np.int64(bs)
             if mk < m:
                 m = mk
         if m < 1 or preempted:
@@ -408,7 +448,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     srv[s, V_STEPS] = steps
     srv[s, V_CTX] += dec
     if on_demand:
-        srv[s, V_KVU] += dec
+        srv[s, V_KVU] += need
     k = 0
     for j in range(npf):
         sl = pref[s, j]

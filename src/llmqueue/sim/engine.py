@@ -24,10 +24,14 @@ sequence by preempting the most recently admitted request (its KV is freed and i
 the front of the queue to redo prefill over prompt + tokens generated so far), (3) if nothing was
 preempted, admits waiting requests in queue order while the batch has room (``bmax`` = max_batch)
 and the KV budget holds (``reserve``: prompt + output tokens reserved at admission, never
-preempts; ``on_demand``: the prompt's tokens, growing one per step), stopping at the first that
-does not fit, as vLLM does. One iteration = one decode token for every decoding sequence +
-prefill of the admitted prompts (chunked by ``max_batched_tokens`` after the decodes, as vLLM's
-chunked prefill does; a request's first token comes out at the end of its last prefill chunk).
+preempts; ``on_demand``: the prompt's tokens, growing one per step, the decodes of the iteration
+taking theirs first), stopping at the first that does not fit, as vLLM does. With
+``block_size`` > 1 the KV cache is paged as vLLM's: a sequence holding h tokens takes
+ceil(h / block_size) blocks of the budget, admission needs the prompt's blocks, and a decoding
+sequence needs a new block only when its blocks are full (every block_size-th token). One
+iteration = one decode token for every decoding sequence + prefill of the admitted prompts
+(chunked by ``max_batched_tokens`` after the decodes, as vLLM's chunked prefill does; a
+request's first token comes out at the end of its last prefill chunk).
 It lasts step(decode_seqs, prefill_tokens, context_tokens) (:class:`llmqueue.latency.StepLaw`),
 with context_tokens = sum over decoding sequences of (prompt + generated tokens) + over prefill
 chunks of (offset + chunk). Between events (an arrival the server could admit, a completion, KV
@@ -270,6 +274,7 @@ def run(
             int(warmup),
             n_req,
             nbat,
+            int(policy.block_size),
         )
     else:
         cap_b = int(min(policy.cap, 1 << 30))

@@ -1,0 +1,613 @@
+"""The serving model against vLLM (issue 17): replay each measured request table through the
+continuous-batching simulator and compare every request's TTFT and JCT with what vLLM did.
+
+Inputs: a committed run folder ``data/validation/vllm-cpu-<hardware-id>/`` (made by
+``make validate-vllm``; data/validation/README.md), read by :func:`read_run`:
+
+- ``settings.json``: the engine settings read back from vLLM, mapped onto a
+  :class:`llmqueue.policy.Policy` by :func:`engine_policy`;
+- ``calibration_fit.json``: the step law fitted on the calibration iterations only
+  (:func:`calibration_law`); the same law fitted on each load's own iterations is used for
+  diagnosis only, never for the prediction (:func:`in_situ_law`);
+- ``requests_<run>.csv``: arrival time, prompt and output tokens of every request (replayed
+  exactly, :func:`replay`) and its measured first-token and finish times (client side);
+- ``steps_<run>.csv``: vLLM's iterations during that run (:func:`steplaw_check`: the calibration
+  law on the run's own iterations);
+- ``meta.json``: load fractions, rates, ``calibration.max_gap_s``.
+
+Prediction (:func:`predict`): the serving engine (:func:`llmqueue.sim.engine.run`) on a
+:class:`llmqueue.sim.workload.ReplayWorkload` of the same arrivals and lengths, one server. What the
+model has of vLLM 0.32's scheduler (README "What vLLM 0.32's scheduler does"): one token budget per
+iteration shared by decodes and prefill chunks (``max_num_batched_tokens``), running requests first
+in admission order, then FCFS admission while the batch has room (``max_num_seqs``), a request
+admitted only when its whole prompt fits in the free KV (head-of-line blocking), KV in blocks of
+``block_size`` tokens (``kv_model: paged``; a sequence holding h tokens takes ceil(h / block_size)
+blocks, the decodes of an iteration take their new blocks before any admission), recompute
+preemption of the newest request to the front of the queue, the first token at the end of the
+iteration that completes the prompt, and iteration times from the step law
+c0 + c_tok (decode_seqs + prefill_tokens) + c_ctx context_tokens. What it lacks: the engine's
+time to pick up a request that arrives while it is idle and the hand-off of each token to the
+client (about 1 ms each, measured, not modelled), any step time the linear law does not
+describe (at high load prefill iterations take longer than it says, decode-only ones less), the
+machine's noise, and blocks that are taken chunk by chunk during a prefill (the model reserves the
+whole prompt at admission; with the token budget a chunked prompt leaves no budget for a second
+admission, so only the decodes' growth of that iteration could differ).
+
+Comparison (:func:`error_rows`): per run and metric (JCT = finish - arrival, TTFT = first token -
+arrival, s), over the measured requests (warm-up rows left out): mean, p50, p90 measured and
+predicted, relative errors (predicted / measured - 1), per-request Pearson and Spearman
+correlations and the median absolute relative error; the issue's targets (mean JCT within 10%,
+p90 JCT within 15%) are judged on the prediction only. Diagnostic variants (never the result):
+``token_kv`` (KV counted in tokens, not blocks) and ``in_situ_law`` (the law fitted on the run's
+own iterations: what is left is the scheduler model's error).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from llmqueue.errors import InputError
+from llmqueue.latency import StepLaw
+from llmqueue.policy import Policy
+from llmqueue.seeds import seed_sequence
+
+__all__ = [
+    "REQUEST_COLUMNS",
+    "STEP_COLUMNS",
+    "SETTINGS_KEYS",
+    "PREDICTION_COLUMNS",
+    "COMPARISON_COLUMNS",
+    "VARIANTS",
+    "KV_MODELS",
+    "CompareSettings",
+    "RunData",
+    "check_run_folder",
+    "read_run",
+    "engine_policy",
+    "calibration_law",
+    "in_situ_law",
+    "replay",
+    "predict",
+    "error_rows",
+    "steplaw_check",
+    "compare_run",
+    "settings_note",
+    "markdown_table",
+]
+
+REQUEST_COLUMNS = (
+    "request_id",
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "first_token_s",
+    "finish_s",
+    "warmup",
+)
+STEP_COLUMNS = ("t_sched_s", "t_done_s", "decode_seqs", "prefill_tokens", "context_tokens")
+SETTINGS_KEYS = (
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_chunked_prefill",
+    "enable_prefix_caching",
+    "block_size",
+    "usable_kv_tokens",
+    "kv_tokens",
+    "preemption_mode",
+    "scheduling_policy",
+    "reserve_full_prompt_on_admission",
+)
+FIT_KEYS = ("c0_s", "c_tok_s", "c_ctx_s")
+PREDICTION_COLUMNS = (
+    "run",
+    "variant",
+    "request_id",
+    "warmup",
+    "arrival_s",
+    "prompt_tokens",
+    "output_tokens",
+    "measured_ttft_s",
+    "measured_jct_s",
+    "predicted_ttft_s",
+    "predicted_jct_s",
+)
+STATS = ("mean", "p50", "p90")
+COMPARISON_COLUMNS = (
+    "run_id",
+    "run",
+    "load",
+    "rate_per_s",
+    "variant",
+    "metric",
+    "requests",
+    *(f"{w}_{s}_s" for s in STATS for w in ("measured", "predicted")),
+    *(f"{s}_rel_error" for s in STATS),
+    "pearson",
+    "spearman",
+    "median_abs_rel_error",
+    "target_mean",
+    "target_p90",
+    "within_target",
+    "law_total_rel_error",
+    "law_prefill_rel_error",
+    "law_decode_rel_error",
+    "law_after_idle_rel_error",
+    "iterations",
+    "c0_s",
+    "c_tok_s",
+    "c_ctx_s",
+)
+# the prediction, then the diagnostic variants (config validation.compare.diagnostics)
+VARIANTS = ("prediction", "token_kv", "in_situ_law")
+KV_MODELS = ("paged", "tokens")
+KV_BUDGETS = ("usable", "all")
+
+
+@dataclass(frozen=True)
+class CompareSettings:
+    """Config ``validation.compare`` (the simulator side): which request tables of a run folder,
+    KV model (``paged``: whole blocks, ``tokens``: token-granular), KV budget (``usable``: the
+    blocks vLLM can hand out, its null block left out; ``all``), the diagnostic variants, the
+    issue's targets (relative errors of mean and p90 JCT), the root seed."""
+
+    tables: tuple[str, ...]
+    kv_model: str = "paged"
+    kv_budget: str = "usable"
+    diagnostics: tuple[str, ...] = ()
+    target_mean: float = 0.10
+    target_p90: float = 0.15
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        where = "validation.compare"
+        if not self.tables or len(set(self.tables)) != len(self.tables):
+            raise InputError(f"{where}.tables: one or more distinct run names, got {self.tables}")
+        if self.kv_model not in KV_MODELS:
+            raise InputError(f"{where}.kv_model must be one of {KV_MODELS}, got {self.kv_model!r}")
+        if self.kv_budget not in KV_BUDGETS:
+            raise InputError(
+                f"{where}.kv_budget must be one of {KV_BUDGETS}, got {self.kv_budget!r}"
+            )
+        bad = [d for d in self.diagnostics if d not in VARIANTS[1:]]
+        if bad:
+            raise InputError(f"{where}.diagnostics: {bad} unknown; allowed: {list(VARIANTS[1:])}")
+        for key, v in (("jct_mean", self.target_mean), ("jct_p90", self.target_p90)):
+            if not (0 < v < 1):
+                raise InputError(f"{where}.targets.{key} must be a fraction in (0, 1), got {v}")
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], seed: int) -> CompareSettings:
+        t = section.get("targets", {})
+        return cls(
+            tuple(section["tables"]),
+            section.get("kv_model", "paged"),
+            section.get("kv_budget", "usable"),
+            tuple(section.get("diagnostics", ())),
+            float(t.get("jct_mean", 0.10)),
+            float(t.get("jct_p90", 0.15)),
+            int(seed),
+        )
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One committed run folder, read and checked (:func:`read_run`)."""
+
+    run_id: str
+    settings: Mapping[str, Any]
+    fits: Mapping[str, Any]
+    meta: Mapping[str, Any]
+    requests: Mapping[str, pd.DataFrame]
+    steps: Mapping[str, pd.DataFrame]
+
+
+# ---- reading ----------------------------------------------------------------------------------
+def _csv_header(path: Path) -> list[str]:
+    with path.open() as fh:
+        return fh.readline().strip().split(",")
+
+
+def check_run_folder(folder: str | Path, tables: Sequence[str]) -> None:
+    """The run folder exists and holds what the comparison reads: settings.json (the engine
+    settings of :data:`SETTINGS_KEYS`), calibration_fit.json, meta.json, and for every name in
+    `tables` requests_<name>.csv (:data:`REQUEST_COLUMNS`) and steps_<name>.csv
+    (:data:`STEP_COLUMNS`). Reads headers only; InputError names the file and what is missing."""
+    p = Path(folder)
+    if not p.is_dir():
+        raise InputError(
+            f"validation run folder {str(p)!r} does not exist (validation.compare.runs names "
+            "folders under validation.compare.dir, made by `make validate-vllm`)"
+        )
+    for name in ("settings.json", "calibration_fit.json", "meta.json"):
+        if not (p / name).is_file():
+            raise InputError(f"validation run folder {str(p)!r} lacks {name}")
+    settings = json.loads((p / "settings.json").read_text())
+    missing = [k for k in SETTINGS_KEYS if k not in settings]
+    if missing:
+        raise InputError(f"{str(p / 'settings.json')!r} lacks the engine settings {missing}")
+    cal = json.loads((p / "calibration_fit.json").read_text()).get("calibration", {})
+    missing = [k for k in FIT_KEYS if k not in cal]
+    if missing:
+        raise InputError(f"{str(p / 'calibration_fit.json')!r}: 'calibration' lacks {missing}")
+    for t in tables:
+        for kind, cols in (("requests", REQUEST_COLUMNS), ("steps", STEP_COLUMNS)):
+            f = p / f"{kind}_{t}.csv"
+            if not f.is_file():
+                raise InputError(
+                    f"validation run folder {str(p)!r} lacks {f.name} (validation.compare.tables "
+                    f"names {t!r})"
+                )
+            lacking = [c for c in cols if c not in _csv_header(f)]
+            if lacking:
+                raise InputError(f"{str(f)!r} lacks columns {lacking}")
+
+
+def read_run(folder: str | Path, tables: Sequence[str]) -> RunData:
+    """Read a committed run folder (checked by :func:`check_run_folder`); request rows must be in
+    arrival order with arrival <= first token <= finish and whole token counts >= 1 output."""
+    p = Path(folder)
+    check_run_folder(p, tables)
+    requests, steps = {}, {}
+    for t in tables:
+        df = pd.read_csv(p / f"requests_{t}.csv")
+        f = str(p / f"requests_{t}.csv")
+        if len(df) < 20:
+            raise InputError(f"{f!r}: at least 20 requests are needed, got {len(df)}")
+        if not df["arrival_s"].is_monotonic_increasing:
+            raise InputError(f"{f!r}: rows must be in arrival order")
+        bad = ~((df["arrival_s"] <= df["first_token_s"]) & (df["first_token_s"] <= df["finish_s"]))
+        if bad.any():
+            raise InputError(
+                f"{f!r}: {int(bad.sum())} row(s) break arrival <= first token <= finish"
+            )
+        if (df["output_tokens"] < 1).any() or (df["prompt_tokens"] < 0).any():
+            raise InputError(f"{f!r}: output_tokens must be >= 1 and prompt_tokens >= 0")
+        if df["warmup"].dtype != bool:
+            raise InputError(f"{f!r}: column warmup must hold True/False")
+        requests[t] = df
+        steps[t] = pd.read_csv(p / f"steps_{t}.csv")
+    return RunData(
+        p.name,
+        json.loads((p / "settings.json").read_text()),
+        json.loads((p / "calibration_fit.json").read_text()),
+        json.loads((p / "meta.json").read_text()),
+        requests,
+        steps,
+    )
+
+
+# ---- the mapping: engine settings -> policy, fit -> step law ------------------------------
+def engine_policy(
+    settings: Mapping[str, Any], kv_model: str = "paged", kv_budget: str = "usable"
+) -> Policy:
+    """vLLM's engine settings (``settings.json``) as a continuous-batching policy.
+
+    max_num_seqs -> bmax; max_num_batched_tokens -> the iteration's token budget (chunked
+    prefill); the KV budget in tokens: ``usable_kv_tokens`` (vLLM keeps one null block aside) or
+    ``kv_tokens`` (``kv_budget: all``), in blocks of ``block_size`` (``kv_model: paged``) or
+    token-granular (``tokens``); admission ``on_demand`` (the whole prompt must fit at admission,
+    KV grows as tokens are computed, the newest request is preempted and recomputed when it runs
+    out). Settings the model does not have are refused with an InputError naming them: chunked
+    prefill off, prefix caching, swap preemption, priority scheduling, admission on the first
+    chunk only, a watermark, a per-request prefill cap, asynchronous scheduling.
+    """
+    if kv_model not in KV_MODELS or kv_budget not in KV_BUDGETS:
+        raise InputError(f"kv_model in {KV_MODELS}, kv_budget in {KV_BUDGETS}")
+    missing = [k for k in SETTINGS_KEYS if k not in settings]
+    if missing:
+        raise InputError(f"engine settings lack {missing}")
+    unmodelled = {
+        "enable_chunked_prefill": (settings["enable_chunked_prefill"], True),
+        "enable_prefix_caching": (settings["enable_prefix_caching"], False),
+        "preemption_mode": (settings["preemption_mode"], "recompute"),
+        "scheduling_policy": (settings["scheduling_policy"], "fcfs"),
+        "reserve_full_prompt_on_admission": (settings["reserve_full_prompt_on_admission"], True),
+        "watermark": (float(settings.get("watermark", 0.0)), 0.0),
+        "long_prefill_token_threshold": (int(settings.get("long_prefill_token_threshold", 0)), 0),
+        "async_scheduling": (bool(settings.get("async_scheduling", False)), False),
+    }
+    for key, (got, modelled) in unmodelled.items():
+        if got != modelled:
+            raise InputError(
+                f"engine setting {key} = {got!r} is not in the serving model (it models "
+                f"{key} = {modelled!r})"
+            )
+    block = int(settings["block_size"])
+    kv = int(settings["usable_kv_tokens"] if kv_budget == "usable" else settings["kv_tokens"])
+    if kv % block:
+        raise InputError(f"engine KV budget {kv} tokens is not a whole number of {block}-blocks")
+    return Policy(
+        "continuous",
+        bmax=int(settings["max_num_seqs"]),
+        kv_tokens=kv,
+        admission="on_demand",
+        max_batched_tokens=int(settings["max_num_batched_tokens"]),
+        block_size=block if kv_model == "paged" else 1,
+    )
+
+
+def _law(fit: Mapping[str, Any], name: str, where: str) -> StepLaw:
+    missing = [k for k in FIT_KEYS if k not in fit]
+    if missing:
+        raise InputError(f"calibration_fit.json: {where!r} lacks {missing}")
+    return StepLaw(
+        float(fit["c0_s"]), float(fit["c_tok_s"]), float(fit["c_ctx_s"]), name, where, "measured"
+    )
+
+
+def calibration_law(fits: Mapping[str, Any]) -> StepLaw:
+    """The step law fitted on the calibration iterations (``calibration_fit.json``, entry
+    ``calibration``): the only law a prediction uses."""
+    if "calibration" not in fits:
+        raise InputError("calibration_fit.json has no 'calibration' entry")
+    return _law(fits["calibration"], "vllm-calibration", "calibration")
+
+
+def in_situ_law(fits: Mapping[str, Any], table: str) -> StepLaw | None:
+    """The same law fitted on one run's own iterations (entry ``in_situ_<table>``; None if the
+    folder has none): for diagnosis only, it has seen the run it would predict."""
+    key = f"in_situ_{table}"
+    return _law(fits[key], f"vllm-{key}", key) if key in fits else None
+
+
+# ---- prediction -------------------------------------------------------------------------------
+def replay(requests: pd.DataFrame) -> Any:
+    """The request table as a ReplayWorkload: the same arrivals (from the first one) and the same
+    prompt and output tokens, row for row."""
+    from llmqueue.sim.workload import ReplayWorkload
+
+    return ReplayWorkload(
+        requests["arrival_s"].to_numpy(dtype=float),
+        requests["prompt_tokens"].to_numpy(dtype=float),
+        requests["output_tokens"].to_numpy(dtype=float),
+        source="vllm request table",
+    )
+
+
+def predict(
+    requests: pd.DataFrame,
+    policy: Policy,
+    law: StepLaw,
+    *,
+    seed: int | np.random.SeedSequence = 0,
+) -> pd.DataFrame:
+    """Every request's predicted TTFT and JCT (s) beside the measured ones
+    (:data:`PREDICTION_COLUMNS` without run and variant). The engine serves the whole table
+    (warm-up rows too: they fill the system the measured rows meet); a request the model never
+    finishes (prompt + output above the KV budget) is an InputError."""
+    from llmqueue.sim.engine import run
+
+    n = len(requests)
+    res = run(
+        replay(requests), policy, law, requests=n, warmup=0, batches=2, seed=seed,
+        per_request=True,
+    )  # fmt: skip
+    tab = res.per_request
+    t0 = float(requests["arrival_s"].iloc[0])
+    arrival = requests["arrival_s"].to_numpy(dtype=float)
+    first = tab[:, 6] + t0
+    finish = tab[:, 7] + t0
+    if tab.shape[0] != n or np.isnan(finish).any():
+        raise InputError(
+            f"the serving model did not finish {int(np.isnan(finish).sum())} of {n} requests "
+            f"(a prompt + output above the KV budget of {policy.kv_tokens} tokens?)"
+        )
+    return pd.DataFrame(
+        {
+            "request_id": requests["request_id"].to_numpy(),
+            "warmup": requests["warmup"].to_numpy(dtype=bool),
+            "arrival_s": arrival,
+            "prompt_tokens": requests["prompt_tokens"].to_numpy(),
+            "output_tokens": requests["output_tokens"].to_numpy(),
+            "measured_ttft_s": requests["first_token_s"].to_numpy(dtype=float) - arrival,
+            "measured_jct_s": requests["finish_s"].to_numpy(dtype=float) - arrival,
+            "predicted_ttft_s": first - arrival,
+            "predicted_jct_s": finish - arrival,
+        }
+    )
+
+
+# ---- comparison -------------------------------------------------------------------------------
+def _stats(x: np.ndarray) -> dict[str, float]:
+    return {"mean": float(x.mean()), "p50": float(np.median(x)), "p90": float(np.percentile(x, 90))}
+
+
+def error_rows(pred: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per metric (jct, ttft), over the measured requests (``warmup`` False): measured and
+    predicted mean / p50 / p90 (s), relative errors predicted / measured - 1, Pearson and
+    Spearman correlations of the per-request values, the median per-request |relative error|."""
+    x = pred[~pred["warmup"].to_numpy(dtype=bool)]
+    if len(x) < 3:
+        raise InputError(f"at least 3 measured (non-warm-up) requests are needed, got {len(x)}")
+    rows = []
+    for metric in ("jct", "ttft"):
+        m = x[f"measured_{metric}_s"].to_numpy(dtype=float)
+        p = x[f"predicted_{metric}_s"].to_numpy(dtype=float)
+        sm, sp = _stats(m), _stats(p)
+        row: dict[str, Any] = {"metric": metric, "requests": int(m.size)}
+        for s in STATS:
+            row[f"measured_{s}_s"] = sm[s]
+            row[f"predicted_{s}_s"] = sp[s]
+            row[f"{s}_rel_error"] = sp[s] / sm[s] - 1.0
+        row["pearson"] = float(np.corrcoef(m, p)[0, 1])
+        row["spearman"] = float(pd.Series(m).corr(pd.Series(p), method="spearman"))
+        row["median_abs_rel_error"] = float(np.median(np.abs(p / m - 1.0)))
+        rows.append(row)
+    return rows
+
+
+def steplaw_check(steps: pd.DataFrame, law: StepLaw, max_gap_s: float) -> dict[str, float]:
+    """The law's total time over a run's own iterations against their measured total (relative
+    error law / measured - 1): all iterations, those with prefill tokens, decode-only ones, and
+    the first iteration after each idle period (the engine waited for work more than
+    `max_gap_s`). Iteration times as the calibration counts them
+    (:func:`llmqueue.validation.calibration.iteration_times`)."""
+    from llmqueue.validation.calibration import iteration_times
+
+    t = iteration_times(steps, max_gap_s).to_numpy(dtype=float)
+    f = np.asarray(law.step(steps["decode_seqs"], steps["prefill_tokens"], steps["context_tokens"]))
+    pre = steps["prefill_tokens"].to_numpy() > 0
+    gap = (
+        steps["t_sched_s"].to_numpy(dtype=float)[1:] - steps["t_done_s"].to_numpy(dtype=float)[:-1]
+    )
+    after_idle = np.concatenate([[False], gap > max_gap_s])
+
+    def rel(mask: np.ndarray) -> float:
+        return float(f[mask].sum() / t[mask].sum() - 1.0) if mask.any() else math.nan
+
+    return {
+        "law_total_rel_error": rel(np.ones_like(pre)),
+        "law_prefill_rel_error": rel(pre),
+        "law_decode_rel_error": rel(~pre),
+        "law_after_idle_rel_error": rel(after_idle),
+        "iterations": int(t.size),
+    }
+
+
+def compare_run(data: RunData, cfg: CompareSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The comparison (:data:`COMPARISON_COLUMNS`, one row per table x variant x metric) and the
+    per-request predictions (:data:`PREDICTION_COLUMNS`) of one run folder."""
+    cal = calibration_law(data.fits)
+    max_gap = float(data.meta.get("calibration", {}).get("max_gap_s", 0.002))
+    runs_meta = data.meta.get("runs", {})
+    rows, preds = [], []
+    for table in cfg.tables:
+        req = data.requests[table]
+        info = runs_meta.get(table, {})
+        variants: list[tuple[str, Policy, StepLaw]] = [
+            ("prediction", engine_policy(data.settings, cfg.kv_model, cfg.kv_budget), cal)
+        ]
+        if "token_kv" in cfg.diagnostics:
+            variants.append(
+                ("token_kv", engine_policy(data.settings, "tokens", cfg.kv_budget), cal)
+            )
+        if "in_situ_law" in cfg.diagnostics:
+            own = in_situ_law(data.fits, table)
+            if own is not None:
+                pol = engine_policy(data.settings, cfg.kv_model, cfg.kv_budget)
+                variants.append(("in_situ_law", pol, own))
+        rate = float(info.get("rate_per_s", math.nan))  # NaN: a burst (all sent at once)
+        for variant, pol, law in variants:
+            seed = seed_sequence(cfg.seed, "validation", data.run_id, table)
+            p = predict(req, pol, law, seed=seed)
+            check = steplaw_check(data.steps[table], law, max_gap)
+            for er in error_rows(p):
+                jct = er["metric"] == "jct" and variant == "prediction"
+                within = (
+                    abs(er["mean_rel_error"]) <= cfg.target_mean
+                    and abs(er["p90_rel_error"]) <= cfg.target_p90
+                )
+                rows.append(
+                    {
+                        "run_id": data.run_id,
+                        "run": table,
+                        "load": float(info.get("load", math.nan)),
+                        "rate_per_s": rate,
+                        "variant": variant,
+                        **er,
+                        "target_mean": cfg.target_mean if jct else math.nan,
+                        "target_p90": cfg.target_p90 if jct else math.nan,
+                        "within_target": within if jct else None,
+                        **check,
+                        "c0_s": law.c0_s,
+                        "c_tok_s": law.c_tok_s,
+                        "c_ctx_s": law.c_ctx_s,
+                    }
+                )
+            p.insert(0, "variant", variant)
+            p.insert(0, "run", table)
+            preds.append(p)
+    comp = pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
+    return comp, pd.concat(preds, ignore_index=True)[list(PREDICTION_COLUMNS)]
+
+
+# ---- the table --------------------------------------------------------------------------------
+def settings_note(
+    run_id: str, settings: Mapping[str, Any], kv_model: str = "paged", kv_budget: str = "usable"
+) -> str:
+    """One line: the engine settings of a run and the policy they map to (:func:`engine_policy`)."""
+    pol = engine_policy(settings, kv_model, kv_budget)
+    return (
+        f"- `{run_id}`: vLLM max_num_seqs {settings['max_num_seqs']}, max_num_batched_tokens "
+        f"{settings['max_num_batched_tokens']}, {settings['usable_kv_tokens']} usable KV tokens in "
+        f"blocks of {settings['block_size']}, chunked prefill, {settings['preemption_mode']} "
+        f"preemption, {settings['scheduling_policy']}; simulated as `{pol.label()}`."
+    )
+
+
+def _pct(x: float) -> str:
+    return "n/a" if not math.isfinite(x) else f"{100 * x:+.1f}%"
+
+
+def _run_label(row: pd.Series) -> str:
+    return f"{100 * row['load']:.0f}%" if math.isfinite(row["load"]) else f"burst ({row['run']})"
+
+
+def _rate(x: float) -> str:
+    return f"{x:.3f}" if math.isfinite(x) else "all at t = 0"
+
+
+def markdown_table(comp: pd.DataFrame, settings_note: str = "") -> str:
+    """The comparison as Markdown: per run folder, the prediction (measured / predicted mean,
+    p50, p90 of JCT and TTFT with relative errors, correlations, target), then the diagnostic
+    variants and the calibration law on each run's own iterations."""
+    out = ["# The serving model against vLLM: measured vs predicted latency per request", ""]
+    for run_id, c in comp.groupby("run_id", sort=False):
+        out += [f"## {run_id}", ""]
+        head = "| load | rate (req/s) | n | metric | mean: measured / predicted (s) | p50 | p90 "
+        head += "| Pearson / Spearman | median abs. error | target met |"
+        out += [head, "|---|---|---|---|---|---|---|---|---|---|"]
+        main = c[c["variant"] == "prediction"]
+        for _, r in main.iterrows():
+            cells = [_run_label(r), _rate(r["rate_per_s"]), str(r["requests"]), r["metric"].upper()]
+            for s in STATS:
+                cells.append(
+                    f"{r[f'measured_{s}_s']:.3f} / {r[f'predicted_{s}_s']:.3f} "
+                    f"({_pct(r[f'{s}_rel_error'])})"
+                )
+            cells.append(f"{r['pearson']:.3f} / {r['spearman']:.3f}")
+            cells.append(f"{100 * r['median_abs_rel_error']:.1f}%")
+            w = r["within_target"]
+            cells.append("-" if w is None or (isinstance(w, float) and math.isnan(w)) else
+                         ("yes" if bool(w) else "no"))  # fmt: skip
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+        diag = c[c["variant"] != "prediction"]
+        out += [
+            "Diagnosis (never the result): relative errors of the mean and p90 under each "
+            "variant, and the calibration law's total time on each run's own iterations "
+            "(law / measured - 1; prefill: iterations with prefill tokens).",
+            "",
+            "| load | variant | JCT mean | JCT p90 | TTFT mean | TTFT p90 | law on the run's "
+            "iterations: all / prefill / decode-only / after idle |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        order = {v: i for i, v in enumerate(VARIANTS)}
+        both = pd.concat([main, diag])
+        both = both.assign(_v=both["variant"].map(order), _r=both["run"].map(
+            {r: i for i, r in enumerate(dict.fromkeys(c["run"]))}
+        )).sort_values(["_r", "_v"], kind="stable")  # fmt: skip
+        for (_, variant), g in both.groupby(["run", "variant"], sort=False):
+            j = g[g["metric"] == "jct"].iloc[0]
+            t = g[g["metric"] == "ttft"].iloc[0]
+            law = (
+                f"{_pct(j['law_total_rel_error'])} / {_pct(j['law_prefill_rel_error'])} / "
+                f"{_pct(j['law_decode_rel_error'])} / {_pct(j['law_after_idle_rel_error'])}"
+            )
+            out.append(
+                f"| {_run_label(j)} | {variant} | {_pct(j['mean_rel_error'])} | "
+                f"{_pct(j['p90_rel_error'])} | {_pct(t['mean_rel_error'])} | "
+                f"{_pct(t['p90_rel_error'])} | {law} |"
+            )
+        out.append("")
+    if settings_note:
+        out += [settings_note, ""]
+    return "\n".join(out)
