@@ -109,6 +109,7 @@ def test_continuous_and_max_rate(capsys: pytest.CaptureFixture[str]) -> None:
         *("--tokens", "uniform:low=1,high=400", "--prompt-tokens", "uniform:low=0,high=600"),
         *("--batching", "continuous", "--max-batch", "32", "--kv-tokens", "20000"),
         *("--admission", "on_demand", "--step", "c0=0.008,c_tok=6e-5,c_ctx=2.6e-7"),
+        *("--block-size", "16"),
         *("--requests", "100000", "--warmup", "10000", "--max-rate"),
     ]
     out = simulate(capsys, *args, "--load", "0.9")
@@ -169,6 +170,13 @@ def test_fixed_batching_max_rate_is_eq24(capsys: pytest.CaptureFixture[str]) -> 
         (
             ["--tokens", "uniform:low=1,high=9", "--rate", "1", "--profile", "no_such"],
             "no_such",
+        ),
+        (
+            [
+                *("--tokens", "uniform:low=1,high=9", "--rate", "1", "--batching", "continuous"),
+                *("--kv-tokens", "1000", "--block-size", "16", "--step", "c0=0.01,c_tok=0,c_ctx=0"),
+            ],
+            "whole number of blocks",
         ),
         (
             ["--tokens", "uniform:low=1,high=9", "--rate", "1", "--kv-tokens", "100"]

@@ -83,7 +83,7 @@ def _positive_int(args: argparse.Namespace, name: str, minimum: int = 1) -> None
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    for name in ("max_batch", "batch", "bins", "servers", "max_batched_tokens"):
+    for name in ("max_batch", "batch", "bins", "servers", "max_batched_tokens", "block_size"):
         _positive_int(args, name)
     _positive_int(args, "warmup", 0)
     _positive_int(args, "seed", 0)
@@ -127,6 +127,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         "kv_tokens": "continuous",
         "admission": "continuous",
         "max_batched_tokens": "continuous",
+        "block_size": "continuous",
         "bins": "multibin",
         "bin_edges": "multibin",
         "flush": "multibin",
@@ -218,10 +219,14 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
     if kind in ("fixed", "multibin"):
         kw["K"] = args.batch
     if kind == "continuous":
+        bs = args.block_size or 1
+        if kv is not None and kv % bs and args.kv_tokens == "auto":
+            kv = kv // bs * bs  # the budget in whole blocks
         kw.update(
             kv_tokens=kv,
             admission=args.admission or "reserve",
             max_batched_tokens=args.max_batched_tokens,
+            block_size=bs,
         )
     if kind == "multibin":
         kw["bins"] = args.bins if args.bins is not None else 1
@@ -359,6 +364,11 @@ def register(subparsers: Any) -> None:
     )
     g.add_argument(
         "--max-batched-tokens", type=int, help="continuous: tokens per iteration (chunked prefill)"
+    )
+    g.add_argument(
+        "--block-size",
+        type=int,
+        help="continuous: KV cache in blocks of N tokens (paged; default 1)",
     )
     g.add_argument("--servers", type=int, default=1, help="identical servers sharing the queue")
     g = p.add_argument_group("time law (exactly one)")

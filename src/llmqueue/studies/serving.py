@@ -539,6 +539,8 @@ def policy_spec(p: Policy) -> str:
         parts.append(f"admission={p.admission}")
         if p.max_batched_tokens is not None:
             parts.append(f"max_batched_tokens={p.max_batched_tokens}")
+        if p.block_size != 1:
+            parts.append(f"block_size={p.block_size}")
     if p.order != "fcfs":
         parts.append(f"order={p.order}")
     if p.guard_s is not None:
@@ -552,7 +554,8 @@ def with_kv(policy: Policy, kv_tokens: int | None) -> Policy:
     """A continuous policy with the KV budget filled in when it has none."""
     if policy.kind != "continuous" or policy.kv_tokens is not None or kv_tokens is None:
         return policy
-    return replace(policy, kv_tokens=int(kv_tokens))
+    bs = int(policy.block_size)  # a paged cache holds whole blocks
+    return replace(policy, kv_tokens=int(kv_tokens) // bs * bs)
 
 
 # ---- the study's setup from its config section ---------------------------------------------------
