@@ -1,1 +1,169 @@
-# Multi-Bin Batching study (issue 15).
+# Multi-Bin Batching study (issue 15; Guldogan et al., arXiv 2412.04504; claim 11):
+# llmqueue.studies.multibin. Highest sustainable rates exact (llmqueue.analytic.multibin:
+# Theorem 4.2 and its exact form for any length law and prediction errors) and simulated
+# (replicated saturated queues); latency against the number of bins with Lemma 5.1's bound;
+# Multi-Bin against continuous batching on the same measured kernels.
+from llmqueue.studies.multibin_spec import section as mb_section
+from llmqueue.studies.multibin_spec import trace_files as mb_trace
+
+MB_RAW = config.get("multibin") or {}
+if MB_RAW:
+    MB = {
+        part: mb_section(part, MB_RAW.get(part))
+        for part in ("synthetic", "llm", "vs_continuous")
+    }
+    MB_VS = MB["vs_continuous"]
+    MB_BATCH_CFG = config["batch_profiles"][MB_VS["batch_profile"]]
+    MB_STEP_CFG = config["step_profiles"][MB_VS["step_profile"]]
+    MB_CODE = (
+        lib(
+            "tokens.py",
+            "latency.py",
+            "policy.py",
+            "seeds.py",
+            "analytic/multibin.py",
+            "sim/multibin.py",
+            "sim/capacity.py",
+            "sim/continuous.py",
+            "sim/static.py",
+            "sim/state.py",
+            "studies/multibin.py",
+            "studies/multibin_spec.py",
+            "studies/serving.py",
+        )
+        + SIM_ENGINE
+    )
+
+    rule multibin_synthetic:
+        """Their synthetic setting: Theorem 4.2 against the simulated highest throughput."""
+        input:
+            code=MB_CODE,
+        output:
+            "results/multibin/synthetic.csv",
+        log:
+            "logs/multibin/synthetic.log",
+        benchmark:
+            "logs/benchmarks/multibin_synthetic.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            spec=MB["synthetic"],
+            seed=config["seed"],
+        script:
+            "../scripts/multibin_synthetic.py"
+
+    rule multibin_llm_capacity:
+        """Their simulated LLM: highest sustainable rate per k and prediction error p_e."""
+        input:
+            trace=mb_trace(MB["llm"]["tokens"]),
+            code=MB_CODE,
+        output:
+            "results/multibin/llm_capacity.csv",
+        log:
+            "logs/multibin/llm_capacity.log",
+        benchmark:
+            "logs/benchmarks/multibin_llm_capacity.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            spec=MB["llm"],
+            seed=config["seed"],
+        script:
+            "../scripts/multibin_llm_capacity.py"
+
+    rule multibin_llm_latency:
+        """Their simulated LLM: mean latency against k at several loads, Lemma 5.1 beside it."""
+        input:
+            trace=mb_trace(MB["llm"]["tokens"]),
+            code=MB_CODE,
+        output:
+            "results/multibin/llm_latency.csv",
+        log:
+            "logs/multibin/llm_latency.log",
+        benchmark:
+            "logs/benchmarks/multibin_llm_latency.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            spec=MB["llm"],
+            seed=config["seed"],
+        script:
+            "../scripts/multibin_llm_latency.py"
+
+    rule multibin_vs_continuous:
+        """Multi-Bin (Eq. 18) against continuous batching (step law) on the same kernels."""
+        input:
+            fits=sorted({*fit_inputs(MB_BATCH_CFG), *fit_inputs(MB_STEP_CFG)}),
+            trace=mb_trace(MB_VS["tokens"]),
+            code=MB_CODE,
+        output:
+            table="results/multibin/vs_continuous.csv",
+            laws="results/multibin/time_laws.csv",
+        log:
+            "logs/multibin/vs_continuous.log",
+        benchmark:
+            "logs/benchmarks/multibin_vs_continuous.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            spec=MB_VS,
+            batch_cfg=MB_BATCH_CFG,
+            step_cfg=MB_STEP_CFG,
+            seed=config["seed"],
+        script:
+            "../scripts/multibin_vs_continuous.py"
+
+    rule multibin_claims:
+        input:
+            reference="data/reference/claims_multibin.csv",
+            synthetic="results/multibin/synthetic.csv",
+            capacity="results/multibin/llm_capacity.csv",
+            latency="results/multibin/llm_latency.csv",
+            code=MB_CODE + lib("claims.py"),
+        output:
+            "results/claims/multibin.csv",
+        log:
+            "logs/multibin/claims.log",
+        benchmark:
+            "logs/benchmarks/multibin_claims.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            tolerances=config["claims"]["tolerances"],
+        script:
+            "../scripts/multibin_claims.py"
+
+    CLAIM_TABLES.append("results/claims/multibin.csv")
+    # ---- figures
+    MB_CATEGORY = "Multi-Bin Batching (arXiv 2412.04504)"
+    declare_figure(
+        "fig_multibin_throughput",
+        study="multibin",
+        claims=[11],
+        plot="fig_multibin_throughput",
+        data={
+            "synthetic": "results/multibin/synthetic.csv",
+            "llm": "results/multibin/llm_capacity.csv",
+            "reference": "data/reference/claims_multibin.csv",
+        },
+        helpers=["studies/multibin_spec.py"],
+        category=MB_CATEGORY,
+    )
+    declare_figure(
+        "fig_multibin_latency",
+        study="multibin",
+        claims=[11],
+        plot="fig_multibin_latency",
+        data={"latency": "results/multibin/llm_latency.csv"},
+        category=MB_CATEGORY,
+    )
+    declare_figure(
+        "fig_multibin_vs_continuous",
+        study="multibin",
+        plot="fig_multibin_vs_continuous",
+        data={
+            "table": "results/multibin/vs_continuous.csv",
+            "laws": "results/multibin/time_laws.csv",
+        },
+        category=MB_CATEGORY,
+    )

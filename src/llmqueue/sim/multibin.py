@@ -64,6 +64,7 @@ def equal_probability_edges(
     """The k - 1 bin edges at the equal-probability quantiles of the predicted length law: exact
     (the law's ppf) for Poisson arrivals with the oracle predictor, else the quantiles of 10^6
     predictions drawn from the workload (its first requests, seed `seed`)."""
+    from llmqueue.analytic.multibin import equal_probability_edges as lemma_4_1
     from llmqueue.sim.predictors import Oracle
     from llmqueue.sim.workload import PoissonWorkload
 
@@ -71,7 +72,7 @@ def equal_probability_edges(
     if k == 1:
         return np.zeros(0)
     if isinstance(workload, PoissonWorkload) and isinstance(workload.predictor, Oracle):
-        return np.asarray(workload.output.ppf(q), dtype=float)
+        return lemma_4_1(workload.output, k)
     preds = []
     n = 0
     for ch in workload.chunks(seed, 1 << 16, False):

@@ -1,0 +1,283 @@
+"""The settings of the Multi-Bin Batching study (config section ``multibin``) as typed specs.
+
+Kept apart from :mod:`llmqueue.studies.multibin` so the config check
+(:mod:`llmqueue.checks.multibin`, run before every workflow run) reads them without importing
+the simulators. :data:`DEFAULTS` holds the defaults the schema
+(workflow/schemas/multibin.schema.yaml) states; a test keeps the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llmqueue.errors import InputError
+from llmqueue.latency import LinearLatency
+
+__all__ = [
+    "CLAIM_RATE_IDS",
+    "CLAIM_GAIN_ID",
+    "CLAIM_SYNTHETIC_IDS",
+    "CLAIM_REAL_ID",
+    "CLAIM_MONOTONE_ID",
+    "CLAIM_BOUND_ID",
+    "TRACE_TOKENS",
+    "DEFAULTS",
+    "section",
+    "trace_files",
+    "SimSettings",
+    "CapacitySettings",
+    "SyntheticSpec",
+    "LLMSpec",
+    "ContinuousVariant",
+    "VsContinuousSpec",
+]
+
+
+# Reference ids of claim 11 (data/reference/claims_multibin.csv): the six highest rates of the
+# simulated LLM by k, the gain from k = 1 to 32, Theorem 4.2 in the synthetic setting by k, the
+# real-serving gain, the rise with k and Lemma 5.1.
+CLAIM_RATE_IDS = {1: "11a", 2: "11b", 4: "11c", 8: "11d", 16: "11e", 32: "11f"}
+CLAIM_GAIN_ID = "11g"
+CLAIM_SYNTHETIC_IDS = {1: "11h", 2: "11i", 3: "11j", 4: "11k", 5: "11l"}
+CLAIM_REAL_ID = "11m"
+CLAIM_MONOTONE_ID = "11n"
+CLAIM_BOUND_ID = "11o"
+
+TRACE_TOKENS = (
+    "trace:data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv:GeneratedTokens"
+)
+# The defaults of config section ``multibin`` (workflow/schemas/multibin.schema.yaml states the
+# same values; a test keeps the two equal).
+DEFAULTS: dict[str, Any] = {
+    "synthetic": {
+        "tokens": "uniform:low=1,high=20",
+        "batch": 128,
+        "bins": [1, 2, 3, 4, 5],
+        "time_per_token": 1.0,
+        "constant": 0.0,
+        "capacity": {"requests": 60000, "replications": 3},
+    },
+    "llm": {
+        "tokens": TRACE_TOKENS,
+        "time_per_token_s": 0.0366,
+        "constant_s": 0.0,
+        "batch": 8,
+        "servers": 8,
+        "bins": [1, 2, 4, 8, 16, 32],
+        "error_probs": [0.01, 0.1, 0.25, 0.5],
+        "capacity": {"requests": 60000, "replications": 3},
+        "loads": [0.3, 0.6, 0.9],
+        "flush_s": [],
+        "simulation": {"requests": 60000, "warmup": 6000, "batches": 20},
+    },
+    "vs_continuous": {
+        "tokens": TRACE_TOKENS,
+        "prompt_tokens": 64,
+        "batch_profile": "llama2_7b_vidur_a100",
+        "step_profile": "llama2_7b_vidur_a100",
+        "batch": 8,
+        "servers": 8,
+        "bins": [1, 2, 4, 8, 16, 32],
+        "continuous": [
+            {"name": "continuous, max batch B", "max_batch": 8, "kv_tokens": None},
+            {
+                "name": "continuous, KV = B batch memory",
+                "max_batch": None,
+                "kv_tokens": "batch_memory",
+                "admission": "on_demand",
+            },
+            {"name": "continuous, no limit", "max_batch": None, "kv_tokens": None},
+        ],
+        "loads": [0.3, 0.6, 0.9],
+        "capacity": {"requests": 60000, "replications": 3},
+        "simulation": {"requests": 60000, "warmup": 6000, "batches": 20},
+    },
+}
+
+
+def section(part: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Config ``multibin.<part>`` (`cfg`) over :data:`DEFAULTS` (nested dicts merged one level)."""
+    given = dict(cfg or {})
+    out: dict[str, Any] = {}
+    for key, default in DEFAULTS[part].items():
+        val = given.pop(key, default)
+        if isinstance(default, dict) and isinstance(val, Mapping):
+            val = {**default, **val}
+        out[key] = val
+    if given:
+        raise InputError(f"multibin.{part}: unknown keys {sorted(given)}; known: {sorted(out)}")
+    return out
+
+
+def trace_files(spec: str) -> list[str]:
+    """The trace file a token-law spec reads (``trace:PATH:COLUMN[:cap=L]``; none for a
+    parametric law): the workflow's input of a job that parses the spec."""
+    if not spec.startswith("trace:"):
+        return []
+    parts = spec.split(":")[1:]
+    if parts and parts[-1].startswith("cap="):
+        parts = parts[:-1]
+    return [":".join(parts[:-1])] if len(parts) >= 2 else []
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    """One Poisson run: measured requests, warm-up requests, batch-means batches."""
+
+    requests: int
+    warmup: int
+    batches: int
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
+        return cls(int(cfg["requests"]), int(cfg["warmup"]), int(cfg["batches"]))
+
+
+@dataclass(frozen=True)
+class CapacitySettings:
+    """The simulated highest rate: `replications` saturated queues of `requests` requests each;
+    the estimate is their mean with a 95% Student-t half-width."""
+
+    requests: int
+    replications: int
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> CapacitySettings:
+        return cls(int(cfg["requests"]), int(cfg["replications"]))
+
+
+def _bins(values: Sequence[Any], key: str) -> tuple[int, ...]:
+    out = tuple(int(v) for v in values)
+    if not out or any(v < 1 for v in out) or len(set(out)) != len(out):
+        raise InputError(f"multibin.{key}: distinct integers >= 1, got {list(values)}")
+    return out
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """Sec. 6.1: `tokens` (a uniform law for Theorem 4.2), batch size B, the k values, and the
+    batch time constant + time per token x longest (time units, tokens)."""
+
+    tokens: str
+    batch: int
+    bins: tuple[int, ...]
+    time_per_token: float
+    constant: float
+    capacity: CapacitySettings
+
+    @classmethod
+    def from_config(cls, given: Mapping[str, Any] | None) -> SyntheticSpec:
+        cfg = section("synthetic", given)
+        return cls(
+            str(cfg["tokens"]),
+            int(cfg["batch"]),
+            _bins(cfg["bins"], "synthetic.bins"),
+            float(cfg["time_per_token"]),
+            float(cfg["constant"]),
+            CapacitySettings.from_config(cfg["capacity"]),
+        )
+
+    @property
+    def latency(self) -> LinearLatency:
+        return LinearLatency(self.time_per_token, self.constant, name="synthetic")
+
+
+@dataclass(frozen=True)
+class LLMSpec:
+    """Sec. 6.2 "simulated LLM": lengths `tokens`, batch time constant_s + time_per_token_s x
+    longest, batch size B, c servers, the k values, the prediction error probabilities p_e, the
+    loads of the latency sweep (fractions of the k = 1 highest rate) and the flush timeouts
+    drawn beside the paper's no-timeout model."""
+
+    tokens: str
+    time_per_token_s: float
+    constant_s: float
+    batch: int
+    servers: int
+    bins: tuple[int, ...]
+    error_probs: tuple[float, ...]
+    capacity: CapacitySettings
+    loads: tuple[float, ...]
+    flush_s: tuple[float, ...]
+    sim: SimSettings
+
+    @classmethod
+    def from_config(cls, given: Mapping[str, Any] | None) -> LLMSpec:
+        cfg = section("llm", given)
+        return cls(
+            str(cfg["tokens"]),
+            float(cfg["time_per_token_s"]),
+            float(cfg["constant_s"]),
+            int(cfg["batch"]),
+            int(cfg["servers"]),
+            _bins(cfg["bins"], "llm.bins"),
+            tuple(float(p) for p in cfg["error_probs"]),
+            CapacitySettings.from_config(cfg["capacity"]),
+            tuple(float(x) for x in cfg["loads"]),
+            tuple(float(x) for x in cfg["flush_s"]),
+            SimSettings.from_config(cfg["simulation"]),
+        )
+
+    @property
+    def latency(self) -> LinearLatency:
+        return LinearLatency(self.time_per_token_s, self.constant_s, name="paper_llm")
+
+
+@dataclass(frozen=True)
+class ContinuousVariant:
+    """A continuous-batching server: `max_batch` (None = no cap), `kv_tokens` (None = no KV
+    limit; "batch_memory" = B x (prompt + longest output), what one Multi-Bin batch may hold),
+    admission rule."""
+
+    name: str
+    max_batch: int | None
+    kv_tokens: int | str | None
+    admission: str
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> ContinuousVariant:
+        return cls(
+            str(cfg["name"]),
+            None if cfg.get("max_batch") is None else int(cfg["max_batch"]),
+            cfg.get("kv_tokens"),
+            str(cfg.get("admission", "reserve")),
+        )
+
+
+@dataclass(frozen=True)
+class VsContinuousSpec:
+    """Multi-Bin (Eq. 18 batch law `batch_profile`, a config ``batch_profiles`` name) against
+    continuous batching (step law `step_profile`, a ``step_profiles`` name) on c servers, lengths
+    `tokens`, prompts of `prompt_tokens` tokens; loads are fractions of the highest Multi-Bin
+    rate (largest k)."""
+
+    tokens: str
+    prompt_tokens: int
+    batch_profile: str
+    step_profile: str
+    batch: int
+    servers: int
+    bins: tuple[int, ...]
+    variants: tuple[ContinuousVariant, ...]
+    loads: tuple[float, ...]
+    capacity: CapacitySettings
+    sim: SimSettings
+
+    @classmethod
+    def from_config(cls, given: Mapping[str, Any] | None) -> VsContinuousSpec:
+        cfg = section("vs_continuous", given)
+        return cls(
+            str(cfg["tokens"]),
+            int(cfg["prompt_tokens"]),
+            str(cfg["batch_profile"]),
+            str(cfg["step_profile"]),
+            int(cfg["batch"]),
+            int(cfg["servers"]),
+            _bins(cfg["bins"], "vs_continuous.bins"),
+            tuple(ContinuousVariant.from_config(v) for v in cfg["continuous"]),
+            tuple(float(x) for x in cfg["loads"]),
+            CapacitySettings.from_config(cfg["capacity"]),
+            SimSettings.from_config(cfg["simulation"]),
+        )

@@ -1,0 +1,13 @@
+"""Multi-Bin Batching, simulated LLM: mean latency against k at several loads beside Lemma 5.1
+(llmqueue.studies.multibin.llm_latency_table)."""
+
+import logging
+
+from llmqueue.io import write_csv
+from llmqueue.studies.multibin import LLMSpec, llm_latency_table
+
+sm = snakemake  # noqa: F821
+logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
+P = sm.params
+df = llm_latency_table(LLMSpec.from_config(P.spec), P.seed, logging.info)
+write_csv(df, sm.output[0])
