@@ -1,1 +1,288 @@
-# SSJF study (issue 14).
+# SSJF study (issue 14; Qiu et al., arXiv 2404.08509): the queue ordered by a predicted output
+# length under no, dynamic and continuous batching; claim 10 (llmqueue.studies.ssjf). The learned
+# predictor trains on the first part of the trace; every simulation draws from the held-out rest.
+SSJF = config["ssjf"]
+
+
+# the fit.json files the settings' named batch and step profiles are read from
+SSJF_PROFILES = {
+    "batch": config.get("batch_profiles", {}),
+    "step": config.get("step_profiles", {}),
+}
+SSJF_FITS = sorted(
+    {
+        path
+        for cfg in SSJF["settings"].values()
+        for key in ("batch", "step")
+        if isinstance(cfg[key], str) and cfg[key] in SSJF_PROFILES[key]
+        for path in fit_inputs(SSJF_PROFILES[key][cfg[key]])
+    }
+)
+SSJF_CODE = (
+    lib(
+        "tokens.py",
+        "latency.py",
+        "seeds.py",
+        "policy.py",
+        "claims.py",
+        "analytic/priority.py",
+        "analytic/batch_time.py",
+        "sim/learned.py",
+        "sim/capacity.py",
+        "sim/static.py",
+        "sim/continuous.py",
+        "sim/state.py",
+        "studies/ssjf.py",
+    )
+    + SIM_ENGINE
+)
+SSJF_KINDS = list(SSJF["learned"]["kinds"])
+SSJF_MODEL = SSJF["learned"]["ssjf_model"]
+# what every job that reads the trace and the settings gets
+SSJF_TRACE = dict(
+    columns=SSJF["columns"],
+    train_fraction=SSJF["train_fraction"],
+)
+SSJF_SETTINGS = dict(
+    settings=SSJF["settings"],
+    batch_profiles=config.get("batch_profiles", {}),
+    step_profiles=config.get("step_profiles", {}),
+)
+
+
+wildcard_constraints:
+    ssjf_kind="|".join(["regressor", "classifier"]),
+    ssjf_arrivals="poisson|replay",
+
+
+rule ssjf_train:
+    """A learned output-length predictor, trained on the first part of the trace."""
+    input:
+        trace=SSJF["trace"],
+        code=SSJF_CODE,
+    output:
+        model="results/ssjf/models/{ssjf_kind}.model",
+        score="results/ssjf/models/{ssjf_kind}.json",
+    log:
+        "logs/ssjf/train_{ssjf_kind}.log",
+    benchmark:
+        "logs/benchmarks/ssjf_train_{ssjf_kind}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_TRACE,
+        learned=SSJF["learned"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_train.py"
+
+
+rule ssjf_predictors:
+    """Every predictor scored on the held-out rows (accuracy, Kendall tau, MAE)."""
+    input:
+        trace=SSJF["trace"],
+        models=expand("results/ssjf/models/{kind}.model", kind=SSJF_KINDS),
+        code=SSJF_CODE,
+    output:
+        "results/ssjf/predictors.csv",
+    log:
+        "logs/ssjf/predictors.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_TRACE,
+        kinds=SSJF_KINDS,
+        predictors=SSJF["quality"]["predictors"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_predictors.py"
+
+
+rule ssjf_capacity:
+    """FCFS capacity of every (setting, batching mode): the loads are fractions of it."""
+    input:
+        trace=SSJF["trace"],
+        fits=SSJF_FITS,
+        code=SSJF_CODE,
+    output:
+        "results/ssjf/capacity.csv",
+    log:
+        "logs/ssjf/capacity.log",
+    benchmark:
+        "logs/benchmarks/ssjf_capacity.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_TRACE,
+        **SSJF_SETTINGS,
+        requests=SSJF["capacity_requests"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_capacity.py"
+
+
+rule ssjf_jct:
+    """FCFS / SJF / SSJF (with and without the guard) against load: Poisson or trace replay."""
+    input:
+        trace=SSJF["trace"],
+        fits=SSJF_FITS,
+        capacity="results/ssjf/capacity.csv",
+        model=f"results/ssjf/models/{SSJF_MODEL}.model",
+        code=SSJF_CODE,
+    output:
+        "results/ssjf/jct_{ssjf_arrivals}.csv",
+    log:
+        "logs/ssjf/jct_{ssjf_arrivals}.log",
+    benchmark:
+        "logs/benchmarks/ssjf_jct_{ssjf_arrivals}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_TRACE,
+        **SSJF_SETTINGS,
+        loads=SSJF["loads"],
+        sim=lambda w: (
+            SSJF["poisson"] if w.ssjf_arrivals == "poisson" else SSJF["replay"]
+        ),
+        guard_s=SSJF["guard_s"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_jct.py"
+
+
+rule ssjf_quality:
+    """JCT gain over FCFS against predictor quality, per batching mode."""
+    input:
+        trace=SSJF["trace"],
+        fits=SSJF_FITS,
+        capacity="results/ssjf/capacity.csv",
+        models=expand("results/ssjf/models/{kind}.model", kind=SSJF_KINDS),
+        code=SSJF_CODE,
+    output:
+        "results/ssjf/quality.csv",
+    log:
+        "logs/ssjf/quality.log",
+    benchmark:
+        "logs/benchmarks/ssjf_quality.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_TRACE,
+        **SSJF_SETTINGS,
+        kinds=SSJF_KINDS,
+        quality=SSJF["quality"],
+        sim=SSJF["poisson"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_quality.py"
+
+
+rule ssjf_starvation:
+    """Mean vs max wait of SJF and SSJF with each starvation guard."""
+    input:
+        trace=SSJF["trace"],
+        fits=SSJF_FITS,
+        capacity="results/ssjf/capacity.csv",
+        model=f"results/ssjf/models/{SSJF_MODEL}.model",
+        code=SSJF_CODE,
+    output:
+        "results/ssjf/starvation.csv",
+    log:
+        "logs/ssjf/starvation.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_TRACE,
+        **SSJF_SETTINGS,
+        starvation=SSJF["starvation"],
+        sim=SSJF["poisson"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_starvation.py"
+
+
+rule ssjf_protocol:
+    """SSJF's own evaluation: runs of 50 jobs arriving in whole-second slots."""
+    input:
+        trace=SSJF["trace"],
+        fits=SSJF_FITS,
+        capacity="results/ssjf/capacity.csv",
+        model=f"results/ssjf/models/{SSJF_MODEL}.model",
+        code=SSJF_CODE,
+    output:
+        "results/ssjf/protocol.csv",
+    log:
+        "logs/ssjf/protocol.log",
+    benchmark:
+        "logs/benchmarks/ssjf_protocol.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_TRACE,
+        **SSJF_SETTINGS,
+        protocol=SSJF["protocol"],
+        guard_s=SSJF["guard_s"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_protocol.py"
+
+
+rule ssjf_claims:
+    input:
+        reference="data/reference/claims_ssjf.csv",
+        protocol="results/ssjf/protocol.csv",
+        poisson="results/ssjf/jct_poisson.csv",
+        predictors="results/ssjf/predictors.csv",
+        code=SSJF_CODE,
+    output:
+        "results/claims/ssjf.csv",
+    log:
+        "logs/ssjf/claims.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        claim_settings=SSJF["claim_settings"],
+        ssjf_model=SSJF_MODEL,
+        claim_load=SSJF["claim_load"],
+        tolerances=config["claims"]["tolerances"],
+    script:
+        "../scripts/ssjf_claims.py"
+
+
+CLAIM_TABLES.append("results/claims/ssjf.csv")
+
+# ---- figures
+SSJF_CATEGORY = "SSJF (arXiv 2404.08509)"
+SSJF_JCT_PANELS = [f"{a}_{s}" for a in ("poisson", "replay") for s in SSJF["settings"]]
+declare_figure(
+    "fig_ssjf_jct",
+    study="ssjf",
+    claims=[10],
+    plot="fig_ssjf_jct",
+    panels=SSJF_JCT_PANELS,
+    data=lambda panel: {"data": f"results/ssjf/jct_{panel.split('_', 1)[0]}.csv"},
+    params=dict(
+        setting=lambda panel: panel.split("_", 1)[1],
+        description=lambda panel: SSJF["settings"][panel.split("_", 1)[1]].get(
+            "description", ""
+        ),
+    ),
+    category=SSJF_CATEGORY,
+)
+declare_figure(
+    "fig_ssjf_predictor",
+    study="ssjf",
+    claims=[10],
+    plot="fig_ssjf_predictor",
+    data={"data": "results/ssjf/quality.csv"},
+    params=dict(ssjf_model=SSJF_MODEL),
+    category=SSJF_CATEGORY,
+)
+declare_figure(
+    "fig_ssjf_starvation",
+    study="ssjf",
+    claims=[10],
+    plot="fig_ssjf_starvation",
+    data={"data": "results/ssjf/starvation.csv"},
+    category=SSJF_CATEGORY,
+)

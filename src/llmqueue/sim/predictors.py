@@ -2,28 +2,41 @@
 
 A predictor maps what a server knows when a request arrives to a predicted output length
 (tokens). The serving engine orders (``spjf``) and bins (``multibin``) by it; it never changes
-how long a request really runs. Spec strings (config and CLI ``--predictor``):
+how long a request really runs. Spec strings (config and CLI ``--predictor``), parsed by
+:func:`parse_predictor`:
 
 - ``oracle``: the true output length;
 - ``noisy:sigma=S``: the true length times exp(S*Z), Z standard normal (a log-normal error;
   S -> infinity tends to a size-blind order);
-- ``buckets:edges=E1/E2/...,pe=P`` (or ``acc=A`` with pe = (1 - A)/2): a k-class classifier
-  with class edges E1 < E2 < ... (tokens; k = len(edges) + 1): the true class with probability
-  1 - 2P (1 - P at the two end classes), each neighbouring class with probability P (the error
-  model of the Multi-Bin paper, arXiv 2412.04504); the prediction is the predicted class's
-  representative length (the midpoint of its edges; the last class: its lower edge plus the
-  width of the class below).
+- ``buckets:k=K,acc=A`` (or ``pe=P``): a K-class classifier (K >= 2): the true class with
+  probability 1 - 2P (1 - P at the two end classes), each neighbouring class with probability P,
+  ``acc=A`` meaning P = (1 - A)/2 (the error model of the Multi-Bin paper, arXiv 2412.04504).
+  Class edges: SSJF's output-length thresholds 42, 141, 294, 503 tokens for K = 5 (arXiv
+  2404.08509), otherwise the equal-probability quantiles of the workload's length law or trace
+  (set when the workload is built, :meth:`Predictor.resolved`). ``buckets:edges=E1/E2/..,pe=P``
+  names the edges (tokens) itself. The prediction is the predicted class's representative
+  length: the midpoint of its edges (the last class: its lower edge plus half the width of the
+  class below);
+- ``learned:PATH``: a scikit-learn model trained on trace features (:mod:`llmqueue.sim.learned`,
+  ``llmqueue predictor train``). It needs trace rows (prompt tokens, timestamps, the outputs of
+  requests finished earlier), so it works with :class:`~llmqueue.sim.workload.TraceWorkload` and
+  :class:`~llmqueue.sim.workload.ReplayWorkload` only, which compute one prediction per row.
 
 Compiled predictors draw their noise from the high 32 bits of one word per request
-(:mod:`llmqueue.sim.rng`); the predictor sees the true length only to add its error, as the
-error models of the companion papers do. Learned predictors (trained on trace features) are
-Python objects with a ``predict(features)`` method (the SSJF study).
+(:mod:`llmqueue.sim.rng`); they see the true length only to add their error, as the error
+models of the companion papers do. The learned one never sees it (:mod:`llmqueue.sim.learned`).
+
+:func:`score_predictions` scores any predictor the same way: accuracy over SSJF's five classes,
+Kendall's tau between predicted and true lengths, and the mean absolute error (tokens).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -36,14 +49,24 @@ __all__ = [
     "Oracle",
     "Noisy",
     "Buckets",
+    "Learned",
+    "PredictorScore",
+    "SSJF_EDGES",
     "parse_predictor",
     "predict_chunk",
+    "score_predictions",
     "ORACLE",
     "NOISY",
     "BUCKETS",
+    "LEARNED",
 ]
 
-ORACLE, NOISY, BUCKETS = 0, 1, 2
+ORACLE, NOISY, BUCKETS, LEARNED = 0, 1, 2, 3
+# SSJF's output-length class thresholds (tokens; arXiv 2404.08509, about the quartiles and the
+# 99th percentile of their data): five classes [0, 42), [42, 141), [141, 294), [294, 503), >= 503.
+SSJF_EDGES: tuple[float, ...] = (42.0, 141.0, 294.0, 503.0)
+
+Quantile = Callable[[np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -57,6 +80,16 @@ class Predictor:
     @property
     def kind(self) -> int:
         return ORACLE
+
+    @property
+    def needs_rows(self) -> bool:
+        """True for a predictor computed from trace rows (``learned``), not from the length."""
+        return False
+
+    def resolved(self, quantile: Quantile) -> Predictor:
+        """This predictor with anything that depends on the length law filled in; `quantile`
+        maps probabilities to the law's (or trace's) output-length quantiles (tokens)."""
+        return self
 
     def params(self) -> np.ndarray:
         return np.zeros(2)
@@ -118,30 +151,66 @@ class Noisy(Predictor):
 
 @dataclass(frozen=True)
 class Buckets(Predictor):
-    """A k-class classifier with neighbour-class errors (probability pe each way)."""
+    """A k-class classifier with neighbour-class errors (probability pe each way).
 
-    class_edges: tuple[float, ...] = (42.0, 141.0, 294.0, 503.0)
+    ``class_edges`` (tokens, increasing); or ``class_edges = ()`` with ``classes = k``: edges at
+    the equal-probability quantiles of the workload's lengths, filled in by :meth:`resolved`."""
+
+    class_edges: tuple[float, ...] = SSJF_EDGES
     pe: float = 0.0
     reps: tuple[float, ...] = field(default=(), repr=False)
+    classes: int | None = None
 
     def __post_init__(self) -> None:
-        e = self.class_edges
-        if (
-            len(e) < 1
-            or any(not math.isfinite(x) or x <= 0 for x in e)
-            or list(e) != sorted(set(e))
-        ):
+        if not (0.0 <= self.pe <= 0.5):
+            raise InputError(f"predictor buckets: pe must be in [0, 0.5], got {self.pe}")
+        e = tuple(float(x) for x in self.class_edges)
+        if not e:
+            k = self.classes
+            if not (isinstance(k, int) and not isinstance(k, bool) and k >= 2):
+                raise InputError(
+                    f"predictor buckets: k must be an integer >= 2 classes, got {self.classes!r}"
+                )
+            return
+        if any(not math.isfinite(x) or x <= 0 for x in e) or list(e) != sorted(set(e)):
             raise InputError(
                 f"predictor buckets: edges must be increasing positive token counts, got {list(e)}"
             )
-        if not (0.0 <= self.pe <= 0.5):
-            raise InputError(f"predictor buckets: pe must be in [0, 0.5], got {self.pe}")
+        object.__setattr__(self, "class_edges", e)
+        object.__setattr__(self, "classes", len(e) + 1)
         lo = [0.0, *e]
         hi = [*e, e[-1] + (e[-1] - (e[-2] if len(e) > 1 else 0.0))]
         object.__setattr__(self, "reps", tuple((a + b) / 2 for a, b in zip(lo, hi, strict=True)))
 
     @property
+    def is_resolved(self) -> bool:
+        return bool(self.class_edges)
+
+    def resolved(self, quantile: Quantile) -> Predictor:
+        if self.is_resolved:
+            return self
+        k = int(self.classes or 0)
+        q = np.asarray(quantile(np.arange(1, k) / k), dtype=float)
+        edges = tuple(float(x) for x in q)
+        if list(edges) != sorted(set(edges)) or edges[0] <= 0:
+            raise InputError(
+                f"predictor buckets:k={k}: the length law's equal-probability quantiles "
+                f"{[round(x, 3) for x in edges]} are not distinct positive token counts "
+                "(too many ties); give fewer classes or buckets:edges=E1/E2/.."
+            )
+        return Buckets(edges, self.pe)
+
+    def _require_edges(self) -> None:
+        if not self.is_resolved:
+            raise InputError(
+                f"predictor buckets:k={self.classes}: its class edges are the workload's length "
+                "quantiles; build a workload with it (or give buckets:edges=E1/E2/..)"
+            )
+
+    @property
     def spec(self) -> str:
+        if not self.is_resolved:
+            return f"buckets:k={self.classes},pe={self.pe:g}"
         edges = "/".join(f"{x:g}" for x in self.class_edges)
         return f"buckets:edges={edges},pe={self.pe:g}"
 
@@ -153,10 +222,62 @@ class Buckets(Predictor):
         return np.array([self.pe, 0.0])
 
     def edges(self) -> np.ndarray:
+        self._require_edges()
         return np.asarray(self.class_edges, dtype=float)
 
     def values(self) -> np.ndarray:
+        self._require_edges()
         return np.asarray(self.reps, dtype=float)
+
+
+@dataclass(frozen=True, eq=False)
+class Learned(Predictor):
+    """``learned:PATH``: a saved :class:`llmqueue.sim.learned.LengthModel`, loaded (and its
+    format version checked) when the predictor is made. Predictions come per trace row from
+    :meth:`predict_rows`; there is no compiled path (a workload drawn from token laws has no
+    features, :class:`~llmqueue.sim.workload.PoissonWorkload` refuses it)."""
+
+    path: str = ""
+    model: Any = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.model is None:
+            from llmqueue.sim.learned import load_model
+
+            object.__setattr__(self, "model", load_model(self.path, where="--predictor"))
+
+    @property
+    def spec(self) -> str:
+        return f"learned:{self.path}"
+
+    @property
+    def kind(self) -> int:
+        return LEARNED
+
+    @property
+    def needs_rows(self) -> bool:
+        return True
+
+    def predict(self, output: np.ndarray, seed: int | np.random.SeedSequence) -> np.ndarray:
+        raise InputError(
+            f"--predictor {self.spec}: a learned predictor works from trace rows "
+            "(TraceWorkload / ReplayWorkload, --trace), not from output lengths alone"
+        )
+
+    def predict_rows(
+        self,
+        arrival_s: np.ndarray,
+        time_of_day_s: np.ndarray,
+        prompt_tokens: np.ndarray,
+        output_tokens: np.ndarray,
+        finish_s: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """One prediction (tokens) per trace row, rows in arrival order; the outputs serve only
+        as the history of requests finished before each arrival (:mod:`llmqueue.sim.learned`)."""
+        from llmqueue.sim.learned import TraceRows
+
+        rows = TraceRows(arrival_s, time_of_day_s, prompt_tokens, output_tokens, finish_s)
+        return np.asarray(self.model.predict_trace(rows), dtype=float)
 
 
 def _kv(spec: str, body: str) -> dict[str, str]:
@@ -176,9 +297,24 @@ def _num(spec: str, key: str, val: str) -> float:
         raise InputError(f"predictor {spec!r}: {key}={val!r} is not a number") from None
 
 
+KNOWN = "oracle, noisy:sigma=S, buckets:k=K,acc=A (or edges=E1/E2/..,pe=P), learned:PATH"
+
+
 def parse_predictor(spec: str) -> Predictor:
-    """``oracle``, ``noisy:sigma=S`` or ``buckets:edges=E1/E2/..,pe=P`` (or ``acc=A``)."""
+    """``oracle``, ``noisy:sigma=S``, ``buckets:k=K,acc=A`` (or ``pe=P``; or
+    ``edges=E1/E2/..`` for K), ``learned:PATH`` (module docstring); InputError names the bad
+    part and what is allowed."""
     name, _, body = spec.strip().partition(":")
+    if name == "learned":
+        path = body.strip()
+        if not path:
+            raise InputError(f"--predictor {spec!r}: expected learned:PATH (a saved model)")
+        if not Path(path).is_file():
+            raise InputError(
+                f"--predictor {spec!r}: model file {path!r} does not exist "
+                "(make one with `llmqueue predictor train`)"
+            )
+        return Learned(path)
     kv = _kv(spec, body)
     if name == "oracle":
         if kv:
@@ -190,14 +326,14 @@ def parse_predictor(spec: str) -> Predictor:
         return Noisy(_num(spec, "sigma", kv["sigma"]))
     if name == "buckets":
         if (
-            "edges" not in kv
-            or not set(kv) <= {"edges", "pe", "acc"}
+            ("edges" in kv) == ("k" in kv)
+            or not set(kv) <= {"edges", "k", "pe", "acc"}
             or ("pe" in kv and "acc" in kv)
         ):
             raise InputError(
-                f"predictor {spec!r}: expected buckets:edges=E1/E2/...,pe=P (or acc=A)"
+                f"predictor {spec!r}: expected buckets:k=K,acc=A (K >= 2 classes, A in [0, 1]) "
+                "or buckets:edges=E1/E2/..,pe=P (P in [0, 0.5])"
             )
-        edges = tuple(_num(spec, "edges", x) for x in kv["edges"].split("/"))
         if "acc" in kv:
             acc = _num(spec, "acc", kv["acc"])
             if not 0.0 <= acc <= 1.0:
@@ -205,10 +341,16 @@ def parse_predictor(spec: str) -> Predictor:
             pe = (1.0 - acc) / 2.0
         else:
             pe = _num(spec, "pe", kv.get("pe", "0"))
+        if "k" in kv:
+            k = _num(spec, "k", kv["k"])
+            if not (k == int(k) and k >= 2):
+                raise InputError(f"predictor {spec!r}: k must be an integer >= 2 classes")
+            if int(k) == len(SSJF_EDGES) + 1:
+                return Buckets(SSJF_EDGES, pe)
+            return Buckets((), pe, classes=int(k))
+        edges = tuple(_num(spec, "edges", x) for x in kv["edges"].split("/"))
         return Buckets(edges, pe)
-    raise InputError(
-        f"predictor {spec!r}: unknown; known: oracle, noisy:sigma=S, buckets:edges=E1/E2/..,pe=P"
-    )
+    raise InputError(f"predictor {spec!r}: unknown; known: {KNOWN}")
 
 
 @njit(cache=True, nogil=True)
@@ -234,3 +376,43 @@ def predict_chunk(kind, prm, edges, values, output, raw, spare, sp, out):  # typ
                 c = c + 1 if c < k - 1 else c
             out[j] = values[c]
     return sp
+
+
+# ---- one way of scoring every predictor ----------------------------------------------------------
+@dataclass(frozen=True)
+class PredictorScore:
+    """How well predictions rank and size the true output lengths (n requests).
+
+    accuracy: fraction whose predicted length falls in the same one of SSJF's five classes
+    (edges 42, 141, 294, 503 tokens) as the true length; kendall_tau: Kendall's tau-b between
+    predicted and true lengths (0 for a constant prediction: it ranks nothing); mae_tokens: mean
+    |predicted - true| (tokens)."""
+
+    n: int
+    accuracy: float
+    kendall_tau: float
+    mae_tokens: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)
+
+
+def score_predictions(
+    true_tokens: np.ndarray, predicted_tokens: np.ndarray, edges: tuple[float, ...] = SSJF_EDGES
+) -> PredictorScore:
+    """Score predictions against true output lengths (the one scoring of the SSJF study)."""
+    from scipy.stats import kendalltau
+
+    t = np.asarray(true_tokens, dtype=float)
+    p = np.asarray(predicted_tokens, dtype=float)
+    if t.shape != p.shape or t.ndim != 1 or t.size < 2:
+        raise InputError("score_predictions: true and predicted lengths: equal 1-D, >= 2 values")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
+        raise InputError("score_predictions: lengths must be finite")
+    e = np.asarray(edges, dtype=float)
+    acc = float(np.mean(np.searchsorted(e, t, side="right") == np.searchsorted(e, p, side="right")))
+    if np.ptp(p) == 0 or np.ptp(t) == 0:
+        tau = 0.0
+    else:
+        tau = float(kendalltau(p, t).statistic)
+    return PredictorScore(int(t.size), acc, tau, float(np.mean(np.abs(p - t))))

@@ -13,7 +13,12 @@ sources:
   time (``time_scale`` < 1 compresses: a higher rate).
 
 Predictions come from the workload's predictor (:mod:`llmqueue.sim.predictors`), which sees the
-true output length only to add its own error. Random numbers: two 64-bit PCG64 words per request
+true output length only to add its own error; a predictor with class edges at the length law's
+quantiles (``buckets:k=K``) gets them from the workload (the law's ppf, or the trace's outputs).
+A learned predictor (``learned:PATH``, :mod:`llmqueue.sim.learned`) needs trace rows: the two
+trace workloads compute one prediction per row from the row's features (``row_pred``; the
+Poisson workload refuses it) and every request drawn from a row carries that row's prediction.
+Random numbers: two 64-bit PCG64 words per request
 (:mod:`llmqueue.sim.rng`): word 0 gives the interarrival gap (low 32 bits) and the output or the
 row (high 32 bits), word 1 the prompt (low) and the predictor's noise (high). Same seed, same
 chunk size: the same table. With ``whole_tokens`` (continuous batching needs it) lengths are
@@ -26,7 +31,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from numba import njit
@@ -37,6 +42,9 @@ from llmqueue.sim.predictors import Oracle, Predictor, predict_chunk
 from llmqueue.sim.rng import EXP_F, EXP_K, EXP_W, WordStream, std_exp, uniform32
 from llmqueue.tokens import TokenLaw
 
+if TYPE_CHECKING:
+    from llmqueue.sim.learned import TraceRows
+
 __all__ = [
     "RequestChunk",
     "Workload",
@@ -44,6 +52,7 @@ __all__ = [
     "TraceWorkload",
     "ReplayWorkload",
     "read_trace_columns",
+    "read_timestamps",
 ]
 
 
@@ -81,9 +90,10 @@ def _fill(  # type: ignore[no-untyped-def]  # noqa: ANN001
     arr,
     prompt,
     out,
+    row,
 ):
-    """Poisson arrivals with tokens from laws (src 0) or joint rows (src 1); returns
-    (last arrival time, spare index)."""
+    """Poisson arrivals with tokens from laws (src 0) or joint rows (src 1, the row drawn into
+    row[:]); returns (last arrival time, spare index)."""
     nrows = rows_out.size
     for j in range(raw0.size):
         w0 = raw0[j]
@@ -104,6 +114,7 @@ def _fill(  # type: ignore[no-untyped-def]  # noqa: ANN001
                 i = nrows - 1
             x = rows_out[i]
             y = rows_prompt[i]
+            row[j] = i
         if whole:
             x = max(1.0, math.floor(x + 0.5))
             y = max(0.0, math.floor(y + 0.5))
@@ -155,6 +166,8 @@ def _check_rate(rate: float) -> float:
 def _predict(
     predictor: Predictor, output: np.ndarray, raw1: np.ndarray, spare: np.ndarray, sp: int
 ) -> tuple[np.ndarray, int]:
+    if predictor.needs_rows:  # pragma: no cover - the workloads never let it get here
+        raise InputError(f"--predictor {predictor.spec}: predictions come per trace row")
     pred = np.empty(output.size)
     sp = predict_chunk(
         predictor.kind,
@@ -181,6 +194,13 @@ class PoissonWorkload(Workload):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rate_per_s", _check_rate(self.rate_per_s))
+        if self.predictor.needs_rows:
+            raise InputError(
+                f"--predictor {self.predictor.spec}: a learned predictor reads trace rows (prompt "
+                "tokens, timestamps, recent outputs); a workload drawn from token laws has none: "
+                "use --trace PATH (TraceWorkload or ReplayWorkload)"
+            )
+        object.__setattr__(self, "predictor", self.predictor.resolved(lambda q: self.output.ppf(q)))
 
     def mean_output(self) -> float:
         return float(self.output.mean())
@@ -206,6 +226,7 @@ class PoissonWorkload(Workload):
         per = oc.spare_per_draw + (pc.spare_per_draw if pc else 0.0) + 0.2
         ws = WordStream(seed, int(chunk * per) + 64)
         empty = np.zeros(1)
+        no_rows = np.zeros(1, dtype=np.int64)
         t = 0.0
         inv = 1.0 / self.rate_per_s
         while True:
@@ -237,6 +258,7 @@ class PoissonWorkload(Workload):
                 arr,
                 prompt,
                 out,
+                no_rows,
             )
             pred, sp = _predict(self.predictor, out, raw1, spare, sp)
             ws.used(sp)
@@ -271,15 +293,70 @@ def read_trace_columns(
     return out
 
 
+def read_timestamps(
+    path: str | Path, column: str, where: str = "--trace"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(absolute seconds, seconds since midnight) of a timestamp column, in file order: numbers
+    are seconds (time of day: modulo 86400), anything else is parsed as date-times."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{where}: trace file {str(path)!r} does not exist")
+    head = pd.read_csv(p, nrows=0)
+    if not column or column not in head.columns:
+        raise InputError(
+            f"{where}: {path} has no timestamp column {column!r}; columns: {list(head.columns)}"
+        )
+    ts = pd.read_csv(p, usecols=[column])[column]
+    t = pd.to_numeric(ts, errors="coerce")
+    if not t.isna().any():
+        a = t.to_numpy(dtype=float)
+        return a, np.mod(a, DAY_S)
+    parsed = pd.to_datetime(ts, errors="coerce", utc=True, format="mixed")
+    if parsed.isna().any():
+        raise InputError(f"{where}: column {column!r} of {path} holds neither numbers nor dates")
+    epoch = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float)
+    tod = (parsed - parsed.dt.normalize()).dt.total_seconds().to_numpy(dtype=float)
+    return epoch, tod
+
+
+DAY_S = 86_400.0
+
+
+def _row_predictions(
+    predictor: Predictor,
+    row_pred: np.ndarray | None,
+    n: int,
+    what: str,
+) -> np.ndarray | None:
+    """Validated per-row predictions (tokens), or None for a compiled predictor."""
+    if row_pred is None:
+        if predictor.needs_rows:
+            raise InputError(
+                f"--predictor {predictor.spec}: the {what} needs the trace's timestamps to "
+                "compute the learned predictor's features (build it with from_csv)"
+            )
+        return None
+    r = np.asarray(row_pred, dtype=float)
+    if r.shape != (n,) or not np.all(np.isfinite(r)):
+        raise InputError(f"{what}: row_pred must hold one finite prediction per row ({n})")
+    return r
+
+
 @dataclass(frozen=True)
 class TraceWorkload(Workload):
-    """Poisson(rate_per_s) arrivals; (prompt, output) drawn jointly from trace rows."""
+    """Poisson(rate_per_s) arrivals; (prompt, output) drawn jointly from trace rows.
+
+    ``row_pred``: one prediction per row (tokens) for a predictor that reads rows (``learned``);
+    a request drawn from row i then carries row_pred[i]."""
 
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     rate_per_s: float
     predictor: Predictor = field(default_factory=Oracle)
     source: str = "trace"
+    row_pred: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "rate_per_s", _check_rate(self.rate_per_s))
@@ -291,6 +368,12 @@ class TraceWorkload(Workload):
             raise InputError("trace workload: token counts must be >= 0")
         object.__setattr__(self, "prompt_tokens", p)
         object.__setattr__(self, "output_tokens", o)
+        object.__setattr__(
+            self,
+            "row_pred",
+            _row_predictions(self.predictor, self.row_pred, o.size, "trace workload"),
+        )
+        object.__setattr__(self, "predictor", self.predictor.resolved(lambda q: np.quantile(o, q)))
 
     @classmethod
     def from_csv(
@@ -300,15 +383,26 @@ class TraceWorkload(Workload):
         prompt_column: str = "ContextTokens",
         output_column: str = "GeneratedTokens",
         predictor: Predictor | None = None,
+        timestamp_column: str = "TIMESTAMP",
     ) -> TraceWorkload:
+        """Rows of a CSV trace; `timestamp_column` is read only for a predictor that reads rows
+        (``learned``: its features need arrival times and the history of finished requests)."""
+        pred = predictor or Oracle()
+        source = f"{Path(path).name}:{prompt_column},{output_column}"
+        if pred.needs_rows:
+            from llmqueue.sim.learned import read_trace_rows
+
+            rows = read_trace_rows(path, timestamp_column, prompt_column, output_column)
+            return cls(
+                rows.prompt_tokens,
+                rows.output_tokens,
+                rate_per_s,
+                pred,
+                source,
+                _learned_rows(pred, rows),
+            )
         cols = read_trace_columns(path, [prompt_column, output_column])
-        return cls(
-            cols[prompt_column],
-            cols[output_column],
-            rate_per_s,
-            predictor or Oracle(),
-            f"{Path(path).name}:{prompt_column},{output_column}",
-        )
+        return cls(cols[prompt_column], cols[output_column], rate_per_s, pred, source)
 
     def mean_output(self) -> float:
         return float(self.output_tokens.mean())
@@ -337,6 +431,7 @@ class TraceWorkload(Workload):
             raw1 = ws.words(chunk)
             spare, sp = ws.spare()
             arr, prompt, out = np.empty(chunk), np.empty(chunk), np.empty(chunk)
+            row = np.zeros(chunk, dtype=np.int64)
             t, sp = _fill(
                 raw0,
                 raw1,
@@ -361,15 +456,33 @@ class TraceWorkload(Workload):
                 arr,
                 prompt,
                 out,
+                row,
             )
-            pred, sp = _predict(self.predictor, out, raw1, spare, sp)
+            if self.row_pred is not None:
+                pred = self.row_pred[row]
+            else:
+                pred, sp = _predict(self.predictor, out, raw1, spare, sp)
             ws.used(sp)
             yield RequestChunk(arr, prompt, out, pred)
 
 
+def _learned_rows(predictor: Predictor, rows: TraceRows) -> np.ndarray:
+    """Per-row predictions (tokens) of a row-reading predictor (``learned``)."""
+    from llmqueue.sim.predictors import Learned
+
+    if not isinstance(predictor, Learned):  # pragma: no cover - only Learned reads rows
+        raise InputError(f"--predictor {predictor.spec}: cannot predict from trace rows")
+    return predictor.predict_rows(
+        rows.arrival_s, rows.time_of_day_s, rows.prompt_tokens, rows.output_tokens, rows.finish_s
+    )
+
+
 @dataclass(frozen=True)
 class ReplayWorkload(Workload):
-    """A trace's rows in order at their own timestamps times ``time_scale`` (from the first)."""
+    """A trace's rows in order at their own timestamps times ``time_scale`` (from the first).
+
+    ``time_of_day_s``: each row's time of day (s; default arrival modulo 86400), read by a learned
+    predictor; ``row_pred``: one prediction per row (computed here for a learned predictor)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
@@ -377,6 +490,8 @@ class ReplayWorkload(Workload):
     time_scale: float = 1.0
     predictor: Predictor = field(default_factory=Oracle)
     source: str = "trace"
+    time_of_day_s: np.ndarray | None = field(default=None, repr=False)
+    row_pred: np.ndarray | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         a = np.asarray(self.arrival_s, dtype=float)
@@ -388,9 +503,23 @@ class ReplayWorkload(Workload):
             raise InputError("replay workload: timestamps must be non-decreasing")
         if not (math.isfinite(self.time_scale) and self.time_scale > 0):
             raise InputError(f"replay workload: time_scale must be > 0, got {self.time_scale}")
+        tod = np.mod(a, DAY_S) if self.time_of_day_s is None else self.time_of_day_s
+        tod = np.asarray(tod, dtype=float)
+        if tod.shape != a.shape:
+            raise InputError("replay workload: time_of_day_s needs one value per row")
+        row_pred = self.row_pred
+        if row_pred is None and self.predictor.needs_rows:
+            from llmqueue.sim.learned import TraceRows
+
+            row_pred = _learned_rows(self.predictor, TraceRows(a - a[0], tod, p, o))
         object.__setattr__(self, "arrival_s", a - a[0])
         object.__setattr__(self, "prompt_tokens", p)
         object.__setattr__(self, "output_tokens", o)
+        object.__setattr__(self, "time_of_day_s", tod)
+        object.__setattr__(
+            self, "row_pred", _row_predictions(self.predictor, row_pred, o.size, "replay workload")
+        )
+        object.__setattr__(self, "predictor", self.predictor.resolved(lambda q: np.quantile(o, q)))
         object.__setattr__(self, "total", int(a.size))
         span = float(self.arrival_s[-1]) * self.time_scale
         if span <= 0:
@@ -409,30 +538,17 @@ class ReplayWorkload(Workload):
     ) -> ReplayWorkload:
         """Replay a CSV; timestamps may be numbers (s) or date-times; `rate_per_s` rescales time
         so the mean rate is that (None: the trace's own)."""
-        import pandas as pd
-
         cols = read_trace_columns(path, [prompt_column, output_column])
-        head = pd.read_csv(path, usecols=[timestamp_column]) if timestamp_column else None
-        if head is None or timestamp_column not in head.columns:
-            raise InputError(f"--trace: {path} has no timestamp column {timestamp_column!r}")
-        ts = head[timestamp_column]
-        t = pd.to_numeric(ts, errors="coerce")
-        if t.isna().any():
-            parsed = pd.to_datetime(ts, errors="coerce", utc=True, format="mixed")
-            if parsed.isna().any():
-                raise InputError(
-                    f"--trace: column {timestamp_column!r} of {path} holds neither numbers nor dates"
-                )
-            t = (parsed - parsed.iloc[0]).dt.total_seconds()
-        arr = t.to_numpy(dtype=float)
-        order = np.argsort(arr, kind="stable")
+        abs_s, tod = read_timestamps(path, timestamp_column)
+        order = np.argsort(abs_s, kind="stable")
         w = cls(
-            arr[order],
+            abs_s[order] - abs_s.min(),
             cols[prompt_column][order],
             cols[output_column][order],
             1.0,
             predictor or Oracle(),
             f"{Path(path).name}:{timestamp_column},{prompt_column},{output_column}",
+            tod[order],
         )
         return w if rate_per_s is None else w.at_rate(rate_per_s)
 
@@ -466,7 +582,10 @@ class ReplayWorkload(Workload):
             if whole_tokens:
                 _round_rows(prompt, out)
             raw1 = ws.words(hi - lo)
-            spare, sp = ws.spare()
-            pred, sp = _predict(self.predictor, out, raw1, spare, sp)
-            ws.used(sp)
+            if self.row_pred is not None:
+                pred = self.row_pred[lo:hi].copy()
+            else:
+                spare, sp = ws.spare()
+                pred, sp = _predict(self.predictor, out, raw1, spare, sp)
+                ws.used(sp)
             yield RequestChunk(arr, prompt, out, pred)

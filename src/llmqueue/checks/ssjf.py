@@ -1,0 +1,119 @@
+"""Checks of the ``ssjf`` section of the config (what the schema cannot see).
+
+The trace file and its columns, profile names that do not exist, fixed cost models that time
+nothing, settings named by the figures and claims that are not defined, a claim load off the load
+grid, predictor specs that do not parse (or name a learned model: those come from ``learned``),
+a replay too short for its warm-up, and claim-10 reference rows that do not match the claim
+settings. Every error names the key and the allowed values (InputError), before any job starts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from llmqueue.errors import InputError
+
+CLAIM_QUANTITIES = 4  # llmqueue.studies.ssjf.QUANTITIES (kept import-free here)
+MODES = ("none", "dynamic", "continuous")
+
+
+def _setting(name: str, cfg: Mapping[str, Any], config: Mapping[str, Any]) -> None:
+    from llmqueue.latency import BatchLatency, StepLaw
+
+    where = f"ssjf.settings.{name}"
+    b, s = cfg["batch"], cfg["step"]
+    if isinstance(b, str):
+        known = config.get("batch_profiles", {}) or {}
+        if b not in known:
+            raise InputError(
+                f"{where}.batch: unknown batch profile {b!r}; defined: {sorted(known)}"
+            )
+    else:
+        try:
+            BatchLatency(float(b["k1"]), float(b["k2"]), float(b["k3"]), float(b["k4"]), name=where)
+        except InputError as err:
+            raise InputError(f"{where}.batch: {err}") from None
+    if isinstance(s, str):
+        known = config.get("step_profiles", {}) or {}
+        if s not in known:
+            raise InputError(f"{where}.step: unknown step profile {s!r}; defined: {sorted(known)}")
+    else:
+        try:
+            StepLaw(float(s["c0_s"]), float(s["c_tok_s"]), float(s["c_ctx_s"]), name=where)
+        except InputError as err:
+            raise InputError(f"{where}.step: {err}") from None
+
+
+def check(config: Mapping[str, Any], base_dir: Path) -> None:
+    sec = config.get("ssjf")
+    if not sec:
+        return
+    from llmqueue.checks import check_tolerance_classes, reference_claims
+    from llmqueue.sim.predictors import parse_predictor
+    from llmqueue.sim.workload import read_timestamps, read_trace_columns
+
+    trace = Path(base_dir) / sec["trace"]
+    cols = sec["columns"]
+    if not trace.is_file():
+        raise InputError(f"ssjf.trace: file {str(trace)!r} does not exist")
+    n = len(
+        read_trace_columns(trace, [cols["prompt"], cols["output"]], "ssjf.trace")[cols["output"]]
+    )
+    read_timestamps(trace, cols["timestamp"], "ssjf.trace (columns.timestamp)")
+    held_out = n - int(round(n * float(sec["train_fraction"])))
+    rep = sec["replay"]
+    if held_out - int(rep["warmup"]) < 10 * int(rep["batches"]):
+        raise InputError(
+            f"ssjf.replay: the {held_out} held-out rows leave fewer than 10 x batches after "
+            f"warmup {rep['warmup']}: lower replay.warmup or replay.batches, or train_fraction"
+        )
+    sim = sec["poisson"]
+    if int(sim["requests"]) < 10 * int(sim["batches"]):
+        raise InputError("ssjf.poisson.requests must be >= 10 x batches")
+    learned = sec["learned"]
+    if learned["ssjf_model"] not in learned["kinds"]:
+        raise InputError(
+            f"ssjf.learned.ssjf_model {learned['ssjf_model']!r} must be one of learned.kinds "
+            f"{learned['kinds']}"
+        )
+    settings = sec["settings"]
+    for name, cfg in settings.items():
+        _setting(name, cfg, config)
+    named = {
+        "ssjf.quality.setting": [sec["quality"]["setting"]],
+        "ssjf.starvation.setting": [sec["starvation"]["setting"]],
+        "ssjf.protocol.reference": [sec["protocol"]["reference"]],
+        "ssjf.claim_settings": list(sec["claim_settings"]),
+    }
+    for key, names in named.items():
+        for name in names:
+            if name not in settings:
+                raise InputError(
+                    f"{key}: unknown setting {name!r}; defined in ssjf.settings: {sorted(settings)}"
+                )
+    if not any(math.isclose(float(sec["claim_load"]), float(x)) for x in sec["loads"]):
+        raise InputError(
+            f"ssjf.claim_load {sec['claim_load']} must be one of ssjf.loads {sec['loads']}"
+        )
+    for i, spec in enumerate(sec["quality"]["predictors"]):
+        if str(spec).strip().startswith("learned"):
+            raise InputError(
+                f"ssjf.quality.predictors[{i}]: {spec!r}: the learned models come from ssjf.learned"
+            )
+        try:
+            parse_predictor(str(spec))
+        except InputError as err:
+            raise InputError(f"ssjf.quality.predictors[{i}]: {err}") from None
+    ids = reference_claims(base_dir, "ssjf")
+    check_tolerance_classes(config, ids)
+    tens = [c for c in ids if c.startswith("10")]
+    want = len(sec["claim_settings"]) * len(MODES) * CLAIM_QUANTITIES
+    if ids and len(tens) != want:
+        raise InputError(
+            f"ssjf.claim_settings: {len(sec['claim_settings'])} settings x {len(MODES)} modes x "
+            f"{CLAIM_QUANTITIES} quantities need {want} claim-10 rows in "
+            f"data/reference/claims_ssjf.csv, which has {len(tens)}"
+        )

@@ -1,0 +1,34 @@
+"""JCT and wait of every policy against load, Poisson or replay (llmqueue.studies.ssjf.jct_table)."""
+
+import logging
+
+import pandas as pd
+
+from llmqueue.io import read_json, write_csv
+from llmqueue.sim.learned import load_model
+from llmqueue.studies.ssjf import (
+    SimSettings,
+    jct_table,
+    load_trace,
+    settings_from_config,
+)
+
+sm = snakemake  # noqa: F821
+logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
+P = sm.params
+fits = {path: read_json(path) for path in sm.input.fits}
+settings = settings_from_config(P.settings, P.batch_profiles, P.step_profiles, fits)
+trace = load_trace(sm.input.trace, P.columns, P.train_fraction)
+df = jct_table(
+    trace,
+    settings,
+    pd.read_csv(sm.input.capacity),
+    load_model(sm.input.model),
+    sm.wildcards.ssjf_arrivals,
+    P.loads,
+    SimSettings.from_config(P.sim),
+    P.guard_s,
+    P.seed,
+    logging.info,
+)
+write_csv(df, sm.output[0])

@@ -1,0 +1,31 @@
+"""JCT gain over FCFS against predictor quality (llmqueue.studies.ssjf.quality_table)."""
+
+import logging
+
+import pandas as pd
+
+from llmqueue.io import read_json, write_csv
+from llmqueue.sim.learned import load_model
+from llmqueue.studies.ssjf import SimSettings, load_trace, quality_table, settings_from_config
+
+sm = snakemake  # noqa: F821
+logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
+P = sm.params
+Q = P.quality
+fits = {path: read_json(path) for path in sm.input.fits}
+(setting,) = settings_from_config(
+    P.settings, P.batch_profiles, P.step_profiles, fits, [Q["setting"]]
+)
+models = {k: load_model(path) for k, path in zip(P.kinds, sm.input.models, strict=True)}
+df = quality_table(
+    load_trace(sm.input.trace, P.columns, P.train_fraction),
+    setting,
+    pd.read_csv(sm.input.capacity),
+    Q["predictors"],
+    models,
+    Q["load"],
+    SimSettings.from_config(P.sim),
+    P.seed,
+    logging.info,
+)
+write_csv(df, sm.output[0])

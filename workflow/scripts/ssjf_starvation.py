@@ -1,0 +1,27 @@
+"""Mean vs max wait with and without the starvation guard (llmqueue.studies.ssjf.starvation_table)."""
+
+import pandas as pd
+
+from llmqueue.io import read_json, write_csv
+from llmqueue.sim.learned import load_model
+from llmqueue.studies.ssjf import SimSettings, load_trace, settings_from_config, starvation_table
+
+sm = snakemake  # noqa: F821
+P = sm.params
+S = P.starvation
+fits = {path: read_json(path) for path in sm.input.fits}
+(setting,) = settings_from_config(
+    P.settings, P.batch_profiles, P.step_profiles, fits, [S["setting"]]
+)
+df = starvation_table(
+    load_trace(sm.input.trace, P.columns, P.train_fraction),
+    setting,
+    pd.read_csv(sm.input.capacity),
+    load_model(sm.input.model),
+    S["mode"],
+    S["load"],
+    S["guards_s"],
+    SimSettings.from_config(P.sim),
+    P.seed,
+)
+write_csv(df, sm.output[0])
