@@ -11,8 +11,8 @@
   against the time-average number in the system computed from the per-request table).
 
 The law is heavy-tailed (LogNormal(5, 1) capped at 2048 tokens) and the load 0.8, as the issue
-asks. Tolerances: the relative error must be within 2% *and* the exact value within 1.5 x the
-simulation's 95% half-width (about 3 sigma); run lengths are chosen so that the half-width is
+asks. Tolerances: the relative error must be within 2% *and* the exact value within 2 x the
+simulation's 95% half-width (about 4 sigma); run lengths are chosen so that the half-width is
 about 1% of the mean, which makes both checks meaningful (none can pass by a wide interval).
 """
 
@@ -42,7 +42,7 @@ TRACE = "data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv"
 def _agrees(sim_mean: float, ci95: float, exact: float, rel: float = 0.02) -> None:
     assert ci95 < 0.6 * rel * exact, f"interval too wide to test: +-{ci95:.4g} for {exact:.4g}"
     assert abs(sim_mean - exact) <= rel * exact, (sim_mean, exact)
-    assert abs(sim_mean - exact) <= 1.5 * ci95, (sim_mean, ci95, exact)
+    assert abs(sim_mean - exact) <= 2.0 * ci95, (sim_mean, ci95, exact)  # about 4 sigma
 
 
 def _wait(order: str, predictor: object | None, requests: int, seed: int) -> tuple[float, float]:

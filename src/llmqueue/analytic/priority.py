@@ -90,8 +90,11 @@ def priority_wait_empirical(service_s: ArrayLike, keys: ArrayLike, rate_per_s: f
 
 
 def sjf_wait(law: TokenLaw, a_s_per_token: float, b0_s: float, rate_per_s: float) -> float:
-    """Mean wait (s) of non-preemptive SJF for S = a N + b0 with N ~ `law` (continuous laws by
-    quadrature over the size; a law with atoms: use :func:`priority_wait_empirical`)."""
+    """Mean wait (s) of non-preemptive SJF for S = a N + b0 with N ~ `law`, by quadrature over the
+    size quantile u: E[W] = integral over (0, 1) of W0 / ((1 - rho(x-)) (1 - rho(x))) at
+    x = F^-1(u), with rho(x) = lambda E[S 1{N <= x}] and rho(x-) = lambda E[S 1{N < x}]. The two
+    differ only at an atom of the law (a cap, a deterministic or empirical law): its requests form
+    one FCFS class, Cobham's class wait; elsewhere the integrand is W0 / (1 - rho(x))^2."""
     lam = _check_rate(rate_per_s)
     a, b0 = float(a_s_per_token), float(b0_s)
     m1 = a * law.mean() + b0
@@ -100,16 +103,23 @@ def sjf_wait(law: TokenLaw, a_s_per_token: float, b0_s: float, rate_per_s: float
         raise UnstableError(f"rho = {lam * m1:.4g} >= 1: no steady state")
     w0 = lam * m2 / 2.0
 
-    def load(x: float) -> float:  # lambda E[S 1{N <= x}]
-        part = float(law.clipped_moment(x, 1)) - x * (1.0 - float(law.cdf(x)))
-        return lam * (a * part + b0 * float(law.cdf(x)))
+    def load(x: float, below: float) -> float:  # lambda E[S 1{N <= x}] (below = P(N <= x))
+        part = float(law.clipped_moment(x, 1)) - x * (1.0 - below)
+        return lam * (a * part + b0 * below)
 
-    # E[W(N)] = integral over u in (0, 1) of W(F^-1(u)): no density needed
     def integrand(u: float) -> float:
-        r = load(float(law.ppf(u)))
-        return w0 / ((1.0 - r) ** 2)
+        x = float(law.ppf(u))
+        at, before = float(law.cdf(x)), float(law.prob_below(x))
+        r = load(x, at)
+        r_minus = r - lam * (a * x + b0) * (at - before)  # the atom at x, if any, left out
+        return w0 / ((1.0 - r_minus) * (1.0 - r))
 
-    val, _ = integrate.quad(
-        integrand, 0.0, 1.0, points=[0.01, 0.1, 0.5, 0.9, 0.99], limit=500, epsrel=1e-10
-    )
+    points = {0.01, 0.1, 0.5, 0.9, 0.99}
+    lo, hi = law.support
+    for x in (lo, hi):  # where a law's atoms usually sit (a cap, the smallest value)
+        if math.isfinite(x):
+            for q in (float(law.prob_below(x)), float(law.cdf(x))):
+                if 0.0 < q < 1.0:
+                    points.add(q)
+    val, _ = integrate.quad(integrand, 0.0, 1.0, points=sorted(points), limit=500, epsrel=1e-10)
     return float(val)

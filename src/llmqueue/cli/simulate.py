@@ -8,7 +8,7 @@ Examples::
         --rate 4 --batching continuous --max-batch 256 --kv-tokens auto --admission on_demand \\
         --profile llama2_7b_vidur_a100
     llmqueue simulate --tokens uniform:low=1,high=20 --batching multibin --bins 4 --batch 8 \\
-        --servers 8 --latency a=0.0366,b0=0 --max-rate --json
+        --servers 8 --predictor oracle --latency a=0.0366,b0=0 --max-rate --json
 
 A workload is Poisson arrivals at ``--rate`` (requests/s) or ``--load`` (a fraction of the
 policy's highest sustainable rate) with output tokens from ``--tokens LAW`` (and prompt tokens
@@ -23,8 +23,9 @@ by ``make reproduce``) or explicit ``--step c0=S,c_tok=S,c_ctx=S`` (continuous),
 Output: wait (arrival -> service start), ttft (arrival -> first token) and jct (arrival -> last
 token), each mean with its 95% CI and p50/p90/p99 (s), throughput, mean batch, KV utilisation,
 preemptions, rejections, and ``unstable`` when the queue grows without bound (no means then).
-Where a formula applies (no batching, one server, no guard, Poisson arrivals) ``wait`` also
-holds ``exact``: Pollaczek-Khinchine (FCFS) or Cobham's priority formula (SJF, SPJF).
+Where a formula applies (no batching, one server, Poisson arrivals, a steady state) ``wait``
+also holds ``exact``: Pollaczek-Khinchine (FCFS) or Cobham's priority formula (SJF, SPJF; for a
+predictor over token laws the formula's integral is evaluated by Monte Carlo, ``exact_se`` > 0).
 Bad input exits 2 naming the flag and the allowed values, before any simulation.
 """
 
@@ -40,6 +41,7 @@ from typing import Any
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
 from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, Policy
+from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import max_rate
 from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.predictors import parse_predictor
@@ -107,6 +109,8 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError(f"--load must lie in (0, 1) (a fraction of the max rate), got {args.load}")
     if args.guard is not None and not (args.guard > 0):
         raise InputError(f"--guard must be > 0 s, got {args.guard}")
+    if not (0 < args.kv_memory_fraction <= 1):
+        raise InputError(f"--kv-memory-fraction must lie in (0, 1], got {args.kv_memory_fraction}")
     if args.flush is not None and not (args.flush > 0):
         raise InputError(f"--flush must be > 0 s, got {args.flush}")
     laws = [f for f in ("profile", "step", "batch_time", "latency") if getattr(args, f)]
@@ -190,7 +194,10 @@ def _latency(args: argparse.Namespace) -> tuple[Latency, dict[str, Any] | None]:
     if not cfg_path.is_file():
         raise InputError(f"--config: {args.config!r} does not exist (--profile NAME reads it)")
     config = yaml.safe_load(cfg_path.read_text()) or {}
-    return named_latency(config, args.profile, args.batching, Path.cwd())
+    # fit.json files live under the project root: the folder above config/ (else here)
+    here = cfg_path.resolve().parent
+    root = here.parent if here.name == "config" else Path.cwd()
+    return named_latency(config, args.profile, args.batching, root)
 
 
 def _kv_tokens(args: argparse.Namespace, fit: dict[str, Any] | None) -> int | None:
@@ -199,7 +206,7 @@ def _kv_tokens(args: argparse.Namespace, fit: dict[str, Any] | None) -> int | No
     if args.kv_tokens == "auto":
         if fit is None:
             raise InputError("--kv-tokens auto needs --profile NAME (its model and GPU); or give N")
-        return kv_tokens_of_fit(fit)
+        return kv_tokens_of_fit(fit, memory_fraction=args.kv_memory_fraction)
     try:
         n = int(args.kv_tokens)
     except ValueError:
@@ -276,9 +283,18 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     }
     if policy.kind == "continuous":
         out["kv_tokens"] = policy.kv_tokens
+    if workload.total is not None and workload.total < 400 + min(args.warmup, workload.total // 10):
+        raise InputError(
+            f"--trace {args.trace}: {workload.total} rows; replaying needs at least 400 measured "
+            "rows after the warm-up (10% of the rows at most)"
+        )
+    # separate random streams: the capacity burst, the run, the Monte Carlo of the formula
+    streams = {k: seed_sequence(args.seed, k) for k in ("capacity", "run", "formula")}
     cap = None
     if args.load is not None or args.max_rate:
-        cap = max_rate(workload, policy, latency, requests=args.capacity_requests, seed=args.seed)
+        cap = max_rate(
+            workload, policy, latency, requests=args.capacity_requests, seed=streams["capacity"]
+        )
         out["max_rate_per_s"] = cap.rate_per_s
         out["max_rate_method"] = cap.method
         if cap.note:
@@ -296,8 +312,10 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     if workload.total is not None:  # a replayed trace: its rows, warm-up first
         warmup = min(warmup, workload.total // 10)
         requests = min(requests, workload.total - warmup)
-    res = run_engine(workload, policy, latency, requests=requests, warmup=warmup, seed=args.seed)
-    exact = exact_wait(workload, policy, latency, seed=args.seed + 1)
+    exact = exact_wait(workload, policy, latency, seed=streams["formula"])
+    res = run_engine(
+        workload, policy, latency, requests=requests, warmup=warmup, seed=streams["run"]
+    )
     out.update(result_summary(res, exact))
     return out
 
@@ -359,6 +377,12 @@ def register(subparsers: Any) -> None:
         "--flush", type=float, metavar="S", help="multibin: send a partly full bin after S s"
     )
     g.add_argument("--kv-tokens", help="continuous: KV budget in tokens per server, auto or none")
+    g.add_argument(
+        "--kv-memory-fraction",
+        type=float,
+        default=0.9,
+        help="--kv-tokens auto: share of GPU memory for weights + KV (default 0.9, vLLM's)",
+    )
     g.add_argument(
         "--admission", choices=ADMISSIONS, help="continuous: reserve (default) or on_demand"
     )

@@ -9,7 +9,9 @@ operator CLI ``llmqueue simulate`` shares with it.
   law step = c0 + c_tok (decode + prefill tokens) + c_ctx context tokens) priced by the *same*
   hardware law: :func:`batch_law_from_step` writes Eq. (18) for a step law at the workload's
   mean prompt P and mean decode context C: t1(b) = c0 + (c_tok + c_ctx) P b (one prefill
-  iteration of b prompts), t2(b) = c0 + (c_tok + c_ctx C) b (one decode step of b sequences).
+  iteration of b prompts), t2(b) = c0 + (c_tok + c_ctx C) b (one decode step of b sequences);
+  C from :func:`decode_context` (a padded batch decodes to its longest reply, so it reads longer
+  contexts than one whose replies leave when done).
   Eq. (18) has no prompt term, so a batch law fitted at 64 input tokens would price a 1,155-token
   prompt as a 64-token one; this one does not.
 - Exact mean waits where a formula applies (:func:`exact_wait`: one server, no batching, no guard,
@@ -73,6 +75,7 @@ __all__ = [
     "SWEEP_COLUMNS",
     "policy_spec",
     "with_kv",
+    "decode_context",
 ]
 
 Latency = BatchLatency | LinearLatency | StepLaw
@@ -183,15 +186,51 @@ def batch_law_from_step(
 # ---- exact mean waits -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ExactWait:
-    """An exact mean wait (s) and the formula it comes from."""
+    """A mean wait (s) by a formula, the formula it comes from, and the standard error of its
+    evaluation (0 for a closed form; > 0 when the formula's integral over a joint law of size and
+    prediction is evaluated by Monte Carlo)."""
 
     wait_s: float
     method: str
+    se_s: float = 0.0
 
 
 def _service_s(latency: Latency, tokens: np.ndarray) -> np.ndarray:
     k = static_law(latency)  # type: ignore[arg-type]
     return (k[0] + k[1]) + (k[2] + k[3]) * np.asarray(tokens, dtype=float)
+
+
+def _classes(service_s: np.ndarray, probs: np.ndarray, rate: float) -> float:
+    """Cobham's mean wait over classes in priority order with probabilities `probs`."""
+    from llmqueue.analytic.priority import priority_class_waits
+
+    waits = priority_class_waits(rate * probs, service_s, service_s * service_s)
+    return float(np.sum(probs * waits))
+
+
+def _monte_carlo(
+    workload: Workload, latency: Latency, order: str, seed: Any, samples: int
+) -> ExactWait:
+    """Cobham's formula over `samples` draws of (size, key) from the workload, with the standard
+    error of the estimate from 10 equal sub-samples."""
+    ch = next(workload.chunks(seed, min(int(samples), 1 << 22), False))
+    keys = ch.output if order == "sjf" else ch.pred
+    s = _service_s(latency, ch.output)
+    lam = workload.rate_per_s
+    value = priority_wait_empirical(s, keys, lam)
+    parts = [
+        priority_wait_empirical(a, b, lam)
+        for a, b in zip(np.array_split(s, 10), np.array_split(keys, 10), strict=True)
+    ]
+    # each tenth has about 10x the variance of the whole sample's estimate
+    se = float(np.std(parts, ddof=1) / math.sqrt(10.0))
+    what = "size" if order == "sjf" else "predicted size"
+    return ExactWait(
+        value,
+        f"Cobham, classes by {what} (loads by true sizes), Monte Carlo evaluation over "
+        f"{ch.output.size} draws of the workload",
+        se,
+    )
 
 
 def exact_wait(
@@ -202,56 +241,68 @@ def exact_wait(
     seed: int | np.random.SeedSequence,
     samples: int = 2_000_000,
 ) -> ExactWait | None:
-    """The exact mean wait of a one-at-a-time server (``none``, one server, no starvation guard,
-    Poisson arrivals from token laws or trace rows), else None. S = t1(1) + t2(1) N.
+    """The mean wait of a one-at-a-time server by a formula (``none``, one server, Poisson
+    arrivals from token laws or trace rows), else None; None also when rho >= 1 (no steady
+    state). S = t1(1) + t2(1) N.
 
-    FCFS: Pollaczek-Khinchine with the exact moments of S. SJF: Cobham's formula with one class
-    per size (exact over a trace's rows; by quadrature for a continuous token law). SPJF: the
-    same with classes by predicted size and the true sizes' load; the joint law of (size,
-    prediction) is sampled from the workload itself (`samples` draws, another stream than any
-    run's): a Monte Carlo evaluation of the exact formula, said so in ``method``. Raises
-    UnstableError when rho >= 1."""
-    if policy.kind != "none" or policy.servers != 1 or policy.guard_s is not None:
+    FCFS (a starvation guard changes nothing under FCFS): Pollaczek-Khinchine with the exact
+    moments of S. SJF: Cobham's formula with one class per size: exact sums over a trace's rows or
+    an empirical law, quadrature over the size quantile otherwise (atoms such as a cap handled,
+    :func:`llmqueue.analytic.priority.sjf_wait`). SPJF: classes by predicted size, loads by true
+    service times (Mitzenmacher 2020): exact over a trace's rows when each row carries its own
+    prediction (a learned predictor); otherwise the joint law of (size, prediction) is sampled from
+    the workload (`samples` draws, stream `seed`) and the formula evaluated on the sample: a Monte
+    Carlo estimate whose standard error is reported (``se_s``)."""
+    from llmqueue.errors import UnstableError
+    from llmqueue.tokens import EmpiricalLaw
+
+    if policy.kind != "none" or policy.servers != 1:
+        return None
+    order = policy.order
+    if order == "spjf" and isinstance(workload.predictor, Oracle):
+        order = "sjf"
+    if policy.guard_s is not None and order != "fcfs":
         return None
     if isinstance(latency, StepLaw) or not isinstance(workload, PoissonWorkload | TraceWorkload):
         return None
     lam = workload.rate_per_s
-    order = policy.order
-    if order == "spjf" and isinstance(workload.predictor, Oracle):
-        order = "sjf"
-    if isinstance(workload, TraceWorkload):
-        n = workload.output_tokens
-        s = _service_s(latency, n)
-        if order == "fcfs":
-            return ExactWait(
-                pk_wait(lam, float(s.mean()), float((s * s).mean())),
-                "Pollaczek-Khinchine over the trace rows",
-            )
-        if order == "sjf":
-            return ExactWait(
-                priority_wait_empirical(s, n, lam),
-                "Cobham, one class per size, over the trace rows",
-            )
-    else:
+    try:
+        if isinstance(workload, TraceWorkload):
+            n = workload.output_tokens
+            s = _service_s(latency, n)
+            if order == "fcfs":
+                return ExactWait(
+                    pk_wait(lam, float(s.mean()), float((s * s).mean())),
+                    "Pollaczek-Khinchine over the trace rows",
+                )
+            if order == "sjf":
+                return ExactWait(
+                    priority_wait_empirical(s, n, lam),
+                    "Cobham, one class per size, over the trace rows",
+                )
+            if workload.row_pred is not None:
+                return ExactWait(
+                    priority_wait_empirical(s, workload.row_pred, lam),
+                    "Cobham, classes by each row's prediction (loads by true sizes), over the trace rows",
+                )
+            return _monte_carlo(workload, latency, order, seed, samples)
         law = workload.output
         k = static_law(latency)  # type: ignore[arg-type]
         a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
-        m1 = a * law.mean() + b0
-        m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
         if order == "fcfs":
+            m1 = a * law.mean() + b0
+            m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
             return ExactWait(pk_wait(lam, m1, m2), "Pollaczek-Khinchine, exact moments of S")
-        if order == "sjf" and not math.isfinite(law.support[1]):  # no atom at a cap
+        if order == "sjf":
+            if isinstance(law, EmpiricalLaw):
+                return ExactWait(
+                    _classes(_service_s(latency, law.values), law.probs, lam),
+                    "Cobham, one class per size, exact sum over the law's values",
+                )
             return ExactWait(sjf_wait(law, a, b0, lam), "Cobham, one class per size (quadrature)")
-    # SPJF, or SJF on a law with a bounded support (a cap puts an atom there): sample the joint law
-    gen = workload.chunks(seed, min(int(samples), 1 << 22), False)
-    ch = next(gen)
-    keys = ch.output if order == "sjf" else ch.pred
-    s = _service_s(latency, ch.output)
-    what = "size" if order == "sjf" else "predicted size"
-    return ExactWait(
-        priority_wait_empirical(s, keys, lam),
-        f"Cobham, classes by {what}, evaluated on {ch.output.size} draws of the workload",
-    )
+        return _monte_carlo(workload, latency, order, seed, samples)
+    except UnstableError:
+        return None
 
 
 # ---- summaries (CLI JSON and study rows) --------------------------------------------------------
@@ -279,6 +330,7 @@ def result_summary(result: SimResult, exact: ExactWait | None = None) -> dict[st
     wait = metric_summary(result.wait, u) or {}
     if exact is not None:
         wait["exact"] = float(exact.wait_s)
+        wait["exact_se"] = float(exact.se_s)
         wait["exact_method"] = exact.method  # type: ignore[assignment]
     out: dict[str, Any] = {
         "requests": int(result.requests),
@@ -405,7 +457,7 @@ def policy_sweep(
     *,
     seed: int,
     stream: int = 1,
-    max_load: float = 0.98,
+    max_load: float = 0.97,
 ) -> pd.DataFrame:
     """Mean and p99 JCT (and wait, TTFT, throughput, batch, KV) of every policy at every arrival
     rate (requests/s). A rate above `max_load` x the policy's highest sustainable rate is not
@@ -592,15 +644,13 @@ def serving_setup(
     if section.get("kv_tokens") is not None:
         kv = int(section["kv_tokens"])
     else:
-        kv = kv_tokens_of_fit(fit, memory_fraction=float(section.get("kv_memory_fraction", 1.0)))
+        kv = kv_tokens_of_fit(fit, memory_fraction=float(section.get("kv_memory_fraction", 0.9)))
     cols = section["trace_columns"]
     workload = TraceWorkload.from_csv(trace_path, 1.0, cols["prompt"], cols["output"])
     replay = ReplayWorkload.from_csv(trace_path, cols["timestamp"], cols["prompt"], cols["output"])
     static = str(section.get("static_law", "from_step"))
-    if static == "from_step":
-        p = workload.mean_prompt()
-        static_law: Latency = batch_law_from_step(step, p, p + workload.mean_output() / 2.0)
-    else:
+    static_law: Latency | None = None
+    if static != "from_step":
         bcfg = (profiles.get("batch_profiles") or {}).get(static)
         if bcfg is None:
             raise InputError(
@@ -614,8 +664,38 @@ def serving_setup(
     for pname, spec in section["policies"].items():
         pol = with_kv(parse_policy(str(spec)), kv)
         policies[str(pname)] = pol
-        latencies[str(pname)] = step if pol.kind == "continuous" else static_law
+        if pol.kind == "continuous":
+            latencies[str(pname)] = step
+        elif static_law is not None:
+            latencies[str(pname)] = static_law
+        else:
+            ctx = decode_context(workload.prompt_tokens, workload.output_tokens, _padded_to(pol))
+            latencies[str(pname)] = batch_law_from_step(step, workload.mean_prompt(), ctx)
     return ServingSetup(policies, latencies, workload, replay, step, kv)
+
+
+def _padded_to(policy: Policy) -> int:
+    """The batch size whose longest reply a padded static batch decodes to (1: no padding)."""
+    if policy.kind == "fixed":
+        return int(policy.k)
+    if policy.kind == "dynamic" and policy.bmax is not None:
+        return int(policy.bmax)
+    return 1  # none, elastic (each reply leaves when done), or an unbounded b_max
+
+
+def decode_context(prompt_tokens: np.ndarray, output_tokens: np.ndarray, batch: int) -> float:
+    """Mean KV context (tokens) a decode step reads per sequence, for `batch` requests of rows
+    drawn from (prompt, output): the prompt plus the tokens decoded so far, averaged over the
+    decode steps. Without padding (batch 1, or replies that leave when done) a reply of n tokens
+    spends n steps at contexts P + 0..n-1: E[P] + E[N^2] / (2 E[N]). A padded batch decodes to its
+    longest reply L_b: E[P] + E[L_b^2] / (2 E[L_b]), with P(L_b <= x) = F(x)^b of the rows' law.
+    (Full batches of `batch`: at low load a dynamic batch is smaller and decodes less.)"""
+    n = np.asarray(output_tokens, dtype=float)
+    vals, counts = np.unique(n, return_counts=True)
+    cdf = np.cumsum(counts) / n.size
+    pmf = cdf ** int(batch) - np.concatenate([[0.0], cdf[:-1]]) ** int(batch)
+    m1, m2 = float(pmf @ vals), float(pmf @ (vals * vals))
+    return float(np.mean(prompt_tokens)) + m2 / (2.0 * m1)
 
 
 __all__ += ["ServingSetup", "serving_setup"]
@@ -630,8 +710,9 @@ def setup_for_rule(params: Any, inputs: Any, policy: str) -> ServingSetup:
     setup = dict(params.setup)
     section = dict(setup, policies={policy: params.spec})
     step_cfg = params.profiles["step_profiles"][setup["step_profile"]]
-    step_fit = fits[0] if fit_json_path(step_cfg) else None
-    static_fit = fits[-1] if setup["static_law"] != "from_step" and fits else None
+    # the rule lists the step profile's fit.json first, then the static batch profile's (if any)
+    step_fit = fits.pop(0) if fit_json_path(step_cfg) else None
+    static_fit = fits.pop(0) if fits else None
     return serving_setup(section, params.profiles, step_fit, static_fit, inputs.trace)
 
 
