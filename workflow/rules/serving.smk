@@ -28,7 +28,9 @@ if SERV:
         trace_columns=SERV.get("trace_columns"),
     )
     SERV_PROFILES = dict(
-        step_profiles={SERV["step_profile"]: config["step_profiles"][SERV["step_profile"]]},
+        step_profiles={
+            SERV["step_profile"]: config["step_profiles"][SERV["step_profile"]]
+        },
         batch_profiles=(
             {} if SERV_STATIC == "from_step" else {SERV_STATIC: BPROF[SERV_STATIC]}
         ),
