@@ -140,6 +140,26 @@ def test_over_capacity_is_reported_unstable_not_refused(capsys: pytest.CaptureFi
     assert "exact" not in out["wait"]  # rho = 1.5: no steady state, no formula
 
 
+def test_multibin_max_rate_on_a_uniform_law_is_theorem_4_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A setting no part of the project was tuned on: the theorem, and the simulated saturated
+    queue (a near-oracle predictor sends max_rate to the simulation) within 1% of it."""
+    from llmqueue.analytic.multibin import theorem_4_2
+
+    exact = 2 * theorem_4_2(16, 3, 3, 40) / 0.01  # two servers, 0.01 s per token
+    args = [
+        *("--tokens", "uniform:low=3,high=40", "--batching", "multibin", "--bins", "3"),
+        *("--batch", "16", "--servers", "2", "--latency", "a=0.01,b0=0", "--max-rate"),
+    ]
+    theorem = simulate(capsys, *args, "--predictor", "oracle")
+    assert theorem["max_rate_method"] == "theorem 4.2"
+    assert math.isclose(theorem["max_rate_per_s"], exact, rel_tol=1e-9)
+    sim = simulate(capsys, *args, "--predictor", "noisy:sigma=1e-6")
+    assert sim["max_rate_method"] == "simulation"
+    assert math.isclose(sim["max_rate_per_s"], exact, rel_tol=0.01)
+
+
 def test_fixed_batching_max_rate_is_eq24(capsys: pytest.CaptureFixture[str]) -> None:
     out = simulate(
         capsys,

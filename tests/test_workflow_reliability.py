@@ -59,8 +59,15 @@ def make(workdir: Path, **kw: object) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # Ctrl-C's default action, even when the suite itself runs in the background (a shell
+        # starts background jobs with SIGINT ignored, and children inherit that)
+        preexec_fn=_default_sigint,
         **kw,  # type: ignore[arg-type]
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def finish(proc: subprocess.Popen[str], timeout: float = 900) -> str:

@@ -527,24 +527,25 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
             slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
             Q.push(pool, ring, heap, hpos, qi, slot, order, guard)
             S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
+            s = -1
             for j in range(c):  # an idle server starts at once
                 if srv[j, V_TNEXT] == np.inf:
-                    na = arr[pos + 1] if pos + 1 < n_avail else np.inf
-                    ch = _iteration(
-                        j, a, na, sti, stf, pool, ring, heap, hpos, free, qi,
-                        srv, dheap, adm, pref, qbuf, prm, cst,
-                        sums, counts, hist, maxima, fbuf, ibuf, rec,
-                    )  # fmt: skip
-                    if ch:
-                        _interrupt(j, a, srv, max_batch, cst)
+                    s = j
                     break
-            continue
-        if tb == np.inf:
-            return S.DONE  # nothing runs and no arrivals are left
+            if s < 0:
+                continue
+            t_ev = a
+            na = arr[pos + 1] if pos + 1 < n_avail else np.inf
+        else:
+            if tb == np.inf:
+                return S.DONE  # nothing runs and no arrivals are left
+            t_ev = tb
+            na = a
+        # one call site: _iteration is inlined once (compile time), for both kinds of event
         ch = _iteration(
-            s, tb, a, sti, stf, pool, ring, heap, hpos, free, qi,
+            s, t_ev, na, sti, stf, pool, ring, heap, hpos, free, qi,
             srv, dheap, adm, pref, qbuf, prm, cst,
             sums, counts, hist, maxima, fbuf, ibuf, rec,
         )  # fmt: skip
         if ch:
-            _interrupt(s, tb, srv, max_batch, cst)
+            _interrupt(s, t_ev, srv, max_batch, cst)
