@@ -546,7 +546,11 @@ def capacity_markdown(cap: pd.DataFrame) -> str:
         )
     kv = cap["kv_tokens"].iloc[0] if "kv_tokens" in cap else None
     if kv is not None:
-        lines += ["", f"KV budget of the continuous policies: {int(kv):,} tokens."]
+        lines += [
+            "",
+            f"KV budget of the continuous policies: {int(kv):,} tokens of GPU memory after the "
+            "weights, of which each holds the whole blocks of its block size (its spec).",
+        ]
     return "\n".join(lines) + "\n"
 
 
