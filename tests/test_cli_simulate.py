@@ -38,11 +38,12 @@ def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     timestamps of a Poisson stream (seconds)."""
     rng = np.random.default_rng(20261123)
     n = 20_000
+    prompt = rng.integers(10, 800, n)  # outputs grow with the prompt: something to learn
     df = pd.DataFrame(
         {
             "ts": np.cumsum(rng.exponential(0.5, n)),
-            "in_tok": rng.integers(10, 800, n),
-            "out_tok": np.maximum(1, np.round(rng.gamma(0.8, 250.0, n))).astype(int),
+            "in_tok": prompt,
+            "out_tok": np.maximum(1, np.round(rng.gamma(0.8, 1.0, n) * (100.0 + 0.5 * prompt))),
         }
     )
     path = tmp_path_factory.mktemp("trace") / "mine.csv"
@@ -86,11 +87,31 @@ def test_spjf_on_an_unseen_trace_matches_the_priority_formula(
     out = simulate(
         capsys,
         *("--trace", str(trace), "--prompt-column", "in_tok", "--output-column", "out_tok"),
-        *("--order", "spjf", "--predictor", predictor, "--load", "0.8"),
+        *("--order", "spjf", "--predictor", predictor, "--load", "0.7"),
         *("--latency", "a=0.015,b0=0.2", "--requests", "1000000", "--warmup", "50000"),
         *("--seed", "5"),
     )
     assert "Cobham" in out["wait"]["exact_method"]
+    _agree(out["wait"])
+
+
+def test_spjf_with_a_learned_predictor_trained_on_the_unseen_trace(
+    capsys: pytest.CaptureFixture[str], trace: Path, tmp_path: Path
+) -> None:
+    """`llmqueue predictor train` on the trace, then `simulate --predictor learned:MODEL`: the
+    mean wait equals Cobham's formula over the trace rows with each row's own prediction."""
+    cols = ["--timestamp-column", "ts", "--prompt-column", "in_tok", "--output-column", "out_tok"]
+    model = tmp_path / "mine.model"
+    code = main(["predictor", "train", "--trace", str(trace), *cols, "--out", str(model)])
+    assert code == 0 and model.is_file()
+    capsys.readouterr()
+    out = simulate(
+        capsys,
+        *("--trace", str(trace), *cols, "--order", "spjf", "--predictor", f"learned:{model}"),
+        *("--load", "0.7", "--latency", "a=0.015,b0=0.2", "--requests", "1000000"),
+        *("--warmup", "50000", "--seed", "6"),
+    )
+    assert "each row's prediction" in out["wait"]["exact_method"] and out["wait"]["exact_se"] == 0
     _agree(out["wait"])
 
 

@@ -177,7 +177,12 @@ def _workload(args: argparse.Namespace, predictor: Any) -> Workload:
             **kw,
         )
     return TraceWorkload.from_csv(
-        args.trace, rate, prompt_column=args.prompt_column, output_column=args.output_column, **kw
+        args.trace,
+        rate,
+        prompt_column=args.prompt_column,
+        output_column=args.output_column,
+        timestamp_column=args.timestamp_column,  # read only by a learned predictor's features
+        **kw,
     )
 
 
