@@ -18,7 +18,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     sec = config.get("serving")
     if not sec:
         return
-    from llmqueue.policy import parse_policy
+    from llmqueue.policy import parse_policy  # plain Python: no simulator import
 
     steps = config.get("step_profiles") or {}
     if sec["step_profile"] not in steps:
@@ -51,12 +51,19 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         raise InputError(
             f"serving.replay.reference: {ref!r} is not one of serving.policies {list(sec['policies'])}"
         )
-    from llmqueue.sim.workload import read_trace_columns
+    import pandas as pd  # the header only: no simulator import before any job
 
     cols = sec.get("trace_columns") or {}
     trace = Path(base_dir) / config["data"]["azure_trace"]
-    names = [cols.get("prompt", "ContextTokens"), cols.get("output", "GeneratedTokens")]
-    try:
-        read_trace_columns(trace, names, where="serving.trace_columns")
-    except InputError as err:
-        raise InputError(str(err)) from None
+    names = [
+        cols.get(k, d) for k, d in (("prompt", "ContextTokens"), ("output", "GeneratedTokens"))
+    ]
+    names.append(cols.get("timestamp", "TIMESTAMP"))
+    if not trace.is_file():
+        raise InputError(f"data.azure_trace: {trace} does not exist (the serving study reads it)")
+    have = list(pd.read_csv(trace, nrows=0).columns)
+    missing = [c for c in names if c not in have]
+    if missing:
+        raise InputError(
+            f"serving.trace_columns: {trace} has no column(s) {missing}; columns: {have}"
+        )
