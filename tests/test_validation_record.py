@@ -289,3 +289,15 @@ def test_validate_vllm_is_kept_out_of_the_main_environment_and_reproduce() -> No
         ROOT / "envs/requirements-profiling.txt"
     ).read_text()
     assert "vllm" not in main_pins
+
+
+def test_cpu_bf16_reads_the_flags(tmp_path: Path) -> None:
+    from llmqueue.validation.__main__ import cpu_bf16
+
+    with_bf16 = tmp_path / "a"
+    with_bf16.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")
+    without = tmp_path / "b"
+    without.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2\n")
+    assert cpu_bf16(str(with_bf16)) is True
+    assert cpu_bf16(str(without)) is False
+    assert cpu_bf16(str(tmp_path / "missing")) is None
