@@ -10,6 +10,7 @@ inside the 1% the issue asks for); each test has one fixed seed, never picked.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -346,3 +347,37 @@ def test_schema_and_checks_stop_bad_config(monkeypatch: pytest.MonkeyPatch) -> N
             check(bad, ROOT)
     assert spec_mod.trace_files("trace:a/b.csv:Col:cap=9") == ["a/b.csv"]
     assert spec_mod.trace_files("uniform:low=1,high=2") == []
+
+
+def test_bin_accuracy_of_perfect_reversed_and_blind_predictions() -> None:
+    from llmqueue.studies.multibin import bin_accuracy
+
+    rng = np.random.default_rng(3)
+    true = rng.lognormal(5, 1, 40_000)
+    assert bin_accuracy(true, true, 4) == 1.0 and bin_accuracy(true, 2 * true + 7, 8) == 1.0
+    assert bin_accuracy(true, -true, 2) == 0.0  # every request in the other half
+    blind = bin_accuracy(true, rng.random(true.size), 4)
+    assert abs(blind - 0.25) < 0.02  # a prediction independent of the length: 1/k
+    assert bin_accuracy(true, rng.random(true.size), 1) == 1.0
+
+
+def test_learned_bins_table_with_perfect_predictions_equals_true_bins() -> None:
+    from llmqueue.sim.predictors import Noisy
+    from llmqueue.studies.multibin import LLMSpec, learned_capacity_table
+
+    rng = np.random.default_rng(4)
+    out = np.maximum(1.0, np.round(rng.lognormal(5, 0.9, 6_000)))
+    prompt = np.round(rng.uniform(0, 500, out.size))
+    spec = LLMSpec.from_config(
+        {"bins": [1, 2, 4], "capacity": {"requests": 30_000, "replications": 3}}
+    )
+    df = learned_capacity_table(spec, prompt, out, out.copy(), Noisy(0.0), "perfect", seed=9)
+    assert list(df["bins_by"].unique()) == ["true length", "perfect"]
+    assert (df["bin_accuracy"] == 1.0).all()
+    by = {b: g.set_index("bins") for b, g in df.groupby("bins_by")}
+    for k in (1, 2, 4):  # two independent estimates of the same highest rate
+        a, b = by["true length"].loc[k], by["perfect"].loc[k]
+        assert abs(a["sim_rate_per_s"] - b["sim_rate_per_s"]) < 2 * math.hypot(
+            a["sim_ci95"], b["sim_ci95"]
+        )
+    assert by["perfect"].loc[4, "sim_gain"] > 0.2  # bins pay (gain over k = 1)

@@ -71,6 +71,32 @@ if MB_RAW:
         script:
             "../scripts/multibin_llm_capacity.py"
 
+    MB_LEARNED = MB["llm"].get("learned_model", "none")
+    if MB_LEARNED != "none" and config.get("ssjf"):
+
+        rule multibin_learned:
+            """Their simulated LLM with bins from the SSJF study's learned model (held-out rows)."""
+            input:
+                model=f"results/ssjf/models/{MB_LEARNED}.model",
+                trace=config["ssjf"]["trace"],
+                code=MB_CODE + lib("sim/learned.py", "studies/ssjf.py"),
+            output:
+                "results/multibin/llm_learned.csv",
+            log:
+                "logs/multibin/llm_learned.log",
+            benchmark:
+                "logs/benchmarks/multibin_llm_learned.tsv"
+            conda:
+                "../../envs/analysis.yaml"
+            params:
+                spec=MB["llm"],
+                kind=MB_LEARNED,
+                columns=config["ssjf"]["columns"],
+                train_fraction=config["ssjf"]["train_fraction"],
+                seed=config["seed"],
+            script:
+                "../scripts/multibin_learned.py"
+
     rule multibin_llm_latency:
         """Their simulated LLM: mean latency against k at several loads, Lemma 5.1 beside it."""
         input:
@@ -145,6 +171,11 @@ if MB_RAW:
             "synthetic": "results/multibin/synthetic.csv",
             "llm": "results/multibin/llm_capacity.csv",
             "reference": "data/reference/claims_multibin.csv",
+            **(
+                {"learned": "results/multibin/llm_learned.csv"}
+                if MB_LEARNED != "none" and config.get("ssjf")
+                else {}
+            ),
         },
         helpers=["studies/multibin_spec.py"],
         category=MB_CATEGORY,

@@ -3,8 +3,9 @@
 (a) their synthetic setting (B = 128, U(1, 20), batch time = longest length): Theorem 4.2 (line)
 and the simulated highest throughput (markers, 95% CI), with the limit B/m; (b) their simulated
 LLM (0.0366 s/token, B = 8, 8 servers) with our length law: the exact rate (lines) and the
-simulated one (markers) with bins by the true length and under neighbour-bin errors p_e; (c) the
-gain over k = 1, ours beside the paper's six published rates (their GSM8K lengths).
+simulated one (markers) with bins by the true length and under neighbour-bin errors p_e, and (if
+given) with bins from a learned length model on held-out trace rows, labelled with its bin
+accuracy; (c) the gain over k = 1, ours beside the paper's six published rates (GSM8K lengths).
 """
 
 from __future__ import annotations
@@ -41,6 +42,21 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
         lab = "true bins" if pe == 0 else f"p_e = {pe:g}"
         style.formula_line(b, s["bins"], s["exact_rate_per_s"], lab, i=i)
         style.sim_points(b, s["bins"], s["sim_rate_per_s"], s["sim_ci95"], "_sim", i=i)
+    learned = inputs.get("learned")
+    if learned is not None:  # bins from a real predictor, on the held-out rows
+        for by, ls in zip(dict.fromkeys(learned["bins_by"]), (":", "--"), strict=False):
+            s = learned[learned["bins_by"] == by].sort_values("bins")
+            lab = f"{by}, held-out rows" if by == "true length" else f"{by} (held-out rows)"
+            b.errorbar(
+                s["bins"], s["sim_rate_per_s"], yerr=s["sim_ci95"], fmt="s" + ls, color="k",
+                mfc="none", ms=3, lw=1.0, capsize=1.5, label=lab,
+            )  # fmt: skip
+            if by != "true length":
+                for _, r in s[s["bins"].isin([2, 4, 8])].iterrows():
+                    b.annotate(
+                        f"{100 * r['bin_accuracy']:.0f}%", (r["bins"], r["sim_rate_per_s"]),
+                        textcoords="offset points", xytext=(0, -9), ha="center", fontsize=5,
+                    )  # fmt: skip
     b.plot([], [], "ko", mfc="none", label="markers: simulation (95% CI)")
     b.set_xscale("log", base=2)
     b.set_xlabel("bins k")
@@ -57,9 +73,16 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
     rel = s["sim_ci95"] / s["sim_rate_per_s"]
     ci = 100 * (1 + s["sim_gain"]) * np.hypot(rel, rel.iloc[0])
     style.sim_points(c, s["bins"], 100 * s["sim_gain"], ci, "ours, simulation", i=0)
+    if learned is not None:
+        for by, ls in zip(dict.fromkeys(learned["bins_by"]), (":", "--"), strict=False):
+            s2 = learned[learned["bins_by"] == by].sort_values("bins")
+            c.plot(s2["bins"], 100 * s2["sim_gain"], "s" + ls, color="k", mfc="none", ms=3,
+                   lw=1.0, label=f"{by} (held-out rows)")  # fmt: skip
     pk, pr = _paper_rates(ref)
     if pk.size and pk[0] == k1:
-        c.plot(pk, 100 * (pr / pr[0] - 1), "k--x", lw=1.0, label="paper (GSM8K lengths)")
+        c.plot(
+            pk, 100 * (pr / pr[0] - 1), "-.x", color="0.5", lw=1.0, label="paper (GSM8K lengths)"
+        )
     c.set_xscale("log", base=2)
     c.set_xlabel("bins k")
     c.set_ylabel(f"gain over k = {int(k1)} (%)")
@@ -75,6 +98,12 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
         f"{int(llm['sim_requests'].iloc[0])} per LLM point; LLM lengths "
         f"{llm['tokens'].iloc[0].split(':')[-1]} of the Azure conv trace "
         f"(mean {llm['mean_tokens'].iloc[0]:.0f} tokens), not the paper's GSM8K answers; "
-        "p_e: a request lands in each neighbouring bin with probability p_e",
+        "p_e: a request lands in each neighbouring bin with probability p_e"
+        + (
+            "; black: bins by the SSJF study's learned model on its held-out 30% of the trace "
+            "(labels: bin accuracy)"
+            if learned is not None
+            else ""
+        ),
     )
     return fig

@@ -68,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
         "bins": [1, 2, 4, 8, 16, 32],
         "error_probs": [0.01, 0.1, 0.25, 0.5],
         "capacity": {"requests": 60000, "replications": 3},
+        "learned_model": "regressor",
         "loads": [0.3, 0.6, 0.9],
         "flush_s": [],
         "simulation": {"requests": 60000, "warmup": 6000, "batches": 20},
