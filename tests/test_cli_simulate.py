@@ -147,6 +147,7 @@ def test_continuous_and_max_rate(capsys: pytest.CaptureFixture[str]) -> None:
     assert out["max_rate_method"] == "simulation" and out["kv_tokens"] == 20_000
     assert out["mean_batch"] > 1 and 0 < out["kv_utilisation"] <= 1
     assert out["ttft"]["mean"] < out["jct"]["mean"]
+    assert 0.008 < out["tpot"]["mean"] < out["jct"]["mean"]  # at least one iteration per token
     only = simulate(capsys, *args)  # --max-rate alone: no run
     assert only["max_rate_per_s"] == out["max_rate_per_s"] and "jct" not in only
 

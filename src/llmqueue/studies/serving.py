@@ -322,7 +322,8 @@ def _num(x: float) -> float | None:
 
 
 def result_summary(result: SimResult, exact: ExactWait | None = None) -> dict[str, Any]:
-    """The CLI's JSON of one run: ``wait``, ``ttft``, ``jct`` each {mean, ci95, p50, p90, p99}
+    """The CLI's JSON of one run: ``wait``, ``ttft``, ``jct`` (and ``tpot``, null but for
+    continuous batching) each {mean, ci95, p50, p90, p99}
     (``exact`` and ``exact_method`` inside ``wait`` where a formula applies), throughput
     (requests and tokens per second), mean batch, KV utilisation, preemptions, rejections,
     ``unstable`` (then every mean is null) and the engine's note."""
@@ -337,6 +338,9 @@ def result_summary(result: SimResult, exact: ExactWait | None = None) -> dict[st
         "wait": wait,
         "ttft": metric_summary(result.ttft, u),
         "jct": metric_summary(result.response, u),
+        "tpot": metric_summary(
+            result.tpot, u
+        ),  # continuous batching: per output token after the first
         "max_wait": None if u else _num(result.wait.max),
         "throughput_per_s": None if u else _num(result.throughput_per_s),
         "tokens_per_s": None if u else _num(result.tokens_per_s),
