@@ -480,6 +480,7 @@ def _assemble(
             "versions": {"python": platform.python_version(), **package_versions()},
             "cpu": cpu_name(),
             "cores": os.cpu_count(),
+            "cpu_bfloat16_instructions": cpu_bf16(),
             "platform": platform.platform(),
             "model": {
                 "architecture": "LlamaForCausalLM, random weights (transformers LlamaConfig + save_pretrained)",
