@@ -18,7 +18,6 @@ at the end, so a killed run never leaves a half-updated folder.
 from __future__ import annotations
 
 import os
-import platform
 import re
 import shutil
 import tempfile
@@ -31,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.profiling.meta import cpu_name
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -59,17 +59,6 @@ REQUEST_COLUMNS = [
     "trace_prompt_tokens",
     "trace_output_tokens",
 ]
-
-
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def hardware_id(cpu: str, cores: int) -> str:
