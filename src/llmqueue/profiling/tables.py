@@ -150,6 +150,30 @@ def fig2a_data(
     return pd.DataFrame(pts), pd.DataFrame(lines)
 
 
+def _eq18_lines(
+    source: str, panel: str, fit: Mapping[str, Any], bmin: int, bmax: int, kind: str
+) -> list[dict[str, Any]]:
+    """The two Eq. (18) fit lines of one fit.json, t1(b) = k1 b + k2 and t2(b) = k3 b + k4, as
+    Fig. 2b line rows over batch sizes ``bmin..bmax``."""
+    b = fit["batch"]
+    return [
+        {
+            "source": source,
+            "panel": panel,
+            "label": fit["label"],
+            "model": fit["model"],
+            "quantity": q,
+            "slope": b[k_s],
+            "intercept": b[k_i],
+            "r2": b[fk]["r2"],
+            "bmin": bmin,
+            "bmax": bmax,
+            "kind": kind,
+        }
+        for q, k_s, k_i, fk in (("t1", "k1", "k2", "t1_fit"), ("t2", "k3", "k4", "t2_fit"))
+    ]
+
+
 def fig2b_data(
     roofline: Sequence[Mapping[str, Any]],
     measured: Mapping[str, tuple[pd.DataFrame, Mapping[str, Any], Sequence[Mapping[str, Any]]]],
@@ -209,23 +233,8 @@ def fig2b_data(
                             "kind": "measured",
                         }
                     )
-            b = f["batch"]
-            for q, k_s, k_i, fk in (("t1", "k1", "k2", "t1_fit"), ("t2", "k3", "k4", "t2_fit")):
-                lines.append(
-                    {
-                        "source": hw,
-                        "panel": hw,
-                        "label": f["label"],
-                        "model": model,
-                        "quantity": q,
-                        "slope": b[k_s],
-                        "intercept": b[k_i],
-                        "r2": b[fk]["r2"],
-                        "bmin": min(b["batch_sizes"]),
-                        "bmax": max(b["batch_sizes"]),
-                        "kind": "measured fit",
-                    }
-                )
+            sizes = f["batch"]["batch_sizes"]
+            lines.extend(_eq18_lines(hw, hw, f, min(sizes), max(sizes), "measured fit"))
     roof_panel = f"roofline-{roofline_gpu}"
     for name, (kp, f) in (kernels or {}).items():
         model = f["model"]
@@ -257,23 +266,7 @@ def fig2b_data(
                         "kind": "measured-kernels",
                     }
                 )
-        b = f["batch"]
-        for q, k_s, k_i, fk in (("t1", "k1", "k2", "t1_fit"), ("t2", "k3", "k4", "t2_fit")):
-            lines.append(
-                {
-                    "source": name,
-                    "panel": roof_panel,
-                    "label": f["label"],
-                    "model": model,
-                    "quantity": q,
-                    "slope": b[k_s],
-                    "intercept": b[k_i],
-                    "r2": b[fk]["r2"],
-                    "bmin": 1,
-                    "bmax": bmax,
-                    "kind": "measured-kernels",
-                }
-            )
+        lines.extend(_eq18_lines(name, roof_panel, f, 1, bmax, "measured-kernels"))
     for f in roofline:
         if f["source"] != roof_panel:
             continue
@@ -300,23 +293,7 @@ def fig2b_data(
                     "kind": "predicted",
                 }
             )
-        b = f["batch"]
-        for q, k_s, k_i, fk in (("t1", "k1", "k2", "t1_fit"), ("t2", "k3", "k4", "t2_fit")):
-            lines.append(
-                {
-                    "source": f["source"],
-                    "panel": roof_panel,
-                    "label": f["label"],
-                    "model": model,
-                    "quantity": q,
-                    "slope": b[k_s],
-                    "intercept": b[k_i],
-                    "r2": b[fk]["r2"],
-                    "bmin": 1,
-                    "bmax": bmax,
-                    "kind": "predicted",
-                }
-            )
+        lines.extend(_eq18_lines(f["source"], roof_panel, f, 1, bmax, "predicted"))
     return pd.DataFrame(pts), pd.DataFrame(lines)
 
 
