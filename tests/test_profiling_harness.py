@@ -143,3 +143,41 @@ def test_bad_model_device_dtype(kw: dict, msg: str) -> None:
     args = {"name": "tiny", "device": "cpu", "dtype": "float32", **kw}
     with pytest.raises(InputError, match=msg):
         build_model(**args)
+
+
+def test_step_law_rows_on_cpu(tiny, tmp_path) -> None:
+    """run_step_law on the tiny model: one row per prefill and decode point, each with the
+    composition the serving law reads (decode_seqs, prefill_tokens, context_tokens); no graph rows
+    off CUDA; the CSV is the rows."""
+    import pandas as pd
+
+    from llmqueue.profiling.steplaw import STEP_COLUMNS, run_step_law
+
+    plan = {
+        "model": "tiny",
+        "dtype": "float32",
+        "decode_batch_sizes": [1, 2],
+        "decode_contexts": [16, 64],
+        "max_kv_tokens": 64,
+        "decode_steps": 2,
+        "prefill_points": [[1, 8], [2, 16]],
+        "graph_points": [[1, 16]],
+        "warmup": 0,
+        "repeats": 2,
+    }
+    path = run_step_law(plan, "cpu", tmp_path, seed=1, log=lambda _: None, model=tiny)
+    df = pd.read_csv(path)
+    assert list(df.columns) == STEP_COLUMNS
+    assert (df["mode"] == "eager").all() and (df["model"] == "tiny").all()
+    pre = df[df["kind"] == "prefill"]
+    assert pre[["batch", "tokens_per_seq"]].values.tolist() == [[1, 8], [2, 16]]
+    assert (pre["decode_seqs"] == 0).all() and (pre["steps"] == 1).all()
+    assert (pre["prefill_tokens"] == pre["batch"] * pre["tokens_per_seq"]).all()
+    assert (pre["context_tokens"] == pre["prefill_tokens"]).all()
+    dec = df[df["kind"] == "decode"]
+    # b * context <= 64: (1, 16), (1, 64), (2, 16)
+    assert dec[["batch", "tokens_per_seq"]].values.tolist() == [[1, 16], [1, 64], [2, 16]]
+    assert (dec["decode_seqs"] == dec["batch"]).all() and (dec["prefill_tokens"] == 0).all()
+    assert (dec["context_tokens"] == dec["batch"] * dec["tokens_per_seq"]).all()
+    assert (dec["steps"] == 2).all() and (df["repeats"] == 2).all()
+    assert (df["time_s"] > 0).all() and (df["spread_s"] >= 0).all()
