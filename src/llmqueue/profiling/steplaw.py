@@ -291,47 +291,37 @@ def run_step_law(
     base = {"model": spec.name, "dtype": dtype}
     warmup, repeats, steps = int(plan["warmup"]), int(plan["repeats"]), int(plan["decode_steps"])
 
-    def add(row: dict[str, Any]) -> None:
-        rows.append({c: row.get(c) for c in STEP_COLUMNS})
+    def add(
+        kind: str, mode: str, b: int, per_seq: int, n_steps: int, med: float, spread: float
+    ) -> None:
+        """One timed point as a row of the serving law's composition: a decode advances `b`
+        sequences holding `per_seq` tokens each; a prefill feeds `b` prompts of `per_seq`."""
+        decode = kind == "decode"
+        rows.append(
+            {
+                **base,
+                "kind": kind,
+                "mode": mode,
+                "batch": b,
+                "tokens_per_seq": per_seq,
+                "decode_seqs": b if decode else 0,
+                "prefill_tokens": 0 if decode else b * per_seq,
+                "context_tokens": b * per_seq,
+                "steps": n_steps,
+                "repeats": repeats,
+                "time_s": med,
+                "spread_s": spread,
+            }
+        )
         write_csv(pd.DataFrame(rows, columns=STEP_COLUMNS), path)
 
     for b, p in plan["prefill_points"]:
         med, spread = time_prefill(model, int(b), int(p), warmup, repeats, seed)
-        add(
-            {
-                **base,
-                "kind": "prefill",
-                "mode": "eager",
-                "batch": b,
-                "tokens_per_seq": p,
-                "decode_seqs": 0,
-                "prefill_tokens": b * p,
-                "context_tokens": b * p,
-                "steps": 1,
-                "repeats": repeats,
-                "time_s": med,
-                "spread_s": spread,
-            }
-        )
+        add("prefill", "eager", int(b), int(p), 1, med, spread)
         log(f"prefill b={b} p={p}: {med * 1e3:.2f} ms (spread {spread * 1e3:.2f})")
     for b, c in points:
         med, spread = time_decode(model, b, c, steps, warmup, repeats, seed)
-        add(
-            {
-                **base,
-                "kind": "decode",
-                "mode": "eager",
-                "batch": b,
-                "tokens_per_seq": c,
-                "decode_seqs": b,
-                "prefill_tokens": 0,
-                "context_tokens": b * c,
-                "steps": steps,
-                "repeats": repeats,
-                "time_s": med,
-                "spread_s": spread,
-            }
-        )
+        add("decode", "eager", b, c, steps, med, spread)
         log(f"decode b={b} ctx={c}: {med * 1e3:.2f} ms (spread {spread * 1e3:.2f})")
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
@@ -342,22 +332,7 @@ def run_step_law(
             except Exception as err:  # noqa: BLE001 - a capture that fails is recorded, not fatal
                 log(f"graph capture failed at b={b} ctx={c}: {type(err).__name__}: {err}")
                 break
-            add(
-                {
-                    **base,
-                    "kind": "decode",
-                    "mode": "graph",
-                    "batch": b,
-                    "tokens_per_seq": c,
-                    "decode_seqs": b,
-                    "prefill_tokens": 0,
-                    "context_tokens": b * c,
-                    "steps": steps,
-                    "repeats": repeats,
-                    "time_s": med,
-                    "spread_s": spread,
-                }
-            )
+            add("decode", "graph", int(b), int(c), steps, med, spread)
             log(
                 f"decode (CUDA graph) b={b} ctx={c}: {med * 1e3:.2f} ms (spread {spread * 1e3:.2f})"
             )
