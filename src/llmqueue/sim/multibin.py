@@ -24,7 +24,7 @@ from numba import njit
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
-from llmqueue.sim.recorder import record
+from llmqueue.sim.static import start_batch
 from llmqueue.sim.timelaw import batch_time
 
 __all__ = ["run_multibin", "new_bins", "grow_ready", "equal_probability_edges"]
@@ -152,10 +152,6 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             rs[2] = (rs[2] + 1) % cap
             rs[3] -= 1
             start = t_srv
-            for i in range(pend_n[s]):
-                if S.in_window(sti, stf, pend_t[s, i]):
-                    sti[S.I_COMPLETED] += 1
-                    stf[S.S_TOK] += pend_tok[s, i]
             for i in range(b):
                 sl = ready[rs[0]]
                 rs[0] = (rs[0] + 1) % cap
@@ -164,32 +160,11 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 lengths[i] = pool[sl, Q.F_OUT]
             qi[Q.Q_LEN] -= b
             d, t1 = batch_time(law_kind, kcoef, table, lengths, b, False, comp, idx)
-            if S.in_window(sti, stf, start):
-                stf[S.S_SUMB] += b
-                stf[S.S_SUMD] += d
-                stf[S.S_NB] += 1.0
-            for i in range(b):
-                sl = slots[i]
-                a = pool[sl, Q.F_ARR]
-                rid = np.int64(pool[sl, Q.F_ID])
-                g = S.batch_of(rid, warmup, n_req, nbat)
-                if g >= 0:
-                    w = start - a
-                    record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, w)
-                    record(sums, counts, hist, maxima, fbuf, ibuf, S.M_RESP, g, w + comp[i])
-                    if t1 == t1:
-                        record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TTFT, g, w + t1)
-                    sti[S.I_DONE] += 1
-                if rid < rec.shape[0]:
-                    rec[rid, 0] = start
-                    rec[rid, 1] = start + t1
-                    rec[rid, 2] = start + comp[i]
-                    rec[rid, 3] = s
-                pend_t[s, i] = start + comp[i]
-                pend_tok[s, i] = lengths[i]
-                Q.release(pool, free, qi, sl)
-            pend_n[s] = b
-            free_at[s] = start + d
+            start_batch(
+                s, start, b, d, t1, slots, lengths, comp, pool, free, qi, sti, stf,
+                free_at, pend_t, pend_tok, pend_n,
+                sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+            )  # fmt: skip
         elif t_arr <= t_flush:
             if qi[Q.Q_NFREE] == 0:
                 return S.GROW

@@ -10,6 +10,7 @@ member is recorded at formation (its reply time is known then) and its slot free
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
@@ -17,9 +18,53 @@ from llmqueue.sim.jit import kernel
 from llmqueue.sim.recorder import record
 from llmqueue.sim.timelaw import batch_time
 
-__all__ = ["run_static", "NONE", "DYNAMIC", "FIXED", "ELASTIC"]
+__all__ = ["run_static", "start_batch", "NONE", "DYNAMIC", "FIXED", "ELASTIC"]
 
 NONE, DYNAMIC, FIXED, ELASTIC = 0, 1, 2, 3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def start_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
+    s, start, b, d, t1, slots, lengths, comp, pool, free, qi, sti, stf,
+    free_at, pend_t, pend_tok, pend_n,
+    sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+):  # fmt: skip
+    """Server `s` starts at `start` a batch of the `b` requests in ``slots[:b]`` that lasts `d`
+    (first token at ``start + t1``, NaN when the law has none; member i replies at
+    ``start + comp[i]``). Counts the server's previous batch's completions in the measured window
+    (they have happened by now), adds the batch to the window's size and duration sums, records
+    every measured member's wait, response and TTFT (each member's reply time is known now), and
+    frees the members' slots. Shared by the static formers and Multi-Bin Batching."""
+    for j in range(pend_n[s]):
+        if S.in_window(sti, stf, pend_t[s, j]):
+            sti[S.I_COMPLETED] += 1
+            stf[S.S_TOK] += pend_tok[s, j]
+    if S.in_window(sti, stf, start):
+        stf[S.S_SUMB] += b
+        stf[S.S_SUMD] += d
+        stf[S.S_NB] += 1.0
+    for i in range(b):
+        sl = slots[i]
+        a = pool[sl, Q.F_ARR]
+        rid = np.int64(pool[sl, Q.F_ID])
+        g = S.batch_of(rid, warmup, n_req, nbat)
+        if g >= 0:
+            w = start - a
+            record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, w)
+            record(sums, counts, hist, maxima, fbuf, ibuf, S.M_RESP, g, w + comp[i])
+            if t1 == t1:
+                record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TTFT, g, w + t1)
+            sti[S.I_DONE] += 1
+        if rid < rec.shape[0]:
+            rec[rid, 0] = start
+            rec[rid, 1] = start + t1
+            rec[rid, 2] = start + comp[i]
+            rec[rid, 3] = s
+        pend_t[s, i] = start + comp[i]
+        pend_tok[s, i] = lengths[i]
+        Q.release(pool, free, qi, sl)
+    pend_n[s] = b
+    free_at[s] = start + d
 
 
 @kernel
@@ -111,41 +156,14 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             b = threshold
         if b > slots.size:
             return S.BUF
-        # the server's previous batch has ended by now: count its completions in the window
-        for j in range(pend_n[s]):
-            if S.in_window(sti, stf, pend_t[s, j]):
-                sti[S.I_COMPLETED] += 1
-                stf[S.S_TOK] += pend_tok[s, j]
         for i in range(b):
             sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, start)
             Q.remove(pool, ring, heap, hpos, qi, sl, order)
             slots[i] = sl
             lengths[i] = pool[sl, Q.F_OUT]
         d, t1 = batch_time(law_kind, kcoef, table, lengths, b, elastic, comp, idx)
-        if S.in_window(sti, stf, start):
-            stf[S.S_SUMB] += b
-            stf[S.S_SUMD] += d
-            stf[S.S_NB] += 1.0
-        for i in range(b):
-            sl = slots[i]
-            a = pool[sl, Q.F_ARR]
-            m = np.int64(pool[sl, Q.F_ID]) - warmup
-            if 0 <= m < n_req:
-                g = (m * nbat) // n_req
-                w = start - a
-                record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, w)
-                record(sums, counts, hist, maxima, fbuf, ibuf, S.M_RESP, g, w + comp[i])
-                if t1 == t1:
-                    record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TTFT, g, w + t1)
-                sti[S.I_DONE] += 1
-            rid = np.int64(pool[sl, Q.F_ID])
-            if rid < rec.shape[0]:
-                rec[rid, 0] = start
-                rec[rid, 1] = start + t1
-                rec[rid, 2] = start + comp[i]
-                rec[rid, 3] = s
-            pend_t[s, i] = start + comp[i]
-            pend_tok[s, i] = lengths[i]
-            Q.release(pool, free, qi, sl)
-        pend_n[s] = b
-        free_at[s] = start + d
+        start_batch(
+            s, start, b, d, t1, slots, lengths, comp, pool, free, qi, sti, stf,
+            free_at, pend_t, pend_tok, pend_n,
+            sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+        )  # fmt: skip
