@@ -261,36 +261,34 @@ def _key(order):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
-def push(pool, ring, heap, hpos, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Put request s in the queue (at the back in FCFS order)."""
+def _enqueue(pool, ring, heap, hpos, qi, s, order, guard, front):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Mark request s waiting and put it in the order's structure: the (S)PJF heap, and the
+    arrival ring (FCFS order, or the guard's age order) at its back, or its front when `front`."""
     pool[s, F_WAITING] = 1.0
     qi[Q_LEN] += 1
-    if order == 0:
-        _ring_push_back(pool, ring, qi, s)
-        return
-    n = qi[Q_HN]
-    heap[n] = s
-    qi[Q_HN] = n + 1
-    _sift_up(pool, heap, hpos, n, _key(order))
-    if guard:
-        _ring_push_back(pool, ring, qi, s)
+    if order != 0:
+        n = qi[Q_HN]
+        heap[n] = s
+        qi[Q_HN] = n + 1
+        _sift_up(pool, heap, hpos, n, _key(order))
+    if order == 0 or guard:
+        if front:
+            _ring_push_front(pool, ring, qi, s)
+        else:
+            _ring_push_back(pool, ring, qi, s)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def push(pool, ring, heap, hpos, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Put request s in the queue (at the back in FCFS order)."""
+    _enqueue(pool, ring, heap, hpos, qi, s, order, guard, False)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def push_front(pool, ring, heap, hpos, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Put a preempted request back before every waiting request."""
-    pool[s, F_WAITING] = 1.0
     pool[s, F_FRONT] = 1.0
-    qi[Q_LEN] += 1
-    if order == 0:
-        _ring_push_front(pool, ring, qi, s)
-        return
-    n = qi[Q_HN]
-    heap[n] = s
-    qi[Q_HN] = n + 1
-    _sift_up(pool, heap, hpos, n, _key(order))
-    if guard:
-        _ring_push_front(pool, ring, qi, s)
+    _enqueue(pool, ring, heap, hpos, qi, s, order, guard, True)
 
 
 @njit(cache=True, nogil=True, inline="always")
