@@ -7,12 +7,12 @@ One fixture copies the working tree (as git sees it) into a temp dir sharing .ve
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from worktree import copy_worktree
 
 ROOT = Path(__file__).resolve().parents[1]
 STAMP = ".venv/.llmqueue-installed"
@@ -22,20 +22,7 @@ OTHER_CAPTIONS = {"claims", "notebook", "provenance", "verdict", "workflow"}
 
 @pytest.fixture(scope="module")
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dest = tmp_path_factory.mktemp("registry")
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for rel in filter(None, files.split("\0")):
-        if rel.split("/", 1)[0] in {"results", "logs", ".snakemake"} or not (ROOT / rel).is_file():
-            continue
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, dest / rel)
-    (dest / ".venv").symlink_to(ROOT / ".venv")
-    return dest
+    return copy_worktree(tmp_path_factory.mktemp("registry"))
 
 
 @pytest.fixture(scope="module")

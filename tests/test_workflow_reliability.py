@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from worktree import copy_worktree
 
 ROOT = Path(__file__).resolve().parents[1]
 STAMP = ".venv/.llmqueue-installed"
@@ -30,18 +31,7 @@ pytestmark = pytest.mark.slow
 
 
 def copy_tree(dest: Path) -> None:
-    files = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
-        cwd=ROOT,
-        capture_output=True,
-        check=True,
-    ).stdout.decode()
-    for rel in filter(None, files.split("\0")):
-        if rel.split("/", 1)[0] in {"results", "logs", ".snakemake"} or not (ROOT / rel).is_file():
-            continue
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / rel, dest / rel)
-    (dest / ".venv").symlink_to(ROOT / ".venv")
+    copy_worktree(dest)
     cfg = yaml.safe_load((dest / "config/config.yaml").read_text())
     tl = cfg["token_limit"]
     tl["limits"] = {"start": 400, "stop": 3000, "step": 400}
