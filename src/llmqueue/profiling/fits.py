@@ -72,8 +72,9 @@ _TIMING_REQ = [
     "grid",
 ]
 _E2E_REQ = ["model", "layers", "kind", "batch", "input_tokens", "output_tokens", "total_s"]
-_STEP_REQ = [
-    "model",
+# the columns of one step-law point (step_law.csv, or derived from a timing grid), and what a
+# step_law.csv must hold: the same plus the model
+_STEP_POINT_COLS = [
     "kind",
     "mode",
     "batch",
@@ -83,6 +84,7 @@ _STEP_REQ = [
     "context_tokens",
     "time_s",
 ]
+_STEP_REQ = ["model", *_STEP_POINT_COLS]
 
 
 def _read_csv(path: Path, required: Sequence[str], numeric: Sequence[str]) -> pd.DataFrame:
@@ -293,18 +295,6 @@ def linear_fit_composed(
         "end-to-end Fig. 2a runs in this source"
     )
     return fit
-
-
-_STEP_POINT_COLS = [
-    "kind",
-    "mode",
-    "batch",
-    "tokens_per_seq",
-    "decode_seqs",
-    "prefill_tokens",
-    "context_tokens",
-    "time_s",
-]
 
 
 def step_fit(points: pd.DataFrame, description: str) -> dict[str, Any]:
