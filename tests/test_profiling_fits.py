@@ -13,6 +13,9 @@ import yaml
 
 from llmqueue.checks.profiling import check, check_profiling_section
 from llmqueue.errors import InputError
+from llmqueue.hardware.kvcache import kv_limit, max_batch
+from llmqueue.hardware.models import MODEL_SPECS, get_spec
+from llmqueue.hardware.roofline import roofline
 from llmqueue.profiling.fits import (
     batch_fit,
     composed_time,
@@ -24,9 +27,6 @@ from llmqueue.profiling.fits import (
     read_measured,
     roofline_fit_json,
 )
-from llmqueue.profiling.kvcache import kv_limit, max_batch
-from llmqueue.profiling.models import MODEL_SPECS, get_spec
-from llmqueue.profiling.roofline import roofline
 from llmqueue.profiling.sweeps import E2E_COLUMNS, TIMING_COLUMNS, trace_requests
 
 ROOT = Path(__file__).resolve().parents[1]

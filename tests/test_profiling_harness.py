@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from llmqueue.errors import InputError  # noqa: E402
+from llmqueue.hardware.models import build_model, get_spec  # noqa: E402
 from llmqueue.profiling.harness import generate_timed, time_point  # noqa: E402
-from llmqueue.profiling.models import build_model, get_spec  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def _wide_tiny(layers: int):
     from transformers import LlamaConfig, LlamaForCausalLM
     from transformers.initialization import no_init_weights
 
-    from llmqueue.profiling.models import fill_random_
+    from llmqueue.hardware.models import fill_random_
 
     cfg = LlamaConfig(
         vocab_size=256,

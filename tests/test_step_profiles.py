@@ -12,6 +12,7 @@ import yaml
 
 from llmqueue.checks.profiling import check_step_profiles
 from llmqueue.errors import InputError
+from llmqueue.hardware.kvcache import kv_tokens
 from llmqueue.latency import StepLaw, resolve_step_profile
 from llmqueue.profiling.fits import (
     kernel_fit_json,
@@ -21,7 +22,6 @@ from llmqueue.profiling.fits import (
     read_step_law,
     roofline_fit_json,
 )
-from llmqueue.profiling.kvcache import kv_tokens
 from llmqueue.profiling.sweeps import TIMING_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,9 +15,9 @@ import yaml
 from llmqueue.analytic.priority import pk_wait
 from llmqueue.checks.serving import check
 from llmqueue.errors import InputError
+from llmqueue.hardware.kvcache import kv_tokens
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
 from llmqueue.policy import Policy
-from llmqueue.profiling.kvcache import kv_tokens
 from llmqueue.sim.predictors import Noisy
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload
 from llmqueue.studies import serving as sv

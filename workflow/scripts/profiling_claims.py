@@ -4,6 +4,7 @@ for every committed GPU measurement listed in profiling.measured (llmqueue.profi
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
+from llmqueue.hardware.roofline import roofline
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiling.claim_rows import (
     composition_caveat,
@@ -13,7 +14,6 @@ from llmqueue.profiling.claim_rows import (
     roofline_table1_claims,
 )
 from llmqueue.profiling.fits import is_gpu_source
-from llmqueue.profiling.roofline import roofline
 
 sm = snakemake  # noqa: F821
 rp = sm.params.roofline

@@ -2,8 +2,8 @@
 
 import pandas as pd
 
+from llmqueue.hardware.kvcache import kv_limit
 from llmqueue.io import write_csv
-from llmqueue.profiling.kvcache import kv_limit
 
 sm = snakemake  # noqa: F821
 kv = sm.params.profiling["kv_limit"]

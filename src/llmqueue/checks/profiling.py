@@ -21,8 +21,8 @@ MEASURED_FILES = ("timing.csv", "e2e.csv", "meta.json")
 
 def check_profiling_section(prof: Mapping[str, Any]) -> None:
     """Semantic checks of config ``profiling`` (no file access)."""
-    from llmqueue.profiling.devices import GPU_SPECS
-    from llmqueue.profiling.models import MODEL_SPECS
+    from llmqueue.hardware.devices import GPU_SPECS
+    from llmqueue.hardware.models import MODEL_SPECS
 
     models = list(prof.get("models", []))
     for m in models:

@@ -84,8 +84,8 @@ def mark_superseded(runs: list[dict[str, Any]]) -> None:
 
 def cmd_measure(args: argparse.Namespace) -> None:
     from llmqueue.checks.profiling import check_profiling_section
+    from llmqueue.hardware.models import resolve_device
     from llmqueue.profiling.meta import environment, loadavg, now_utc
-    from llmqueue.profiling.models import resolve_device
     from llmqueue.profiling.sweeps import run_model_sweep
 
     cfg = load_config(args.config)
@@ -117,7 +117,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     if step_law and "step_law" not in prof:
         raise InputError(f"--parts {STEP_PART}: {args.config} has no profiling.step_law section")
     parts = [p for p in parts if p != STEP_PART]
-    from llmqueue.profiling.models import get_spec
+    from llmqueue.hardware.models import get_spec
 
     for m in models:
         get_spec(m)
@@ -163,7 +163,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
 def cmd_step_law(args: argparse.Namespace) -> None:
     """Time the serving step law (decode steps over batch x context, prefills) at full depth."""
     from llmqueue.checks.profiling import check_profiling_section
-    from llmqueue.profiling.models import resolve_device
+    from llmqueue.hardware.models import resolve_device
 
     cfg = load_config(args.config)
     prof = cfg["profiling"]
@@ -237,7 +237,7 @@ def cmd_smoke(args: argparse.Namespace) -> None:
 
 
 def cmd_roofline(args: argparse.Namespace) -> None:
-    from llmqueue.profiling.roofline import roofline
+    from llmqueue.hardware.roofline import roofline
 
     r = roofline(args.model, args.gpu, args.dtype)
     res = {
@@ -255,7 +255,7 @@ def cmd_roofline(args: argparse.Namespace) -> None:
 
 
 def cmd_kv(args: argparse.Namespace) -> None:
-    from llmqueue.profiling.kvcache import kv_limit
+    from llmqueue.hardware.kvcache import kv_limit
 
     r = kv_limit(
         args.model, args.gpu, args.tokens, args.weights_dtype, args.kv_dtype, args.overhead_gib

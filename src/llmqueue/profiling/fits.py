@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.hardware.models import get_spec
 from llmqueue.latency import fit_linear_latency, fit_step_law
-from llmqueue.profiling.models import get_spec
 
 __all__ = [
     "read_measured",
@@ -556,13 +556,13 @@ def model_source_fit_json(
     src: Any, model: str, gpu: str, profiling: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The laws of a model source (`src` offers request_time, prefill_time, decode_time; a
-    :class:`~llmqueue.profiling.roofline.Roofline` or a
+    :class:`~llmqueue.hardware.roofline.Roofline` or a
     :class:`~llmqueue.profiling.kernels.KernelProfile`) on GPU spec `gpu`: ``linear`` = least
     squares of its Table I times at input 128; ``batch`` = Eq. (18) fits of t1(b) at the Fig. 2b
     input and t2(b) at ``roofline.decode_context_tokens``, b = 1..min(KV limit, 64); ``step`` = the
     step law fitted to its own t1, t2 on ``profiling.step_law``'s batch/context/prefill grid (when
     configured; contexts beyond `model`'s window are left out)."""
-    from llmqueue.profiling.kvcache import kv_limit
+    from llmqueue.hardware.kvcache import kv_limit
 
     roof = profiling["roofline"]
     f2b = profiling["fig2b"]
@@ -609,7 +609,7 @@ def model_source_fit_json(
 def roofline_fit_json(model: str, gpu: str, profiling: Mapping[str, Any]) -> dict[str, Any]:
     """fit.json of a roofline-predicted source (``roofline-<gpu>``): :func:`model_source_fit_json`
     of the roofline (predicted)."""
-    from llmqueue.profiling.roofline import roofline
+    from llmqueue.hardware.roofline import roofline
 
     roof = profiling["roofline"]
     r = roofline(model, gpu, roof["dtype"], roof["bandwidth_efficiency"], roof["flops_efficiency"])

@@ -13,7 +13,7 @@ What is measured and what is predicted (per forward pass of a Llama-style model)
   source takes their isotonic least-squares fit (pool adjacent violators), so t_linear never
   falls when n grows, and records the largest change it made.
 - **attention and LM head, predicted** by the roofline of the named GPU spec
-  (:class:`~llmqueue.profiling.roofline.Roofline`): a decode step reads each sequence's KV cache
+  (:class:`~llmqueue.hardware.roofline.Roofline`): a decode step reads each sequence's KV cache
   (0.5 MiB per token of context for LLaMA-2-7B in fp16), a prefill runs causal attention over the
   prompt; the LM head reads its vocab x hidden weights once per pass.
 - **not counted**: sampling, the final norm, and framework overhead between kernels (Python,
@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.profiling.models import ModelSpec, get_spec
-from llmqueue.profiling.roofline import Roofline, roofline
+from llmqueue.hardware.models import ModelSpec, get_spec
+from llmqueue.hardware.roofline import Roofline, roofline
 
 __all__ = [
     "BLOCK_OPS",

@@ -12,11 +12,11 @@ import pandas as pd
 
 
 def run_smoke(cfg: Mapping[str, Any], out: Path, log: Callable[[str], None] = print) -> None:
+    from llmqueue.hardware.models import build_model
     from llmqueue.io import write_csv, write_json
     from llmqueue.profiling.fits import rows_of
     from llmqueue.profiling.harness import generate_timed, time_point
     from llmqueue.profiling.meta import environment, loadavg, now_utc
-    from llmqueue.profiling.models import build_model
     from llmqueue.profiling.sweeps import trace_requests
 
     sm = cfg["profiling"]["smoke"]

@@ -272,8 +272,8 @@ def run_step_law(
     import pandas as pd
     import torch
 
+    from llmqueue.hardware.models import build_model, get_spec
     from llmqueue.io import write_csv
-    from llmqueue.profiling.models import build_model, get_spec
 
     spec = get_spec(str(plan["model"]))
     dtype = str(plan["dtype"])

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.hardware.models import get_spec
 from llmqueue.profiling.fits import rows_of
-from llmqueue.profiling.models import get_spec
 
 __all__ = ["trace_requests", "timing_points", "run_model_sweep", "TIMING_COLUMNS", "E2E_COLUMNS"]
 
@@ -158,8 +158,8 @@ def run_model_sweep(
     """Measure one model per `plan` and append its rows to ``out_dir/timing.csv`` and ``e2e.csv``."""
     import torch
 
+    from llmqueue.hardware.models import build_model
     from llmqueue.profiling.harness import generate_timed, time_point
-    from llmqueue.profiling.models import build_model
 
     spec = get_spec(model_name)
     layers = plan.get("layers") or spec.layers

@@ -187,7 +187,7 @@ def fig2b_data(
     ``panel`` says which column a row belongs to: each measured source its own, the roofline of
     `roofline_gpu` one, and the kernel profiles (`kernels`: name -> (KernelProfile, fit.json))
     drawn in the roofline's column (same GPU), with their t1(b), t2(b) as points."""
-    from llmqueue.profiling.roofline import roofline as make_roofline
+    from llmqueue.hardware.roofline import roofline as make_roofline
 
     f2b = profiling["fig2b"]
     s_tp, n_tp, s_t = (
@@ -324,7 +324,7 @@ def table1_frame(
     Measured columns: T = t1(s) + (n - 1) t2(s) from the short-decode grid at batch 1 (composed, as the
     issue allows for Table I), at the measured depth and extrapolated to full depth.
     """
-    from llmqueue.profiling.roofline import roofline as make_roofline
+    from llmqueue.hardware.roofline import roofline as make_roofline
 
     rp = profiling["roofline"]
     out = table1.copy()

@@ -3,7 +3,7 @@ operator CLI ``llmqueue simulate`` shares with it.
 
 - Profiles: a config ``step_profiles`` / ``batch_profiles`` / ``latency_profiles`` entry by name
   (:func:`named_latency`), with its fit.json from ``results/profiling/``; the KV-cache budget of
-  the profile's model and GPU (:func:`kv_tokens_of_fit`, :func:`llmqueue.profiling.kvcache.kv_tokens`:
+  the profile's model and GPU (:func:`kv_tokens_of_fit`, :func:`llmqueue.hardware.kvcache.kv_tokens`:
   memory left after the fp16 weights over the KV bytes per token).
 - One footing: static batches (Eq. 18, T_b = t1(b) + t2(b) L_b) and continuous batching (the step
   law step = c0 + c_tok (decode + prefill tokens) + c_ctx context tokens) priced by the *same*
@@ -141,8 +141,8 @@ def named_latency(
 def kv_tokens_of_fit(fit: Mapping[str, Any] | None, *, memory_fraction: float = 1.0) -> int:
     """KV-cache budget (tokens) of the model and GPU a fit.json describes: the GPU's memory (a
     named spec, or the memory a measured GPU reported) after the fp16 weights, over the model's
-    KV bytes per token (:func:`llmqueue.profiling.kvcache.kv_tokens`)."""
-    from llmqueue.profiling.kvcache import kv_tokens
+    KV bytes per token (:func:`llmqueue.hardware.kvcache.kv_tokens`)."""
+    from llmqueue.hardware.kvcache import kv_tokens
 
     if not fit or "model" not in fit:
         raise InputError("--kv-tokens auto needs --profile NAME of a source with a model and GPU")

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from llmqueue.errors import InputError
-from llmqueue.profiling.devices import GIB, get_gpu
-from llmqueue.profiling.models import DTYPE_BYTES, get_spec
+from llmqueue.hardware.devices import GIB, get_gpu
+from llmqueue.hardware.models import DTYPE_BYTES, get_spec
 
 __all__ = ["KvLimit", "kv_limit", "max_batch", "kv_tokens"]
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from llmqueue.errors import InputError
-from llmqueue.profiling.devices import GpuSpec, get_gpu
-from llmqueue.profiling.models import DTYPE_BYTES, ModelSpec, get_spec
+from llmqueue.hardware.devices import GpuSpec, get_gpu
+from llmqueue.hardware.models import DTYPE_BYTES, ModelSpec, get_spec
 
 __all__ = ["Roofline", "roofline"]
 
