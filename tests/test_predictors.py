@@ -1,4 +1,4 @@
-"""Output-length predictors (llmqueue.sim.predictors) and the learned one (llmqueue.sim.learned):
+"""Output-length predictors (llmqueue.sim.predictors) and the learned one (llmqueue.predictor):
 spec parsing as config and CLI write it, the k-class error model, the one scoring function, the
 learned model's features (no leakage), its versioned file, and how workloads carry it."""
 
@@ -12,28 +12,20 @@ import numpy as np
 import pytest
 
 from llmqueue.errors import InputError
-from llmqueue.sim.learned import (
-    FORMAT_VERSION,
-    FeatureSpec,
-    TraceRows,
-    known_history,
-    load_model,
-    read_trace_rows,
-    save_model,
-    trace_features,
-    train_length_model,
-)
+from llmqueue.predictor.features import FeatureSpec, known_history, trace_features
+from llmqueue.predictor.model import FORMAT_VERSION, load_model, save_model
+from llmqueue.predictor.scoring import SSJF_EDGES, score_predictions
+from llmqueue.predictor.training import train_length_model
 from llmqueue.sim.predictors import (
-    SSJF_EDGES,
     Buckets,
     Learned,
     Noisy,
     Oracle,
     parse_predictor,
-    score_predictions,
 )
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload
 from llmqueue.tokens import parse_law
+from llmqueue.traces import TraceRows, read_trace
 
 TRACE = "data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv"
 
@@ -180,7 +172,7 @@ def test_features_read_no_output_unknown_at_arrival(finish: bool) -> None:
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):  # type: ignore[no-untyped-def]
     """A small classifier on the first 4000 rows of the Azure trace, and its file."""
-    rows = read_trace_rows(TRACE).take(0, 4000)
+    rows = read_trace(TRACE).take(0, 4000)
     model = train_length_model(rows, "classifier", max_iter=8)
     path = tmp_path_factory.mktemp("model") / "small.model"
     save_model(model, path)
@@ -236,7 +228,7 @@ def test_workloads_carry_the_learned_predictions(small) -> None:  # type: ignore
         PoissonWorkload(parse_law("uniform:low=1,high=100"), 1.0, predictor=pred)
     with pytest.raises(InputError, match="trace rows"):
         pred.predict(rows.output_tokens, 0)
-    full = read_trace_rows(TRACE)
+    full = read_trace(TRACE)
     want = model.predict_trace(full)
     rep = ReplayWorkload.from_csv(TRACE, predictor=pred, rate_per_s=2.0)
     np.testing.assert_array_equal(rep.row_pred, want)

@@ -28,10 +28,12 @@ import pytest
 from llmqueue.analytic.priority import pk_wait, priority_wait_empirical
 from llmqueue.latency import LinearLatency
 from llmqueue.policy import Policy
+from llmqueue.predictor.features import split_index
+from llmqueue.predictor.training import train_length_model
 from llmqueue.sim.engine import run
-from llmqueue.sim.learned import read_trace_rows, split_index, train_length_model
 from llmqueue.sim.predictors import Learned, parse_predictor
 from llmqueue.sim.workload import TraceWorkload
+from llmqueue.traces import read_trace
 
 TRACE = "data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv"
 COST = LinearLatency(0.02, 0.1, name="ssjf cost model")  # 0.1 s + 0.02 s per output token
@@ -40,7 +42,7 @@ LOAD = 0.7
 
 @pytest.fixture(scope="module")
 def rows():  # type: ignore[no-untyped-def]
-    return read_trace_rows(TRACE)
+    return read_trace(TRACE)
 
 
 def _service(out: np.ndarray) -> np.ndarray:

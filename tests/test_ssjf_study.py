@@ -15,8 +15,9 @@ from llmqueue.checks.ssjf import check
 from llmqueue.claims import ClaimBook
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
-from llmqueue.sim.learned import TraceRows, train_length_model
+from llmqueue.predictor.training import train_length_model
 from llmqueue.studies import ssjf as S
+from llmqueue.traces import TraceRows
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -103,7 +103,7 @@ def test_trace_errors_name_the_file(tmp_path) -> None:  # type: ignore[no-untype
         read_trace_lengths(tmp_path / "none.csv", "a", "b")
     f = tmp_path / "t.csv"
     f.write_text("a,c\n1,2\n")
-    with pytest.raises(InputError, match=r"lacks column\(s\) \['b'\]"):
+    with pytest.raises(InputError, match=r"has no column 'b'"):
         read_trace_lengths(f, "a", "b")
     f.write_text("a,b\n1,0\n")
     with pytest.raises(InputError, match=">= 1"):

@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
+from llmqueue.traces import TRACE_FORM, parse_trace_spec, read_column
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
 # config check, on every run) does not pay its import time.
@@ -59,7 +60,6 @@ __all__ = [
     "EmpiricalLaw",
     "ClippedLaw",
     "parse_law",
-    "read_trace_column",
     "LAW_FORMS",
     "check_batch_size",
 ]
@@ -611,7 +611,7 @@ LAW_FORMS = {
     "truncnorm": "truncnorm:mean=M,sd=S[,low=0][,high=2*M] (sd > 0, 0 <= low < high)",
     "exponential": "exponential:mean=M (M > 0)",
     "deterministic": "deterministic:value=V (V >= 0)",
-    "trace": "trace:PATH:COLUMN (a CSV file and one of its numeric columns)",
+    "trace": TRACE_FORM,
 }
 _PARAMS = {
     "lognormal": ({"mu", "sigma"}, set()),
@@ -624,33 +624,6 @@ _PARAMS = {
 
 def _forms() -> str:
     return "; ".join(LAW_FORMS.values()) + "; any of them may add cap=L"
-
-
-def read_trace_column(path: str | Path, column: str) -> FloatArray:
-    """Read one numeric column of a CSV trace; clear errors for a missing file or column."""
-    import pandas as pd
-
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"trace file {str(p)!r} does not exist")
-    try:
-        header = pd.read_csv(p, nrows=0)
-    except Exception as exc:  # pandas raises many types for a broken CSV
-        raise InputError(f"trace file {str(p)!r} is not a readable CSV: {exc}") from None
-    if column not in header.columns:
-        raise InputError(
-            f"trace file {str(p)!r} has no column {column!r}; its columns are {list(header.columns)}"
-        )
-    col = pd.to_numeric(pd.read_csv(p, usecols=[column])[column], errors="coerce")
-    if col.isna().any():
-        bad = int(col.isna().sum())
-        raise InputError(f"trace file {str(p)!r}, column {column!r}: {bad} values are not numbers")
-    values = col.to_numpy(dtype=float)
-    if values.size == 0:
-        raise InputError(f"trace file {str(p)!r}, column {column!r}: no rows")
-    if np.any(values < 0):
-        raise InputError(f"trace file {str(p)!r}, column {column!r}: token counts must be >= 0")
-    return values
 
 
 def _parse_number(spec: str, key: str, text: str) -> float:
@@ -670,17 +643,13 @@ def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
     kind, _, rest = spec.strip().partition(":")
     kind = kind.strip().lower()
     if kind == "trace":
-        parts = rest.split(":")
-        cap = None
-        if len(parts) >= 3 and parts[-1].startswith("cap="):
-            cap = _parse_number(spec, "cap", parts[-1][4:])
-            parts = parts[:-1]
-        if len(parts) < 2 or not parts[-1] or not ":".join(parts[:-1]):
-            raise InputError(f"token law {spec!r} is malformed; expected {LAW_FORMS['trace']}")
-        path = Path(":".join(parts[:-1]))
+        ts = parse_trace_spec(spec)
+        cap = None if ts.cap_text is None else _parse_number(spec, "cap", ts.cap_text)
+        path = Path(ts.path)
         if base_dir is not None and not path.is_absolute():
             path = Path(base_dir) / path
-        law: TokenLaw = EmpiricalLaw.from_samples(read_trace_column(path, parts[-1]), spec=spec)
+        values = read_column(path, ts.column, where=f"token law {spec!r}")
+        law: TokenLaw = EmpiricalLaw.from_samples(values, spec=spec)
         return ClippedLaw(law, cap, spec=spec) if cap is not None else law
     if kind not in _PARAMS:
         raise InputError(f"token law {spec!r}: unknown law {kind!r}; allowed forms: {_forms()}")

@@ -79,7 +79,7 @@ if MB_RAW:
             input:
                 model=f"results/ssjf/models/{MB_LEARNED}.model",
                 trace=config["ssjf"]["trace"],
-                code=MB_CODE + lib("sim/learned.py", "studies/ssjf.py"),
+                code=MB_CODE + lib("predictor/model.py", "studies/ssjf.py"),
             output:
                 "results/multibin/llm_learned.csv",
             log:

@@ -4,7 +4,7 @@
 import logging
 
 from llmqueue.io import write_csv
-from llmqueue.sim.learned import load_model
+from llmqueue.predictor.model import load_model
 from llmqueue.sim.predictors import Learned
 from llmqueue.studies.multibin import LLMSpec, learned_capacity_table
 from llmqueue.studies.ssjf import load_trace, row_predictions

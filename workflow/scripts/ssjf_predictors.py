@@ -1,7 +1,7 @@
 """Every predictor scored on the held-out rows (llmqueue.studies.ssjf.predictor_table)."""
 
 from llmqueue.io import write_csv
-from llmqueue.sim.learned import load_model
+from llmqueue.predictor.model import load_model
 from llmqueue.studies.ssjf import load_trace, predictor_table
 
 sm = snakemake  # noqa: F821

@@ -3,7 +3,7 @@
 import pandas as pd
 
 from llmqueue.io import read_json, write_csv
-from llmqueue.sim.learned import load_model
+from llmqueue.predictor.model import load_model
 from llmqueue.studies.ssjf import load_trace, protocol_table, settings_from_config
 
 sm = snakemake  # noqa: F821

@@ -5,7 +5,7 @@ import logging
 import pandas as pd
 
 from llmqueue.io import read_json, write_csv
-from llmqueue.sim.learned import load_model
+from llmqueue.predictor.model import load_model
 from llmqueue.studies.ssjf import SimSettings, load_trace, quality_table, settings_from_config
 
 sm = snakemake  # noqa: F821

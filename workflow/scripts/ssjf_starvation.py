@@ -3,7 +3,7 @@
 import pandas as pd
 
 from llmqueue.io import read_json, write_csv
-from llmqueue.sim.learned import load_model
+from llmqueue.predictor.model import load_model
 from llmqueue.studies.ssjf import SimSettings, load_trace, settings_from_config, starvation_table
 
 sm = snakemake  # noqa: F821

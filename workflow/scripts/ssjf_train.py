@@ -2,7 +2,7 @@
 held-out score."""
 
 from llmqueue.io import write_json
-from llmqueue.sim.learned import save_model
+from llmqueue.predictor.model import save_model
 from llmqueue.studies.ssjf import load_trace, train_model
 
 sm = snakemake  # noqa: F821

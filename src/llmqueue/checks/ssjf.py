@@ -53,15 +53,13 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         return
     from llmqueue.checks import check_tolerance_classes, reference_claims
     from llmqueue.sim.predictors import parse_predictor
-    from llmqueue.sim.workload import read_timestamps, read_trace_columns
+    from llmqueue.traces import read_columns, read_timestamps
 
     trace = Path(base_dir) / sec["trace"]
     cols = sec["columns"]
     if not trace.is_file():
         raise InputError(f"ssjf.trace: file {str(trace)!r} does not exist")
-    n = len(
-        read_trace_columns(trace, [cols["prompt"], cols["output"]], "ssjf.trace")[cols["output"]]
-    )
+    n = len(read_columns(trace, [cols["prompt"], cols["output"]], "ssjf.trace")[cols["output"]])
     read_timestamps(trace, cols["timestamp"], "ssjf.trace (columns.timestamp)")
     held_out = n - int(round(n * float(sec["train_fraction"])))
     rep = sec["replay"]

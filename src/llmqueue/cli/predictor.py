@@ -9,7 +9,7 @@ Examples::
     llmqueue predictor score --trace my_trace.csv --predictor noisy:sigma=1
     llmqueue simulate --trace my_trace.csv --order spjf --predictor learned:conv.model ...
 
-``train`` fits a scikit-learn model (:mod:`llmqueue.sim.learned`) on the features a server has
+``train`` fits a scikit-learn model (:mod:`llmqueue.predictor`) on the features a server has
 when a request arrives: prompt tokens, time of day, and the mean log output length of the
 requests finished before it (an output counts as known ``--known-after`` seconds after its
 request arrived, or at its finish time with ``--finish-column``). It trains on the first
@@ -33,15 +33,12 @@ import sys
 from typing import Any
 
 from llmqueue.errors import InputError
-from llmqueue.sim.learned import (
-    KINDS,
-    FeatureSpec,
-    load_model,
-    read_trace_rows,
-    save_model,
-    train_length_model,
-)
-from llmqueue.sim.predictors import PredictorScore, parse_predictor, score_predictions
+from llmqueue.predictor.features import FeatureSpec
+from llmqueue.predictor.model import KINDS, load_model, save_model
+from llmqueue.predictor.scoring import PredictorScore, score_predictions
+from llmqueue.predictor.training import train_length_model
+from llmqueue.sim.predictors import parse_predictor
+from llmqueue.traces import TraceColumns, read_trace
 
 
 def _history(text: str) -> tuple[int, ...]:
@@ -55,13 +52,10 @@ def _history(text: str) -> tuple[int, ...]:
 
 
 def _rows(args: argparse.Namespace) -> Any:
-    return read_trace_rows(
-        args.trace,
-        args.timestamp_column,
-        args.prompt_column,
-        args.output_column,
-        args.finish_column,
+    columns = TraceColumns(
+        args.timestamp_column, args.prompt_column, args.output_column, args.finish_column
     )
+    return read_trace(args.trace, columns)
 
 
 def _score_dict(score: PredictorScore, **extra: Any) -> dict[str, Any]:

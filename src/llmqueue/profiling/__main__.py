@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.traces import read_table
 
 PARTS = ("timing", "composition", "fig2a", "depth")
 STEP_PART = "step_law"  # the serving step law (config profiling.step_law), once, not per model
@@ -40,17 +41,6 @@ def load_config(path: str) -> dict[str, Any]:
     if not isinstance(cfg, dict) or "profiling" not in cfg:
         raise InputError(f"{path}: no 'profiling' section")
     return cfg
-
-
-def _read_trace(path: str) -> Any:
-    import pandas as pd
-
-    if not Path(path).is_file():
-        raise InputError(f"trace file {path!r} does not exist")
-    try:
-        return pd.read_csv(path)
-    except Exception as err:  # noqa: BLE001
-        raise InputError(f"trace file {path!r} cannot be read as CSV: {err}") from None
 
 
 def _write_meta(out: Path, entry: dict[str, Any]) -> None:
@@ -121,7 +111,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
 
     for m in models:
         get_spec(m)
-    trace = _read_trace(cfg["data"]["azure_trace"]) if "fig2a" in parts else None
+    trace = read_table(cfg["data"]["azure_trace"]) if "fig2a" in parts else None
     out = Path(args.out or f"data/profiling/{args.hardware_id}")
     env = environment(args.device)
     note = (

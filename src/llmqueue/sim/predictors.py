@@ -17,24 +17,22 @@ how long a request really runs. Spec strings (config and CLI ``--predictor``), p
   names the edges (tokens) itself. The prediction is the predicted class's representative
   length: the midpoint of its edges (the last class: its lower edge plus half the width of the
   class below);
-- ``learned:PATH``: a scikit-learn model trained on trace features (:mod:`llmqueue.sim.learned`,
+- ``learned:PATH``: a scikit-learn model trained on trace features (:mod:`llmqueue.predictor`,
   ``llmqueue predictor train``). It needs trace rows (prompt tokens, timestamps, the outputs of
   requests finished earlier), so it works with :class:`~llmqueue.sim.workload.TraceWorkload` and
   :class:`~llmqueue.sim.workload.ReplayWorkload` only, which compute one prediction per row.
 
 Compiled predictors draw their noise from the high 32 bits of one word per request
 (:mod:`llmqueue.sim.rng`); they see the true length only to add their error, as the error
-models of the companion papers do. The learned one never sees it (:mod:`llmqueue.sim.learned`).
-
-:func:`score_predictions` scores any predictor the same way: accuracy over SSJF's five classes,
-Kendall's tau between predicted and true lengths, and the mean absolute error (tokens).
+models of the companion papers do. The learned one never sees it (:mod:`llmqueue.predictor`).
+Every predictor is scored the same way by :func:`llmqueue.predictor.scoring.score_predictions`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +40,9 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
+from llmqueue.predictor.scoring import SSJF_EDGES
 from llmqueue.sim.rng import NOR_F, NOR_K, NOR_W, std_normal, uniform32
+from llmqueue.traces import TraceRows
 
 __all__ = [
     "Predictor",
@@ -50,11 +50,8 @@ __all__ = [
     "Noisy",
     "Buckets",
     "Learned",
-    "PredictorScore",
-    "SSJF_EDGES",
     "parse_predictor",
     "predict_chunk",
-    "score_predictions",
     "ORACLE",
     "NOISY",
     "BUCKETS",
@@ -62,9 +59,6 @@ __all__ = [
 ]
 
 ORACLE, NOISY, BUCKETS, LEARNED = 0, 1, 2, 3
-# SSJF's output-length class thresholds (tokens; arXiv 2404.08509, about the quartiles and the
-# 99th percentile of their data): five classes [0, 42), [42, 141), [141, 294), [294, 503), >= 503.
-SSJF_EDGES: tuple[float, ...] = (42.0, 141.0, 294.0, 503.0)
 
 Quantile = Callable[[np.ndarray], np.ndarray]
 
@@ -232,7 +226,7 @@ class Buckets(Predictor):
 
 @dataclass(frozen=True, eq=False)
 class Learned(Predictor):
-    """``learned:PATH``: a saved :class:`llmqueue.sim.learned.LengthModel`, loaded (and its
+    """``learned:PATH``: a saved :class:`llmqueue.predictor.model.LengthModel`, loaded (and its
     format version checked) when the predictor is made. Predictions come per trace row from
     :meth:`predict_rows`; there is no compiled path (a workload drawn from token laws has no
     features, :class:`~llmqueue.sim.workload.PoissonWorkload` refuses it)."""
@@ -242,7 +236,7 @@ class Learned(Predictor):
 
     def __post_init__(self) -> None:
         if self.model is None:
-            from llmqueue.sim.learned import load_model
+            from llmqueue.predictor.model import load_model
 
             object.__setattr__(self, "model", load_model(self.path, where="--predictor"))
 
@@ -273,9 +267,7 @@ class Learned(Predictor):
         finish_s: np.ndarray | None = None,
     ) -> np.ndarray:
         """One prediction (tokens) per trace row, rows in arrival order; the outputs serve only
-        as the history of requests finished before each arrival (:mod:`llmqueue.sim.learned`)."""
-        from llmqueue.sim.learned import TraceRows
-
+        as the history of requests finished before each arrival (:mod:`llmqueue.predictor`)."""
         rows = TraceRows(arrival_s, time_of_day_s, prompt_tokens, output_tokens, finish_s)
         return np.asarray(self.model.predict_trace(rows), dtype=float)
 
@@ -376,43 +368,3 @@ def predict_chunk(kind, prm, edges, values, output, raw, spare, sp, out):  # typ
                 c = c + 1 if c < k - 1 else c
             out[j] = values[c]
     return sp
-
-
-# ---- one way of scoring every predictor ----------------------------------------------------------
-@dataclass(frozen=True)
-class PredictorScore:
-    """How well predictions rank and size the true output lengths (n requests).
-
-    accuracy: fraction whose predicted length falls in the same one of SSJF's five classes
-    (edges 42, 141, 294, 503 tokens) as the true length; kendall_tau: Kendall's tau-b between
-    predicted and true lengths (0 for a constant prediction: it ranks nothing); mae_tokens: mean
-    |predicted - true| (tokens)."""
-
-    n: int
-    accuracy: float
-    kendall_tau: float
-    mae_tokens: float
-
-    def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
-
-
-def score_predictions(
-    true_tokens: np.ndarray, predicted_tokens: np.ndarray, edges: tuple[float, ...] = SSJF_EDGES
-) -> PredictorScore:
-    """Score predictions against true output lengths (the one scoring of the SSJF study)."""
-    from scipy.stats import kendalltau
-
-    t = np.asarray(true_tokens, dtype=float)
-    p = np.asarray(predicted_tokens, dtype=float)
-    if t.shape != p.shape or t.ndim != 1 or t.size < 2:
-        raise InputError("score_predictions: true and predicted lengths: equal 1-D, >= 2 values")
-    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(p))):
-        raise InputError("score_predictions: lengths must be finite")
-    e = np.asarray(edges, dtype=float)
-    acc = float(np.mean(np.searchsorted(e, t, side="right") == np.searchsorted(e, p, side="right")))
-    if np.ptp(p) == 0 or np.ptp(t) == 0:
-        tau = 0.0
-    else:
-        tau = float(kendalltau(p, t).statistic)
-    return PredictorScore(int(t.size), acc, tau, float(np.mean(np.abs(p - t))))

@@ -15,7 +15,7 @@ sources:
 Predictions come from the workload's predictor (:mod:`llmqueue.sim.predictors`), which sees the
 true output length only to add its own error; a predictor with class edges at the length law's
 quantiles (``buckets:k=K``) gets them from the workload (the law's ppf, or the trace's outputs).
-A learned predictor (``learned:PATH``, :mod:`llmqueue.sim.learned`) needs trace rows: the two
+A learned predictor (``learned:PATH``, :mod:`llmqueue.predictor`) needs trace rows: the two
 trace workloads compute one prediction per row from the row's features (``row_pred``; the
 Poisson workload refuses it) and every request drawn from a row carries that row's prediction.
 Random numbers: two 64-bit PCG64 words per request
@@ -31,7 +31,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -41,9 +41,7 @@ from llmqueue.sim.laws import draw, encode_law
 from llmqueue.sim.predictors import Oracle, Predictor, predict_chunk
 from llmqueue.sim.rng import EXP_F, EXP_K, EXP_W, WordStream, std_exp, uniform32
 from llmqueue.tokens import TokenLaw
-
-if TYPE_CHECKING:
-    from llmqueue.sim.learned import TraceRows
+from llmqueue.traces import DAY_S, TraceColumns, TraceRows, read_columns, read_trace
 
 __all__ = [
     "RequestChunk",
@@ -51,8 +49,6 @@ __all__ = [
     "PoissonWorkload",
     "TraceWorkload",
     "ReplayWorkload",
-    "read_trace_columns",
-    "read_timestamps",
 ]
 
 
@@ -265,65 +261,6 @@ class PoissonWorkload(Workload):
             yield RequestChunk(arr, prompt, out, pred)
 
 
-def read_trace_columns(
-    path: str | Path, columns: list[str], where: str = "--trace"
-) -> dict[str, np.ndarray]:
-    """Numeric columns of a CSV trace (InputError naming the file, the column and what exists)."""
-    import pandas as pd
-
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{where}: trace file {str(path)!r} does not exist")
-    try:
-        head = pd.read_csv(p, nrows=0)
-    except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
-        raise InputError(f"{where}: {path} cannot be read as CSV: {err}") from None
-    missing = [c for c in columns if c not in head.columns]
-    if missing:
-        raise InputError(
-            f"{where}: {path} has no column(s) {missing}; columns: {list(head.columns)}"
-        )
-    df = pd.read_csv(p, usecols=columns)
-    out = {}
-    for c in columns:
-        v = pd.to_numeric(df[c], errors="coerce")
-        if v.isna().any():
-            raise InputError(f"{where}: column {c!r} of {path} has non-numeric or empty values")
-        out[c] = v.to_numpy(dtype=float)
-    return out
-
-
-def read_timestamps(
-    path: str | Path, column: str, where: str = "--trace"
-) -> tuple[np.ndarray, np.ndarray]:
-    """(absolute seconds, seconds since midnight) of a timestamp column, in file order: numbers
-    are seconds (time of day: modulo 86400), anything else is parsed as date-times."""
-    import pandas as pd
-
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{where}: trace file {str(path)!r} does not exist")
-    head = pd.read_csv(p, nrows=0)
-    if not column or column not in head.columns:
-        raise InputError(
-            f"{where}: {path} has no timestamp column {column!r}; columns: {list(head.columns)}"
-        )
-    ts = pd.read_csv(p, usecols=[column])[column]
-    t = pd.to_numeric(ts, errors="coerce")
-    if not t.isna().any():
-        a = t.to_numpy(dtype=float)
-        return a, np.mod(a, DAY_S)
-    parsed = pd.to_datetime(ts, errors="coerce", utc=True, format="mixed")
-    if parsed.isna().any():
-        raise InputError(f"{where}: column {column!r} of {path} holds neither numbers nor dates")
-    epoch = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float)
-    tod = (parsed - parsed.dt.normalize()).dt.total_seconds().to_numpy(dtype=float)
-    return epoch, tod
-
-
-DAY_S = 86_400.0
-
-
 def _row_predictions(
     predictor: Predictor,
     row_pred: np.ndarray | None,
@@ -390,9 +327,8 @@ class TraceWorkload(Workload):
         pred = predictor or Oracle()
         source = f"{Path(path).name}:{prompt_column},{output_column}"
         if pred.needs_rows:
-            from llmqueue.sim.learned import read_trace_rows
-
-            rows = read_trace_rows(path, timestamp_column, prompt_column, output_column)
+            columns = TraceColumns(timestamp_column, prompt_column, output_column)
+            rows = read_trace(path, columns)
             return cls(
                 rows.prompt_tokens,
                 rows.output_tokens,
@@ -401,7 +337,7 @@ class TraceWorkload(Workload):
                 source,
                 _learned_rows(pred, rows),
             )
-        cols = read_trace_columns(path, [prompt_column, output_column])
+        cols = read_columns(path, [prompt_column, output_column])
         return cls(cols[prompt_column], cols[output_column], rate_per_s, pred, source)
 
     def mean_output(self) -> float:
@@ -509,8 +445,6 @@ class ReplayWorkload(Workload):
             raise InputError("replay workload: time_of_day_s needs one value per row")
         row_pred = self.row_pred
         if row_pred is None and self.predictor.needs_rows:
-            from llmqueue.sim.learned import TraceRows
-
             row_pred = _learned_rows(self.predictor, TraceRows(a - a[0], tod, p, o))
         object.__setattr__(self, "arrival_s", a - a[0])
         object.__setattr__(self, "prompt_tokens", p)
@@ -536,19 +470,17 @@ class ReplayWorkload(Workload):
         rate_per_s: float | None = None,
         predictor: Predictor | None = None,
     ) -> ReplayWorkload:
-        """Replay a CSV; timestamps may be numbers (s) or date-times; `rate_per_s` rescales time
-        so the mean rate is that (None: the trace's own)."""
-        cols = read_trace_columns(path, [prompt_column, output_column])
-        abs_s, tod = read_timestamps(path, timestamp_column)
-        order = np.argsort(abs_s, kind="stable")
+        """Replay a CSV (:func:`llmqueue.traces.read_trace`); timestamps may be numbers (s) or
+        date-times; `rate_per_s` rescales time so the mean rate is that (None: the trace's own)."""
+        rows = read_trace(path, TraceColumns(timestamp_column, prompt_column, output_column))
         w = cls(
-            abs_s[order] - abs_s.min(),
-            cols[prompt_column][order],
-            cols[output_column][order],
+            rows.arrival_s,
+            rows.prompt_tokens,
+            rows.output_tokens,
             1.0,
             predictor or Oracle(),
             f"{Path(path).name}:{timestamp_column},{prompt_column},{output_column}",
-            tod[order],
+            rows.time_of_day_s,
         )
         return w if rate_per_s is None else w.at_rate(rate_per_s)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.latency import LinearLatency
+from llmqueue.traces import parse_trace_spec
 
 __all__ = [
     "CLAIM_RATE_IDS",
@@ -117,10 +118,7 @@ def trace_files(spec: str) -> list[str]:
     parametric law): the workflow's input of a job that parses the spec."""
     if not spec.startswith("trace:"):
         return []
-    parts = spec.split(":")[1:]
-    if parts and parts[-1].startswith("cap="):
-        parts = parts[:-1]
-    return [":".join(parts[:-1])] if len(parts) >= 2 else []
+    return [parse_trace_spec(spec).path]
 
 
 @dataclass(frozen=True)

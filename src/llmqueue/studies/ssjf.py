@@ -6,8 +6,8 @@ output length a proxy model predicts; it reports a 30.5-39.6% lower mean job com
 rebuild it in the serving engine (:mod:`llmqueue.sim.engine`) on the Azure conversation trace:
 
 - **Predictors** (:mod:`llmqueue.sim.predictors`): the oracle (SJF), noisy and k-class ones of a
-  chosen quality, and two scikit-learn models (:mod:`llmqueue.sim.learned`) trained on the first
-  part of the trace; every one scored by :func:`~llmqueue.sim.predictors.score_predictions` on
+  chosen quality, and two scikit-learn models (:mod:`llmqueue.predictor`) trained on the first
+  part of the trace; every one scored by :func:`~llmqueue.predictor.scoring.score_predictions` on
   the held-out rows (:func:`predictor_table`). Every simulation draws its lengths from the
   held-out rows only, so the learned predictor never ranks a request it was trained on.
 - **Policies**: FCFS, SJF (true length), SSJF (the learned predictor), SJF and SSJF with SSJF's
@@ -47,17 +47,14 @@ from llmqueue.claims import ClaimBook, ClaimRow
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, StepLaw, fit_json_path, resolve_step_profile
 from llmqueue.policy import Policy
+from llmqueue.predictor.features import FeatureSpec, split_index
+from llmqueue.predictor.model import LengthModel
+from llmqueue.predictor.scoring import score_predictions
+from llmqueue.predictor.training import train_length_model
 from llmqueue.seeds import seed_sequence
-from llmqueue.sim.learned import (
-    FeatureSpec,
-    LengthModel,
-    TraceRows,
-    read_trace_rows,
-    split_index,
-    train_length_model,
-)
-from llmqueue.sim.predictors import Learned, Predictor, parse_predictor, score_predictions
+from llmqueue.sim.predictors import Learned, Predictor, parse_predictor
 from llmqueue.sim.result import SimResult
+from llmqueue.traces import TraceColumns, TraceRows, read_trace
 
 __all__ = [
     "MODES",
@@ -220,13 +217,7 @@ class StudyTrace:
 
 
 def load_trace(path: str, columns: Mapping[str, str], train_fraction: float) -> StudyTrace:
-    rows = read_trace_rows(
-        path,
-        columns["timestamp"],
-        columns["prompt"],
-        columns["output"],
-        where="ssjf.trace",
-    )
+    rows = read_trace(path, TraceColumns.from_mapping(columns), where="ssjf.trace")
     return StudyTrace(rows, split_index(rows.n, train_fraction))
 
 

@@ -58,6 +58,7 @@ from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
+from llmqueue.traces import VLLM_REQUEST_COLUMNS, read_trace
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -83,15 +84,7 @@ __all__ = [
     "markdown_table",
 ]
 
-REQUEST_COLUMNS = (
-    "request_id",
-    "arrival_s",
-    "prompt_tokens",
-    "output_tokens",
-    "first_token_s",
-    "finish_s",
-    "warmup",
-)
+REQUEST_COLUMNS = VLLM_REQUEST_COLUMNS
 STEP_COLUMNS = ("t_sched_s", "t_done_s", "decode_seqs", "prefill_tokens", "context_tokens")
 SETTINGS_KEYS = (
     "max_num_seqs",
@@ -257,21 +250,10 @@ def read_run(folder: str | Path, tables: Sequence[str]) -> RunData:
     check_run_folder(p, tables)
     requests, steps = {}, {}
     for t in tables:
-        df = pd.read_csv(p / f"requests_{t}.csv")
         f = str(p / f"requests_{t}.csv")
+        df = read_trace(f, format="vllm-requests", where="validation run").frame
         if len(df) < 20:
             raise InputError(f"{f!r}: at least 20 requests are needed, got {len(df)}")
-        if not df["arrival_s"].is_monotonic_increasing:
-            raise InputError(f"{f!r}: rows must be in arrival order")
-        bad = ~((df["arrival_s"] <= df["first_token_s"]) & (df["first_token_s"] <= df["finish_s"]))
-        if bad.any():
-            raise InputError(
-                f"{f!r}: {int(bad.sum())} row(s) break arrival <= first token <= finish"
-            )
-        if (df["output_tokens"] < 1).any() or (df["prompt_tokens"] < 0).any():
-            raise InputError(f"{f!r}: output_tokens must be >= 1 and prompt_tokens >= 0")
-        if df["warmup"].dtype != bool:
-            raise InputError(f"{f!r}: column warmup must hold True/False")
         requests[t] = df
         steps[t] = pd.read_csv(p / f"steps_{t}.csv")
     return RunData(

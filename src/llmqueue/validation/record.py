@@ -31,6 +31,7 @@ import pandas as pd
 
 from llmqueue.errors import InputError
 from llmqueue.profiling.meta import cpu_name
+from llmqueue.traces import read_trace
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -118,21 +119,14 @@ def request_rows(
 
 
 def read_requests(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """A ``requests_<run>.csv`` file, checked for the columns and the time order the simulator
-    relies on (arrival <= first token <= finish)."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"request file {str(p)!r} does not exist")
-    df = pd.read_csv(p)
-    missing = [c for c in REQUEST_COLUMNS if c not in df.columns]
+    """A ``requests_<run>.csv`` file as written (:data:`REQUEST_COLUMNS`), read and checked by the
+    request-table reader (:func:`llmqueue.traces.read_trace`, format ``vllm-requests``: arrival
+    order, arrival <= first token <= finish)."""
+    rows = read_trace(path, format="vllm-requests", where="request file")
+    missing = [c for c in REQUEST_COLUMNS if c not in rows.frame.columns]
     if missing:
-        raise InputError(f"request file {str(p)!r} lacks columns {missing}")
-    bad = ~((df["arrival_s"] <= df["first_token_s"]) & (df["first_token_s"] <= df["finish_s"]))
-    if bad.any():
-        raise InputError(
-            f"request file {str(p)!r}: {int(bad.sum())} row(s) break arrival <= first token <= finish"
-        )
-    return df
+        raise InputError(f"request file {str(path)!r} lacks columns {missing}")
+    return rows.frame
 
 
 def write_run_folder(out: str | os.PathLike[str], files: Mapping[str, Any]) -> Path:

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.traces import read_columns
 
 __all__ = [
     "TABLE_COLUMNS",
@@ -51,25 +52,14 @@ TABLE_COLUMNS = [
 def read_trace_lengths(
     path: str | Path, input_column: str, output_column: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Prompt and output token counts (int arrays) of a trace CSV; InputError naming the file."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError(f"trace file {str(p)!r} does not exist")
-    try:
-        df = pd.read_csv(p)
-    except Exception as err:  # noqa: BLE001
-        raise InputError(f"trace file {str(p)!r} cannot be read as CSV: {err}") from None
-    missing = [c for c in (input_column, output_column) if c not in df.columns]
-    if missing:
-        raise InputError(f"trace file {str(p)!r} lacks column(s) {missing}; has {list(df.columns)}")
-    prompt = df[input_column].to_numpy()
-    output = df[output_column].to_numpy()
-    if len(df) == 0 or not (
-        np.issubdtype(prompt.dtype, np.number) and np.issubdtype(output.dtype, np.number)
-    ):
-        raise InputError(f"trace file {str(p)!r}: {input_column}/{output_column} must be numbers")
+    """Prompt and output token counts (int arrays) of a trace CSV, read by
+    :func:`llmqueue.traces.read_columns` (InputError naming the file and column); both >= 1."""
+    cols = read_columns(path, [input_column, output_column], where="trace file")
+    prompt, output = cols[input_column], cols[output_column]
+    if prompt.size == 0:
+        raise InputError(f"trace file {str(path)!r}: no rows")
     if np.any(prompt < 1) or np.any(output < 1):
-        raise InputError(f"trace file {str(p)!r}: token counts must be >= 1")
+        raise InputError(f"trace file {str(path)!r}: token counts must be >= 1")
     return prompt.astype(np.int64), output.astype(np.int64)
 
 
