@@ -8,9 +8,10 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from llmqueue.analytic.batch_time import rate_grid, resolve_batch_profile
+from llmqueue.analytic.batch_time import rate_grid
 from llmqueue.checks import batching
 from llmqueue.errors import InputError
+from llmqueue.profiles import resolve_batch_profile
 from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,8 @@ import yaml
 from llmqueue.checks import check_config
 from llmqueue.claims import ClaimBook, claims_frame, solved_parameter_row
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, LinearLatency, resolve_linear_profile
+from llmqueue.latency import BatchLatency, LinearLatency
+from llmqueue.profiles import resolve_linear_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = pd.DataFrame(

@@ -10,9 +10,8 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.errors import InputError
-from llmqueue.latency import fit_section, resolve_linear_profile
+from llmqueue.profiles import fit_section, resolve_batch_profile, resolve_linear_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")

@@ -13,7 +13,8 @@ import yaml
 from llmqueue.checks.profiling import check_step_profiles
 from llmqueue.errors import InputError
 from llmqueue.hardware.kvcache import kv_tokens
-from llmqueue.latency import StepLaw, resolve_step_profile
+from llmqueue.latency import StepLaw
+from llmqueue.profiles import resolve_step_profile
 from llmqueue.profiling.fits import (
     kernel_fit_json,
     measured_fit_json,
@@ -297,8 +298,7 @@ def test_measure_knows_the_step_law_part(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_latency_and_batch_profiles_naming_the_new_sources(config: dict) -> None:
-    from llmqueue.analytic.batch_time import resolve_batch_profile
-    from llmqueue.latency import resolve_linear_profile
+    from llmqueue.profiles import resolve_batch_profile, resolve_linear_profile
     from llmqueue.profiling.kernels import load_kernel_profile
 
     prof = config["profiling"]

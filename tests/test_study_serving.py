@@ -15,7 +15,6 @@ import yaml
 from llmqueue.analytic.priority import pk_wait
 from llmqueue.checks.serving import check
 from llmqueue.errors import InputError
-from llmqueue.hardware.kvcache import kv_tokens
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
 from llmqueue.policy import Policy
 from llmqueue.sim.predictors import Noisy
@@ -43,18 +42,6 @@ def test_batch_law_from_step_prices_one_prefill_and_decode_steps() -> None:
     assert law.verdict == "measured-kernels" and "Eq. (18)" in law.name
     with pytest.raises(InputError):
         sv.batch_law_from_step(STEP, -1.0, 10.0)
-
-
-def test_kv_tokens_of_a_named_gpu_a_measured_gpu_and_a_cpu() -> None:
-    named = {"model": "llama2-7b-chat", "gpu": {"name": "a100-80gb", "memory_gib": 80.0}}
-    assert sv.kv_tokens_of_fit(named) == kv_tokens("llama2-7b-chat", memory_gib=80.0) == 138_134
-    assert sv.kv_tokens_of_fit(named, memory_fraction=0.9) < 138_134
-    measured = {"model": "llama2-7b-chat", "hardware": {"gpu_memory_gib": 79.18}}
-    assert sv.kv_tokens_of_fit(measured) == kv_tokens("llama2-7b-chat", memory_gib=79.18)
-    with pytest.raises(InputError, match="--kv-tokens N"):
-        sv.kv_tokens_of_fit({"model": "llama2-7b-chat", "hardware": {"cpu": "x"}, "source": "cpu"})
-    with pytest.raises(InputError, match="--profile"):
-        sv.kv_tokens_of_fit(None)
 
 
 def test_exact_wait_over_trace_rows_and_where_none_applies() -> None:
@@ -103,15 +90,6 @@ def test_exact_wait_for_token_laws() -> None:
     assert all(e is not None and "Monte Carlo" in e.method and e.se_s > 0 for e in est)
     a, b = est  # two independent evaluations agree within their errors
     assert abs(a.wait_s - b.wait_s) < 4 * math.hypot(a.se_s, b.se_s)  # type: ignore[union-attr]
-
-
-def test_named_latency_by_former(config: dict) -> None:
-    law, fit = sv.named_latency(config, "paper_k8", "dynamic")
-    assert isinstance(law, BatchLatency) and fit is None and law.verdict == "back_solved"
-    with pytest.raises(InputError, match="no such profile for continuous"):
-        sv.named_latency(config, "paper_k8", "continuous")
-    with pytest.raises(InputError, match="make reproduce"):
-        sv.named_latency(config, "llama2_7b_vidur_a100", "continuous", base_dir="/nonexistent")
 
 
 POLICIES = {"none": Policy("none"), "elastic": Policy("elastic", bmax=8)}

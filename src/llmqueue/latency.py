@@ -8,14 +8,14 @@
   step = c0 + c_tok*(decode_seqs + prefill_tokens) + c_ctx*context_tokens (s): linear layers scale
   with the tokens an iteration processes, attention with the KV cache it reads.
 - :func:`fit_linear_latency`: least squares with R^2 and 95% confidence intervals.
-- :func:`resolve_linear_profile`: turns a named config profile into a LinearLatency.
-- :func:`resolve_step_profile`: turns a named config ``step_profiles`` entry into a StepLaw.
+
+Named config profiles (a law by name, from config values or a fit.json) are resolved by
+:mod:`llmqueue.profiles`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -31,8 +31,6 @@ from llmqueue.tokens import TokenLaw
 stats = lazy_module("scipy.stats")
 
 __all__ = [
-    "fit_section",
-    "FIT_DEPTHS",
     "LinearLatency",
     "BatchLatency",
     "StepLaw",
@@ -41,10 +39,6 @@ __all__ = [
     "fit_step_law",
     "LinearFit",
     "fit_linear_latency",
-    "resolve_linear_profile",
-    "STEP_VARIANTS",
-    "resolve_step_profile",
-    "fit_json_path",
     "parse_linear_latency",
     "service_moments",
 ]
@@ -343,136 +337,6 @@ def fit_step_law(
         int(n),
         clipped,
     )
-
-
-FIT_DEPTHS = ("measured", "full")
-
-
-def fit_section(
-    fit: Mapping[str, Any], key: str, depth: str, where: str
-) -> tuple[Mapping[str, Any], str]:
-    """The ``key`` entry (``linear`` or ``batch``) of a parsed fit.json and the label to show.
-
-    ``depth: measured`` (default) takes the law at the depth that was timed; ``depth: full`` takes
-    the full-depth extrapolation of a fewer-layer (CPU) measurement, ``fit["full_depth"][key]``,
-    which exists only when the sweep ran fewer layers and is usable only when the 1/2/4-layer
-    depth check found time linear in layers (``full_depth.valid``). A full-depth source (a GPU,
-    the roofline, the paper) is its own full depth. `where` names the config key in errors.
-    """
-    if depth not in FIT_DEPTHS:
-        raise InputError(f"{where}.depth: must be one of {list(FIT_DEPTHS)}, got {depth!r}")
-    label = str(fit.get("label", fit.get("source", "")))
-    if depth == "full" and "full_depth" in fit:
-        fd = fit["full_depth"]
-        if not fd.get("valid"):
-            raise InputError(
-                f"{where}: depth full asked for, but {fit.get('source')}/{fit.get('model')} failed its "
-                "depth check (time not linear in layers), so it has no full-depth extrapolation"
-            )
-        return fd[key], str(fd.get("label", label))
-    if key not in fit:
-        raise InputError(f"{where}: its fit.json has no {key!r} entry")
-    return fit[key], label
-
-
-def fit_json_path(profile: Mapping[str, Any]) -> str | None:
-    """``results/profiling/<source>/<model>/fit.json``, the file a ``kind: fit`` profile (latency
-    or batch) is read from; None for a fixed profile."""
-    if profile.get("kind", "fixed") != "fit":
-        return None
-    return f"results/profiling/{profile['source']}/{profile['model']}/fit.json"
-
-
-def resolve_linear_profile(
-    name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
-) -> LinearLatency:
-    """Build the LinearLatency a config profile names.
-
-    A profile is either ``{kind: fixed, a_s_per_token, b0_s, verdict[, solved_from]}`` or
-    ``{kind: fit, source, model[, depth]}``, in which case `fit` is the parsed
-    ``results/profiling/<source>/<model>/fit.json`` whose ``linear`` entry holds slope and
-    intercept of S on N (``depth: full``: its full-depth extrapolation, see :func:`fit_section`).
-    """
-    kind = profile.get("kind")
-    verdict = str(profile.get("verdict", "independent"))
-    solved = tuple(str(c) for c in profile.get("solved_from", []))
-    if kind == "fixed":
-        return LinearLatency(
-            float(profile["a_s_per_token"]),
-            float(profile["b0_s"]),
-            name,
-            "config (fixed values)",
-            verdict,
-            solved,
-        )
-    if kind == "fit":
-        if fit is None or "linear" not in fit:
-            raise InputError(f"latency profile {name!r} needs its fit.json with a 'linear' entry")
-        depth = str(profile.get("depth", "measured"))
-        lin, label = fit_section(fit, "linear", depth, f"latency_profiles.{name}")
-        described = fit.get("description", profile.get("source"))
-        if depth == "full" and "full_depth" in fit:
-            described = f"{label}; {fit['full_depth'].get('method', '')}; {described}"
-        source = f"least-squares fit: {described}"
-        return LinearLatency(
-            float(lin["slope"]), float(lin["intercept"]), name, source, verdict, solved
-        )
-    raise InputError(f"latency profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
-
-
-STEP_VARIANTS = ("step", "step_graph")
-
-
-def resolve_step_profile(
-    name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
-) -> StepLaw:
-    """Build the StepLaw a config ``step_profiles`` entry names.
-
-    A profile is either ``{kind: fixed, c0_s, c_tok_s, c_ctx_s, verdict}`` or
-    ``{kind: fit, source, model[, variant][, verdict]}``, in which case `fit` is the parsed
-    ``results/profiling/<source>/<model>/fit.json`` and ``variant`` (default ``step``) names its
-    entry: ``step`` (eager iterations, or a model source's own t1/t2 on the step-law grid) or
-    ``step_graph`` (decode steps replayed from a CUDA graph). The verdict is the profile's, else
-    the fit's (predicted, measured, measured-kernels).
-    """
-    kind = profile.get("kind")
-    if kind == "fixed":
-        try:
-            c0, ct, cc = (float(profile[k]) for k in ("c0_s", "c_tok_s", "c_ctx_s"))
-        except KeyError as err:
-            raise InputError(
-                f"step profile {name!r}: kind fixed needs c0_s, c_tok_s, c_ctx_s ({err} missing)"
-            ) from None
-        return StepLaw(
-            c0, ct, cc, name, "config (fixed values)", str(profile.get("verdict", "independent"))
-        )
-    if kind == "fit":
-        variant = str(profile.get("variant", "step"))
-        if variant not in STEP_VARIANTS:
-            raise InputError(
-                f"step_profiles.{name}.variant: must be one of {list(STEP_VARIANTS)}, got {variant!r}"
-            )
-        where = f"results/profiling/{profile.get('source')}/{profile.get('model')}/fit.json"
-        if fit is None:
-            raise InputError(f"step profile {name!r} needs its fit.json ({where})")
-        if variant not in fit:
-            have = [v for v in STEP_VARIANTS if v in fit]
-            why = fit.get("step_missing", "")
-            raise InputError(
-                f"step profile {name!r}: {where} has no {variant!r} step law (has {have})"
-                + (f": {why}" if why else "")
-            )
-        st = fit[variant]
-        verdict = str(profile.get("verdict", fit.get("verdict", "independent")))
-        label = str(fit.get("label", profile.get("source")))
-        source = (
-            f"{label}: {variant} fit (R^2 {float(st.get('r2', math.nan)):.3f}, "
-            f"n {st.get('n', '?')}); {st.get('description', '')}"
-        )
-        return StepLaw(
-            float(st["c0_s"]), float(st["c_tok_s"]), float(st["c_ctx_s"]), name, source, verdict
-        )
-    raise InputError(f"step profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
 
 
 def parse_linear_latency(text: str) -> LinearLatency:

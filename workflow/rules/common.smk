@@ -25,7 +25,7 @@ os.environ.update(
     ),
 )
 
-from llmqueue.latency import fit_json_path
+from llmqueue.profiles import fit_json_path, setting_fit_paths
 
 # Each study appends its final outputs (figures, tables, fits) and its claims CSV here.
 STUDY_TARGETS = {}

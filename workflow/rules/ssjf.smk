@@ -5,23 +5,19 @@ SSJF = config["ssjf"]
 
 
 # the fit.json files the settings' named batch and step profiles are read from
-SSJF_PROFILES = {
-    "batch": config.get("batch_profiles", {}),
-    "step": config.get("step_profiles", {}),
-}
 SSJF_FITS = sorted(
     {
         path
         for cfg in SSJF["settings"].values()
         for key in ("batch", "step")
-        if isinstance(cfg[key], str) and cfg[key] in SSJF_PROFILES[key]
-        for path in fit_inputs(SSJF_PROFILES[key][cfg[key]])
+        for path in setting_fit_paths(cfg[key], key, config)
     }
 )
 SSJF_CODE = (
     lib(
         "tokens.py",
         "latency.py",
+        "profiles.py",
         "seeds.py",
         "policy.py",
         "claims.py",

@@ -2,10 +2,9 @@
 
 import pandas as pd
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import read_json, write_csv
-from llmqueue.latency import fit_json_path
+from llmqueue.profiles import fit_json_path, resolve_batch_profile
 from llmqueue.studies.batching import ChainSettings, ClaimsInputs, claims_rows, sweep_law
 
 sm = snakemake  # noqa: F821

@@ -1,7 +1,7 @@
 """Fig. 3a (E[L_b], E[T_b]) and Fig. 3b (mu_b) tables (llmqueue.studies.batching)."""
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.io import write_csv
+from llmqueue.profiles import resolve_batch_profile
 from llmqueue.studies.batching import fig3a_table, fig3b_table
 from llmqueue.tokens import parse_law
 

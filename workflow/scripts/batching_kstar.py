@@ -1,8 +1,8 @@
 """Claim 8: every fixed batch size K at the claim rate for one profile
 (llmqueue.studies.batching.kstar_table)."""
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.io import read_json, write_csv
+from llmqueue.profiles import resolve_batch_profile
 from llmqueue.studies.batching import ChainSettings, SimSettings, kstar_table, sweep_law
 
 sm = snakemake  # noqa: F821

@@ -3,8 +3,8 @@ llmqueue.studies.batching.sweep_table with the rule's per-job spec."""
 
 import logging
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.io import read_json, write_csv
+from llmqueue.profiles import resolve_batch_profile
 from llmqueue.studies.batching import ChainSettings, SimSettings, SweepSpec, sweep_law, sweep_table
 
 sm = snakemake  # noqa: F821

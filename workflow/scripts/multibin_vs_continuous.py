@@ -3,9 +3,8 @@
 
 import logging
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.io import read_json, write_csv
-from llmqueue.latency import fit_json_path, resolve_step_profile
+from llmqueue.profiles import fit_json_path, resolve_batch_profile, resolve_step_profile
 from llmqueue.studies.multibin import VsContinuousSpec, vs_continuous_tables
 
 sm = snakemake  # noqa: F821

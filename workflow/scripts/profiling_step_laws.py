@@ -3,7 +3,7 @@
 import pandas as pd
 
 from llmqueue.io import read_json, write_csv
-from llmqueue.latency import resolve_step_profile
+from llmqueue.profiles import resolve_step_profile
 
 sm = snakemake  # noqa: F821
 rows = []

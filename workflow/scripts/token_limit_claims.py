@@ -5,7 +5,7 @@ import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import read_json, write_csv
-from llmqueue.latency import fit_json_path, resolve_linear_profile
+from llmqueue.profiles import fit_json_path, resolve_linear_profile
 from llmqueue.studies.token_limit import claims_rows
 from llmqueue.tokens import parse_law
 

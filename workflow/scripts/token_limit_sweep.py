@@ -5,7 +5,7 @@ import logging
 
 from llmqueue.grids import grid_from_config
 from llmqueue.io import read_json, write_csv
-from llmqueue.latency import resolve_linear_profile
+from llmqueue.profiles import resolve_linear_profile
 from llmqueue.studies.token_limit import SimSettings, sweep_table
 from llmqueue.tokens import parse_law
 

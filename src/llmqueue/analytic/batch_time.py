@@ -31,7 +31,7 @@ from numpy.typing import NDArray
 from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
 from llmqueue.grids import arithmetic_grid
-from llmqueue.latency import BatchLatency, fit_linear_latency, fit_section
+from llmqueue.latency import BatchLatency, fit_linear_latency
 from llmqueue.tokens import (
     ClippedLaw,
     DeterministicLaw,
@@ -59,7 +59,6 @@ __all__ = [
     "discretize",
     "BatchStats",
     "batch_stats",
-    "resolve_batch_profile",
     "rate_grid",
 ]
 
@@ -195,54 +194,6 @@ def batch_stats(profile: BatchLatency, dlaw: DiscreteLaw, b: int, elastic: bool)
     emin = float(x @ (sf_prev**2 - sf**2))
     resp = b * t1 + k4 * es + k3 * (es + b * (b - 1) * emin)
     return BatchStats(b, ed, ed2, resp)
-
-
-def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> BatchLatency:
-    """The BatchLatency a config ``batch_profiles`` entry names.
-
-    ``kind: fixed`` holds k1..k4 (s, s/token) and optionally ``solved_from`` (the claim ids a
-    back-solved profile was solved from); ``kind: fit`` names ``source`` and ``model`` and
-    takes k1..k4 from ``results/profiling/<source>/<model>/fit.json`` (its ``batch`` entry, or
-    with ``depth: full`` the full-depth extrapolation of a fewer-layer CPU sweep), with the fit's
-    own label and verdict ("predicted" or "measured")."""
-    kind = cfg.get("kind", "fixed")
-    if kind == "fixed":
-        try:
-            k1, k2, k3, k4 = (float(cfg[key]) for key in ("k1", "k2", "k3", "k4"))
-        except KeyError as err:
-            raise InputError(
-                f"batch_profiles.{name}: kind fixed needs k1, k2, k3, k4 ({err} missing)"
-            ) from None
-        return BatchLatency(
-            k1,
-            k2,
-            k3,
-            k4,
-            name=name,
-            source=str(cfg.get("description", "config")),
-            verdict=str(cfg.get("verdict", "independent")),
-            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
-        )
-    if kind == "fit":
-        if fit is None or "batch" not in fit:
-            raise InputError(
-                f"batch_profiles.{name}: needs its fit.json with a 'batch' entry "
-                f"(results/profiling/{cfg.get('source')}/{cfg.get('model')}/fit.json)"
-            )
-        bb, label = fit_section(
-            fit, "batch", str(cfg.get("depth", "measured")), f"batch_profiles.{name}"
-        )
-        return BatchLatency(
-            float(bb["k1"]),
-            float(bb["k2"]),
-            float(bb["k3"]),
-            float(bb["k4"]),
-            name=name,
-            source=label or str(cfg.get("source")),
-            verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))),
-            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
-        )
-    raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
 
 
 def rate_grid(

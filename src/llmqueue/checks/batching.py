@@ -34,7 +34,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         check_tolerance_classes(config, ids, ("same_delay",))
     for name, prof in profiles.items():
         if prof.get("kind", "fixed") == "fixed":
-            from llmqueue.analytic.batch_time import resolve_batch_profile
+            from llmqueue.profiles import resolve_batch_profile
 
             try:
                 resolve_batch_profile(name, prof)

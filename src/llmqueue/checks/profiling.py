@@ -165,7 +165,7 @@ def step_sources(prof: Mapping[str, Any]) -> dict[str, list[str]]:
 def check_step_profiles(config: Mapping[str, Any], base_dir: Path) -> None:
     """``step_profiles``: each ``kind: fit`` entry names a source and model the pipeline fits, and
     ``variant: step_graph`` only a measured folder whose ``step_law.csv`` exists."""
-    from llmqueue.latency import resolve_step_profile
+    from llmqueue.profiles import resolve_step_profile
 
     prof = config.get("profiling") or {}
     sources = step_sources(prof)

@@ -21,30 +21,11 @@ MODES = ("none", "dynamic", "continuous")
 
 
 def _setting(name: str, cfg: Mapping[str, Any], config: Mapping[str, Any]) -> None:
-    from llmqueue.latency import BatchLatency, StepLaw
+    from llmqueue.profiles import check_setting
 
     where = f"ssjf.settings.{name}"
-    b, s = cfg["batch"], cfg["step"]
-    if isinstance(b, str):
-        known = config.get("batch_profiles", {}) or {}
-        if b not in known:
-            raise InputError(
-                f"{where}.batch: unknown batch profile {b!r}; defined: {sorted(known)}"
-            )
-    else:
-        try:
-            BatchLatency(float(b["k1"]), float(b["k2"]), float(b["k3"]), float(b["k4"]), name=where)
-        except InputError as err:
-            raise InputError(f"{where}.batch: {err}") from None
-    if isinstance(s, str):
-        known = config.get("step_profiles", {}) or {}
-        if s not in known:
-            raise InputError(f"{where}.step: unknown step profile {s!r}; defined: {sorted(known)}")
-    else:
-        try:
-            StepLaw(float(s["c0_s"]), float(s["c_tok_s"]), float(s["c_ctx_s"]), name=where)
-        except InputError as err:
-            raise InputError(f"{where}.step: {err}") from None
+    check_setting(cfg["batch"], "batch", config, where=f"{where}.batch")
+    check_setting(cfg["step"], "step", config, where=f"{where}.step")
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:

@@ -41,18 +41,13 @@ from typing import Any
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
 from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, Policy
+from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import max_rate
 from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.predictors import parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
-from llmqueue.studies.serving import (
-    Latency,
-    exact_wait,
-    kv_tokens_of_fit,
-    named_latency,
-    result_summary,
-)
+from llmqueue.studies.serving import exact_wait, result_summary
 from llmqueue.tokens import parse_law
 
 DEFAULT_CONFIG = "config/config.yaml"

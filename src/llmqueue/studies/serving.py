@@ -28,7 +28,6 @@ Units: seconds, requests/s, tokens. Every simulated point draws its own stream
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -38,18 +37,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.analytic.priority import pk_wait, priority_wait_empirical, sjf_wait
 from llmqueue.errors import InputError
-from llmqueue.latency import (
-    BatchLatency,
-    LinearLatency,
-    StepLaw,
+from llmqueue.latency import BatchLatency, StepLaw
+from llmqueue.policy import Policy
+from llmqueue.profiles import (
+    Latency,
     fit_json_path,
-    resolve_linear_profile,
+    kv_tokens_of_fit,
+    resolve_batch_profile,
     resolve_step_profile,
 )
-from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import max_rate
 from llmqueue.sim.engine import run, static_law
@@ -58,12 +56,8 @@ from llmqueue.sim.result import Metric, SimResult
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
 
 __all__ = [
-    "Latency",
     "SimSettings",
     "ExactWait",
-    "read_fit",
-    "named_latency",
-    "kv_tokens_of_fit",
     "batch_law_from_step",
     "exact_wait",
     "metric_summary",
@@ -77,9 +71,6 @@ __all__ = [
     "with_kv",
     "decode_context",
 ]
-
-Latency = BatchLatency | LinearLatency | StepLaw
-SECTIONS = ("step_profiles", "batch_profiles", "latency_profiles")
 
 
 @dataclass(frozen=True)
@@ -98,67 +89,6 @@ class SimSettings:
 
 
 # ---- profiles ---------------------------------------------------------------------------------
-def read_fit(profile_cfg: Mapping[str, Any], base_dir: str | Path = ".") -> dict[str, Any] | None:
-    """The parsed fit.json a config profile of kind ``fit`` reads (None for ``kind: fixed``);
-    InputError when it has not been built yet."""
-    rel = fit_json_path(profile_cfg)
-    if rel is None:
-        return None
-    path = Path(base_dir) / rel
-    if not path.is_file():
-        raise InputError(
-            f"{rel} does not exist: the profiling part of the pipeline builds it "
-            f"(`make reproduce`, or `.venv/bin/snakemake --cores all {rel}`)"
-        )
-    data: dict[str, Any] = json.loads(path.read_text())
-    return data
-
-
-def named_latency(
-    config: Mapping[str, Any], name: str, kind: str, base_dir: str | Path = "."
-) -> tuple[Latency, dict[str, Any] | None]:
-    """The time law config profile `name` gives a batch former of `kind` (a Policy kind):
-    ``continuous`` -> ``step_profiles``; others -> ``batch_profiles``, else ``latency_profiles``.
-    Returns (law, its fit.json or None)."""
-    want = ("step_profiles",) if kind == "continuous" else ("batch_profiles", "latency_profiles")
-    for section in want:
-        prof = (config.get(section) or {}).get(name)
-        if prof is None:
-            continue
-        fit = read_fit(prof, base_dir)
-        if section == "step_profiles":
-            return resolve_step_profile(name, prof, fit), fit
-        if section == "batch_profiles":
-            return resolve_batch_profile(name, dict(prof), fit), fit
-        return resolve_linear_profile(name, prof, fit), fit
-    known = sorted({n for s in want for n in (config.get(s) or {})})
-    where = " or ".join(f"config {s}" for s in want)
-    raise InputError(
-        f"--profile {name!r}: no such profile for {kind} batching in {where}; known: {known}"
-    )
-
-
-def kv_tokens_of_fit(fit: Mapping[str, Any] | None, *, memory_fraction: float = 1.0) -> int:
-    """KV-cache budget (tokens) of the model and GPU a fit.json describes: the GPU's memory (a
-    named spec, or the memory a measured GPU reported) after the fp16 weights, over the model's
-    KV bytes per token (:func:`llmqueue.hardware.kvcache.kv_tokens`)."""
-    from llmqueue.hardware.kvcache import kv_tokens
-
-    if not fit or "model" not in fit:
-        raise InputError("--kv-tokens auto needs --profile NAME of a source with a model and GPU")
-    gpu = fit.get("gpu")
-    if isinstance(gpu, Mapping) and "memory_gib" in gpu:
-        mem = float(gpu["memory_gib"])
-    elif isinstance(fit.get("hardware"), Mapping) and "gpu_memory_gib" in fit["hardware"]:
-        mem = float(fit["hardware"]["gpu_memory_gib"])
-    else:
-        raise InputError(
-            f"--kv-tokens auto: the profile's source {fit.get('source')!r} names no GPU memory "
-            "(a CPU source); give --kv-tokens N"
-        )
-    return kv_tokens(str(fit["model"]), memory_gib=mem, memory_fraction=memory_fraction)
-
-
 def batch_law_from_step(
     step: StepLaw, mean_prompt_tokens: float, mean_context_tokens: float, name: str = ""
 ) -> BatchLatency:

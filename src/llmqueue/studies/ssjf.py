@@ -41,16 +41,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmqueue.analytic.batch_time import resolve_batch_profile
 from llmqueue.analytic.priority import pk_wait, priority_wait_empirical
 from llmqueue.claims import ClaimBook, ClaimRow
 from llmqueue.errors import InputError, UnstableError
-from llmqueue.latency import BatchLatency, StepLaw, fit_json_path, resolve_step_profile
+from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.policy import Policy
 from llmqueue.predictor.features import FeatureSpec, split_index
 from llmqueue.predictor.model import LengthModel
 from llmqueue.predictor.scoring import score_predictions
 from llmqueue.predictor.training import train_length_model
+from llmqueue.profiles import law_of_setting
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.predictors import Learned, Predictor, parse_predictor
 from llmqueue.sim.result import SimResult
@@ -164,22 +164,14 @@ def resolve_setting(
     ``batch_profiles`` name) and ``step`` ({c0_s, c_tok_s, c_ctx_s} or a ``step_profiles``
     name); `fits` maps fit.json paths to their parsed contents."""
     where = f"ssjf.settings.{name}"
-    b = cfg["batch"]
-    if isinstance(b, str):
-        if b not in batch_profiles:
-            raise InputError(f"{where}.batch: unknown batch profile {b!r}")
-        path = fit_json_path(batch_profiles[b])
-        batch = resolve_batch_profile(b, dict(batch_profiles[b]), fits.get(path) if path else None)
-    else:
-        batch = resolve_batch_profile(f"{name}_batch", {"kind": "fixed", **dict(b)})
-    s = cfg["step"]
-    if isinstance(s, str):
-        if s not in step_profiles:
-            raise InputError(f"{where}.step: unknown step profile {s!r}")
-        path = fit_json_path(step_profiles[s])
-        step = resolve_step_profile(s, step_profiles[s], fits.get(path) if path else None)
-    else:
-        step = resolve_step_profile(f"{name}_step", {"kind": "fixed", **dict(s)})
+    config = {"batch_profiles": batch_profiles, "step_profiles": step_profiles}
+    batch = law_of_setting(
+        cfg["batch"], "batch", config, where=f"{where}.batch", name=f"{name}_batch", fits=fits
+    )
+    step = law_of_setting(
+        cfg["step"], "step", config, where=f"{where}.step", name=f"{name}_step", fits=fits
+    )
+    assert isinstance(batch, BatchLatency) and isinstance(step, StepLaw)
     return Setting(
         name,
         str(cfg.get("description", name)),

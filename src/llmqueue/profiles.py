@@ -1,0 +1,379 @@
+"""Named profiles: a time law by name, from config values or from the fit.json the profiling part
+of the pipeline wrote.
+
+Three config sections name laws (``config/config.yaml``; ``config/README.md`` describes them):
+
+- ``latency_profiles``: one request at a time, S = a N + b0 (:class:`~llmqueue.latency.LinearLatency`,
+  Eq. 3), :func:`resolve_linear_profile`;
+- ``batch_profiles``: a batch, Eq. (18) (:class:`~llmqueue.latency.BatchLatency`),
+  :func:`resolve_batch_profile`;
+- ``step_profiles``: one iteration of continuous batching (:class:`~llmqueue.latency.StepLaw`),
+  :func:`resolve_step_profile`.
+
+A profile is ``kind: fixed`` (its numbers in config) or ``kind: fit`` (``source`` and ``model``
+name ``results/profiling/<source>/<model>/fit.json``, :func:`fit_json_path`; ``depth: full``
+takes a CPU sweep's full-depth extrapolation, :func:`fit_section`). :func:`named_latency` finds
+a name in the sections a batch former reads (the operator CLI's ``--profile``),
+:func:`law_of_setting` resolves a study setting that is either a profile name or an inline
+dict of numbers, and :func:`kv_tokens_of_fit` gives the KV-cache budget (tokens) of the model
+and GPU a fit.json describes (:func:`llmqueue.hardware.kvcache.kv_tokens`). Units: s, s/token.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from llmqueue.errors import InputError
+from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
+
+__all__ = [
+    "Latency",
+    "SECTIONS",
+    "FIT_DEPTHS",
+    "STEP_VARIANTS",
+    "fit_section",
+    "fit_json_path",
+    "read_fit",
+    "resolve_linear_profile",
+    "resolve_batch_profile",
+    "resolve_step_profile",
+    "named_latency",
+    "law_of_setting",
+    "check_setting",
+    "setting_fit_paths",
+    "kv_tokens_of_fit",
+]
+
+Latency = BatchLatency | LinearLatency | StepLaw
+SECTIONS = ("step_profiles", "batch_profiles", "latency_profiles")
+
+
+FIT_DEPTHS = ("measured", "full")
+
+
+def fit_section(
+    fit: Mapping[str, Any], key: str, depth: str, where: str
+) -> tuple[Mapping[str, Any], str]:
+    """The ``key`` entry (``linear`` or ``batch``) of a parsed fit.json and the label to show.
+
+    ``depth: measured`` (default) takes the law at the depth that was timed; ``depth: full`` takes
+    the full-depth extrapolation of a fewer-layer (CPU) measurement, ``fit["full_depth"][key]``,
+    which exists only when the sweep ran fewer layers and is usable only when the 1/2/4-layer
+    depth check found time linear in layers (``full_depth.valid``). A full-depth source (a GPU,
+    the roofline, the paper) is its own full depth. `where` names the config key in errors.
+    """
+    if depth not in FIT_DEPTHS:
+        raise InputError(f"{where}.depth: must be one of {list(FIT_DEPTHS)}, got {depth!r}")
+    label = str(fit.get("label", fit.get("source", "")))
+    if depth == "full" and "full_depth" in fit:
+        fd = fit["full_depth"]
+        if not fd.get("valid"):
+            raise InputError(
+                f"{where}: depth full asked for, but {fit.get('source')}/{fit.get('model')} failed its "
+                "depth check (time not linear in layers), so it has no full-depth extrapolation"
+            )
+        return fd[key], str(fd.get("label", label))
+    if key not in fit:
+        raise InputError(f"{where}: its fit.json has no {key!r} entry")
+    return fit[key], label
+
+
+def fit_json_path(profile: Mapping[str, Any]) -> str | None:
+    """``results/profiling/<source>/<model>/fit.json``, the file a ``kind: fit`` profile (latency
+    or batch) is read from; None for a fixed profile."""
+    if profile.get("kind", "fixed") != "fit":
+        return None
+    return f"results/profiling/{profile['source']}/{profile['model']}/fit.json"
+
+
+def read_fit(profile_cfg: Mapping[str, Any], base_dir: str | Path = ".") -> dict[str, Any] | None:
+    """The parsed fit.json a config profile of kind ``fit`` reads (None for ``kind: fixed``);
+    InputError when it has not been built yet."""
+    rel = fit_json_path(profile_cfg)
+    if rel is None:
+        return None
+    path = Path(base_dir) / rel
+    if not path.is_file():
+        raise InputError(
+            f"{rel} does not exist: the profiling part of the pipeline builds it "
+            f"(`make reproduce`, or `.venv/bin/snakemake --cores all {rel}`)"
+        )
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def named_latency(
+    config: Mapping[str, Any], name: str, kind: str, base_dir: str | Path = "."
+) -> tuple[Latency, dict[str, Any] | None]:
+    """The time law config profile `name` gives a batch former of `kind` (a Policy kind):
+    ``continuous`` -> ``step_profiles``; others -> ``batch_profiles``, else ``latency_profiles``.
+    Returns (law, its fit.json or None)."""
+    want = ("step_profiles",) if kind == "continuous" else ("batch_profiles", "latency_profiles")
+    for section in want:
+        prof = (config.get(section) or {}).get(name)
+        if prof is None:
+            continue
+        fit = read_fit(prof, base_dir)
+        if section == "step_profiles":
+            return resolve_step_profile(name, prof, fit), fit
+        if section == "batch_profiles":
+            return resolve_batch_profile(name, dict(prof), fit), fit
+        return resolve_linear_profile(name, prof, fit), fit
+    known = sorted({n for s in want for n in (config.get(s) or {})})
+    where = " or ".join(f"config {s}" for s in want)
+    raise InputError(
+        f"--profile {name!r}: no such profile for {kind} batching in {where}; known: {known}"
+    )
+
+
+def kv_tokens_of_fit(fit: Mapping[str, Any] | None, *, memory_fraction: float = 1.0) -> int:
+    """KV-cache budget (tokens) of the model and GPU a fit.json describes: the GPU's memory (a
+    named spec, or the memory a measured GPU reported) after the fp16 weights, over the model's
+    KV bytes per token (:func:`llmqueue.hardware.kvcache.kv_tokens`)."""
+    from llmqueue.hardware.kvcache import kv_tokens
+
+    if not fit or "model" not in fit:
+        raise InputError("--kv-tokens auto needs --profile NAME of a source with a model and GPU")
+    gpu = fit.get("gpu")
+    if isinstance(gpu, Mapping) and "memory_gib" in gpu:
+        mem = float(gpu["memory_gib"])
+    elif isinstance(fit.get("hardware"), Mapping) and "gpu_memory_gib" in fit["hardware"]:
+        mem = float(fit["hardware"]["gpu_memory_gib"])
+    else:
+        raise InputError(
+            f"--kv-tokens auto: the profile's source {fit.get('source')!r} names no GPU memory "
+            "(a CPU source); give --kv-tokens N"
+        )
+    return kv_tokens(str(fit["model"]), memory_gib=mem, memory_fraction=memory_fraction)
+
+
+def resolve_linear_profile(
+    name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
+) -> LinearLatency:
+    """Build the LinearLatency a config profile names.
+
+    A profile is either ``{kind: fixed, a_s_per_token, b0_s, verdict[, solved_from]}`` or
+    ``{kind: fit, source, model[, depth]}``, in which case `fit` is the parsed
+    ``results/profiling/<source>/<model>/fit.json`` whose ``linear`` entry holds slope and
+    intercept of S on N (``depth: full``: its full-depth extrapolation, see :func:`fit_section`).
+    """
+    kind = profile.get("kind")
+    verdict = str(profile.get("verdict", "independent"))
+    solved = tuple(str(c) for c in profile.get("solved_from", []))
+    if kind == "fixed":
+        return LinearLatency(
+            float(profile["a_s_per_token"]),
+            float(profile["b0_s"]),
+            name,
+            "config (fixed values)",
+            verdict,
+            solved,
+        )
+    if kind == "fit":
+        if fit is None or "linear" not in fit:
+            raise InputError(f"latency profile {name!r} needs its fit.json with a 'linear' entry")
+        depth = str(profile.get("depth", "measured"))
+        lin, label = fit_section(fit, "linear", depth, f"latency_profiles.{name}")
+        described = fit.get("description", profile.get("source"))
+        if depth == "full" and "full_depth" in fit:
+            described = f"{label}; {fit['full_depth'].get('method', '')}; {described}"
+        source = f"least-squares fit: {described}"
+        return LinearLatency(
+            float(lin["slope"]), float(lin["intercept"]), name, source, verdict, solved
+        )
+    raise InputError(f"latency profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
+
+
+def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> BatchLatency:
+    """The BatchLatency a config ``batch_profiles`` entry names.
+
+    ``kind: fixed`` holds k1..k4 (s, s/token) and optionally ``solved_from`` (the claim ids a
+    back-solved profile was solved from); ``kind: fit`` names ``source`` and ``model`` and
+    takes k1..k4 from ``results/profiling/<source>/<model>/fit.json`` (its ``batch`` entry, or
+    with ``depth: full`` the full-depth extrapolation of a fewer-layer CPU sweep), with the fit's
+    own label and verdict ("predicted" or "measured")."""
+    kind = cfg.get("kind", "fixed")
+    if kind == "fixed":
+        try:
+            k1, k2, k3, k4 = (float(cfg[key]) for key in ("k1", "k2", "k3", "k4"))
+        except KeyError as err:
+            raise InputError(
+                f"batch_profiles.{name}: kind fixed needs k1, k2, k3, k4 ({err} missing)"
+            ) from None
+        return BatchLatency(
+            k1,
+            k2,
+            k3,
+            k4,
+            name=name,
+            source=str(cfg.get("description", "config")),
+            verdict=str(cfg.get("verdict", "independent")),
+            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
+        )
+    if kind == "fit":
+        if fit is None or "batch" not in fit:
+            raise InputError(
+                f"batch_profiles.{name}: needs its fit.json with a 'batch' entry "
+                f"(results/profiling/{cfg.get('source')}/{cfg.get('model')}/fit.json)"
+            )
+        bb, label = fit_section(
+            fit, "batch", str(cfg.get("depth", "measured")), f"batch_profiles.{name}"
+        )
+        return BatchLatency(
+            float(bb["k1"]),
+            float(bb["k2"]),
+            float(bb["k3"]),
+            float(bb["k4"]),
+            name=name,
+            source=label or str(cfg.get("source")),
+            verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))),
+            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
+        )
+    raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
+
+
+STEP_VARIANTS = ("step", "step_graph")
+
+
+def resolve_step_profile(
+    name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
+) -> StepLaw:
+    """Build the StepLaw a config ``step_profiles`` entry names.
+
+    A profile is either ``{kind: fixed, c0_s, c_tok_s, c_ctx_s, verdict}`` or
+    ``{kind: fit, source, model[, variant][, verdict]}``, in which case `fit` is the parsed
+    ``results/profiling/<source>/<model>/fit.json`` and ``variant`` (default ``step``) names its
+    entry: ``step`` (eager iterations, or a model source's own t1/t2 on the step-law grid) or
+    ``step_graph`` (decode steps replayed from a CUDA graph). The verdict is the profile's, else
+    the fit's (predicted, measured, measured-kernels).
+    """
+    kind = profile.get("kind")
+    if kind == "fixed":
+        try:
+            c0, ct, cc = (float(profile[k]) for k in ("c0_s", "c_tok_s", "c_ctx_s"))
+        except KeyError as err:
+            raise InputError(
+                f"step profile {name!r}: kind fixed needs c0_s, c_tok_s, c_ctx_s ({err} missing)"
+            ) from None
+        return StepLaw(
+            c0, ct, cc, name, "config (fixed values)", str(profile.get("verdict", "independent"))
+        )
+    if kind == "fit":
+        variant = str(profile.get("variant", "step"))
+        if variant not in STEP_VARIANTS:
+            raise InputError(
+                f"step_profiles.{name}.variant: must be one of {list(STEP_VARIANTS)}, got {variant!r}"
+            )
+        where = f"results/profiling/{profile.get('source')}/{profile.get('model')}/fit.json"
+        if fit is None:
+            raise InputError(f"step profile {name!r} needs its fit.json ({where})")
+        if variant not in fit:
+            have = [v for v in STEP_VARIANTS if v in fit]
+            why = fit.get("step_missing", "")
+            raise InputError(
+                f"step profile {name!r}: {where} has no {variant!r} step law (has {have})"
+                + (f": {why}" if why else "")
+            )
+        st = fit[variant]
+        verdict = str(profile.get("verdict", fit.get("verdict", "independent")))
+        label = str(fit.get("label", profile.get("source")))
+        source = (
+            f"{label}: {variant} fit (R^2 {float(st.get('r2', math.nan)):.3f}, "
+            f"n {st.get('n', '?')}); {st.get('description', '')}"
+        )
+        return StepLaw(
+            float(st["c0_s"]), float(st["c_tok_s"]), float(st["c_ctx_s"]), name, source, verdict
+        )
+    raise InputError(f"step profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
+
+
+# ---- a study setting: a profile name or an inline dict of numbers ----------------------------------
+_SETTING_SECTIONS = {
+    "batch": "batch_profiles",
+    "step": "step_profiles",
+    "latency": "latency_profiles",
+}
+_INLINE_KEYS = {
+    "batch": ("k1", "k2", "k3", "k4"),
+    "step": ("c0_s", "c_tok_s", "c_ctx_s"),
+    "latency": ("a_s_per_token", "b0_s"),
+}
+
+
+def _section_of(kind: str) -> str:
+    if kind not in _SETTING_SECTIONS:
+        raise InputError(f"a setting's law is one of {sorted(_SETTING_SECTIONS)}, got {kind!r}")
+    return _SETTING_SECTIONS[kind]
+
+
+def setting_fit_paths(value: Any, kind: str, config: Mapping[str, Any]) -> list[str]:
+    """The fit.json a setting's law is read from (a profile name of kind ``fit``), else none: the
+    input files of a workflow job that resolves it."""
+    if not isinstance(value, str):
+        return []
+    prof = (config.get(_section_of(kind)) or {}).get(value)
+    path = fit_json_path(prof) if isinstance(prof, Mapping) else None
+    return [path] if path else []
+
+
+def law_of_setting(
+    value: Any,
+    kind: str,
+    config: Mapping[str, Any],
+    *,
+    where: str,
+    name: str,
+    fits: Mapping[str, Any] | None = None,
+) -> Latency:
+    """The law a study setting gives for `kind` (``batch``, ``step`` or ``latency``): `value` is
+    either the name of a config profile of that kind's section, resolved with its fit.json from
+    `fits` (path -> parsed contents; None checks the name only and needs a ``kind: fixed``
+    profile or an inline dict), or an inline dict of the law's numbers (named `name`). `where`
+    names the config key in errors, which list the allowed names."""
+    section = _section_of(kind)
+    if isinstance(value, str):
+        known = config.get(section) or {}
+        if value not in known:
+            raise InputError(
+                f"{where}: unknown {section[:-1].replace('_', ' ')} {value!r}; defined: {sorted(known)}"
+            )
+        prof = known[value]
+        path = fit_json_path(prof)
+        fit = (fits or {}).get(path) if path else None
+        if kind == "batch":
+            return resolve_batch_profile(value, dict(prof), fit)
+        if kind == "step":
+            return resolve_step_profile(value, prof, fit)
+        return resolve_linear_profile(value, prof, fit)
+    if not isinstance(value, Mapping):
+        raise InputError(
+            f"{where}: a profile name or a mapping of {', '.join(_INLINE_KEYS[kind])}, got {value!r}"
+        )
+    missing = [k for k in _INLINE_KEYS[kind] if k not in value]
+    if missing:
+        raise InputError(f"{where}: missing {missing}; give {', '.join(_INLINE_KEYS[kind])}")
+    fixed = {"kind": "fixed", **dict(value)}
+    try:
+        if kind == "batch":
+            return resolve_batch_profile(name, fixed)
+        if kind == "step":
+            return resolve_step_profile(name, fixed)
+        return resolve_linear_profile(name, fixed)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+
+
+def check_setting(value: Any, kind: str, config: Mapping[str, Any], *, where: str) -> None:
+    """Check a study setting before any job runs (no fit.json needed): a profile name must exist
+    in its section, an inline dict must make a valid law."""
+    if isinstance(value, str):
+        known = config.get(_section_of(kind)) or {}
+        if value not in known:
+            what = _section_of(kind)[:-1].replace("_", " ")
+            raise InputError(f"{where}: unknown {what} {value!r}; defined: {sorted(known)}")
+        return
+    law_of_setting(value, kind, config, where=where, name=where)
