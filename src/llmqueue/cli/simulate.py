@@ -45,9 +45,9 @@ from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import max_rate
 from llmqueue.sim.engine import run as run_engine
+from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.predictors import parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
-from llmqueue.studies.serving import exact_wait, result_summary
 from llmqueue.tokens import parse_law
 
 DEFAULT_CONFIG = "config/config.yaml"
@@ -316,7 +316,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     res = run_engine(
         workload, policy, latency, requests=requests, warmup=warmup, seed=streams["run"]
     )
-    out.update(result_summary(res, exact))
+    out.update(res.to_json(exact))
     return out
 
 

@@ -4,7 +4,7 @@
 A quantity a simulator does not produce is ``None`` (e.g. TTFT for the M/G/1 queue) and a count
 it does not track is 0. An unstable run (the queue grows without bound, see
 :mod:`llmqueue.sim.engine`) has ``unstable = True``; its means are not steady-state values and
-:meth:`SimResult.to_json` reports them as null.
+:meth:`SimResult.to_json`, the one JSON form of a run, reports them as null.
 """
 
 from __future__ import annotations
@@ -102,20 +102,41 @@ class SimResult:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready dict (nested metrics; non-finite numbers as null; means of an unstable run
-        as null)."""
-        out: dict[str, Any] = {"requests": int(self.requests), "unstable": bool(self.unstable)}
-        for name in ("wait", "response", "ttft", "tpot", "served_wait"):
-            m = getattr(self, name)
+    def to_json(self, exact: Any = None) -> dict[str, Any]:
+        """The one JSON form of a run (``llmqueue simulate --json`` prints it): ``requests``;
+        ``wait``, ``ttft``, ``jct`` (the response), ``tpot`` and ``served_wait``, each
+        {mean, ci95, p50, p90, p95, p99, max} (s) or null where the simulator has none; ``loss``
+        {mean, ci95} with patience; ``throughput_per_s``, ``tokens_per_s``, ``mean_batch``,
+        ``mean_batch_time``, ``kv_utilisation``; ``preemptions``, ``rejected``, ``max_queue``;
+        ``unstable`` (then every statistic and rate is null: no steady state); ``note``.
+        Non-finite numbers are null. `exact` (an :class:`llmqueue.sim.exact.ExactWait`) adds
+        ``exact``, ``exact_se`` and ``exact_method`` inside ``wait``."""
+        u = bool(self.unstable)
+
+        def metric(m: Metric | None) -> dict[str, float | None] | None:
             if m is None:
-                continue
+                return None
             d = m.to_json()
-            if self.unstable:
-                d = {k: None for k in d}
-            out[name] = d
+            return {k: None for k in d} if u else d
+
+        out: dict[str, Any] = {"requests": int(self.requests)}
+        for key, name in (
+            ("wait", "wait"),
+            ("ttft", "ttft"),
+            ("jct", "response"),
+            ("tpot", "tpot"),
+            ("served_wait", "served_wait"),
+        ):
+            out[key] = metric(getattr(self, name))
+        if exact is not None:
+            out["wait"]["exact"] = float(exact.wait_s)
+            out["wait"]["exact_se"] = float(exact.se_s)
+            out["wait"]["exact_method"] = str(exact.method)
         if self.loss is not None:
-            out["loss"] = {"mean": _num(self.loss.mean), "ci95": _num(self.loss.ci95)}
+            out["loss"] = {
+                "mean": None if u else _num(self.loss.mean),
+                "ci95": None if u else _num(self.loss.ci95),
+            }
         for name in (
             "throughput_per_s",
             "tokens_per_s",
@@ -123,9 +144,10 @@ class SimResult:
             "mean_batch_time",
             "kv_utilisation",
         ):
-            out[name] = _num(getattr(self, name))
+            out[name] = None if u else _num(getattr(self, name))
         for name in ("preemptions", "rejected", "max_queue"):
             out[name] = int(getattr(self, name))
+        out["unstable"] = u
         if self.note:
             out["note"] = self.note
         return out

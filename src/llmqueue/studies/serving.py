@@ -14,7 +14,7 @@ operator CLI ``llmqueue simulate`` shares with it.
   contexts than one whose replies leave when done).
   Eq. (18) has no prompt term, so a batch law fitted at 64 input tokens would price a 1,155-token
   prompt as a 64-token one; this one does not.
-- Exact mean waits where a formula applies (:func:`exact_wait`: one server, no batching, no guard,
+- Exact mean waits where a formula applies (:func:`llmqueue.sim.exact.exact_wait`: one server, no batching, no guard,
   Poisson arrivals): Pollaczek-Khinchine for FCFS, Cobham's non-preemptive priority formula for
   SJF / SPJF (classes by true / predicted size, loads by true service times; Mitzenmacher 2020).
 - The study's tables: :func:`policy_sweep` (mean and p99 JCT against the arrival rate per policy),
@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmqueue.analytic.priority import pk_wait, priority_wait_empirical, sjf_wait
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.policy import Policy
@@ -50,18 +49,13 @@ from llmqueue.profiles import (
 )
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import max_rate
-from llmqueue.sim.engine import run, static_law
-from llmqueue.sim.predictors import Oracle
-from llmqueue.sim.result import Metric, SimResult
-from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
+from llmqueue.sim.engine import run
+from llmqueue.sim.result import SimResult
+from llmqueue.sim.workload import ReplayWorkload, TraceWorkload, Workload
 
 __all__ = [
     "SimSettings",
-    "ExactWait",
     "batch_law_from_step",
-    "exact_wait",
-    "metric_summary",
-    "result_summary",
     "geometric_rates",
     "policy_sweep",
     "capacity_table",
@@ -111,178 +105,6 @@ def batch_law_from_step(
         if step.verdict in ("predicted", "measured", "measured-kernels")
         else "independent",
     )
-
-
-# ---- exact mean waits -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ExactWait:
-    """A mean wait (s) by a formula, the formula it comes from, and the standard error of its
-    evaluation (0 for a closed form; > 0 when the formula's integral over a joint law of size and
-    prediction is evaluated by Monte Carlo)."""
-
-    wait_s: float
-    method: str
-    se_s: float = 0.0
-
-
-def _service_s(latency: Latency, tokens: np.ndarray) -> np.ndarray:
-    k = static_law(latency)  # type: ignore[arg-type]
-    return (k[0] + k[1]) + (k[2] + k[3]) * np.asarray(tokens, dtype=float)
-
-
-def _classes(service_s: np.ndarray, probs: np.ndarray, rate: float) -> float:
-    """Cobham's mean wait over classes in priority order with probabilities `probs`."""
-    from llmqueue.analytic.priority import priority_class_waits
-
-    waits = priority_class_waits(rate * probs, service_s, service_s * service_s)
-    return float(np.sum(probs * waits))
-
-
-def _monte_carlo(
-    workload: Workload, latency: Latency, order: str, seed: Any, samples: int
-) -> ExactWait:
-    """Cobham's formula over `samples` draws of (size, key) from the workload, with the standard
-    error of the estimate from 10 equal sub-samples."""
-    ch = next(workload.chunks(seed, min(int(samples), 1 << 22), False))
-    keys = ch.output if order == "sjf" else ch.pred
-    s = _service_s(latency, ch.output)
-    lam = workload.rate_per_s
-    value = priority_wait_empirical(s, keys, lam)
-    parts = [
-        priority_wait_empirical(a, b, lam)
-        for a, b in zip(np.array_split(s, 10), np.array_split(keys, 10), strict=True)
-    ]
-    # each tenth has about 10x the variance of the whole sample's estimate
-    se = float(np.std(parts, ddof=1) / math.sqrt(10.0))
-    what = "size" if order == "sjf" else "predicted size"
-    return ExactWait(
-        value,
-        f"Cobham, classes by {what} (loads by true sizes), Monte Carlo evaluation over "
-        f"{ch.output.size} draws of the workload",
-        se,
-    )
-
-
-def exact_wait(
-    workload: Workload,
-    policy: Policy,
-    latency: Latency,
-    *,
-    seed: int | np.random.SeedSequence,
-    samples: int = 2_000_000,
-) -> ExactWait | None:
-    """The mean wait of a one-at-a-time server by a formula (``none``, one server, Poisson
-    arrivals from token laws or trace rows), else None; None also when rho >= 1 (no steady
-    state). S = t1(1) + t2(1) N.
-
-    FCFS (a starvation guard changes nothing under FCFS): Pollaczek-Khinchine with the exact
-    moments of S. SJF: Cobham's formula with one class per size: exact sums over a trace's rows or
-    an empirical law, quadrature over the size quantile otherwise (atoms such as a cap handled,
-    :func:`llmqueue.analytic.priority.sjf_wait`). SPJF: classes by predicted size, loads by true
-    service times (Mitzenmacher 2020): exact over a trace's rows when each row carries its own
-    prediction (a learned predictor); otherwise the joint law of (size, prediction) is sampled from
-    the workload (`samples` draws, stream `seed`) and the formula evaluated on the sample: a Monte
-    Carlo estimate whose standard error is reported (``se_s``)."""
-    from llmqueue.errors import UnstableError
-    from llmqueue.tokens import EmpiricalLaw
-
-    if policy.kind != "none" or policy.servers != 1:
-        return None
-    order = policy.order
-    if order == "spjf" and isinstance(workload.predictor, Oracle):
-        order = "sjf"
-    if policy.guard_s is not None and order != "fcfs":
-        return None
-    if isinstance(latency, StepLaw) or not isinstance(workload, PoissonWorkload | TraceWorkload):
-        return None
-    lam = workload.rate_per_s
-    try:
-        if isinstance(workload, TraceWorkload):
-            n = workload.output_tokens
-            s = _service_s(latency, n)
-            if order == "fcfs":
-                return ExactWait(
-                    pk_wait(lam, float(s.mean()), float((s * s).mean())),
-                    "Pollaczek-Khinchine over the trace rows",
-                )
-            if order == "sjf":
-                return ExactWait(
-                    priority_wait_empirical(s, n, lam),
-                    "Cobham, one class per size, over the trace rows",
-                )
-            if workload.row_pred is not None:
-                return ExactWait(
-                    priority_wait_empirical(s, workload.row_pred, lam),
-                    "Cobham, classes by each row's prediction (loads by true sizes), over the trace rows",
-                )
-            return _monte_carlo(workload, latency, order, seed, samples)
-        law = workload.output
-        k = static_law(latency)  # type: ignore[arg-type]
-        a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
-        if order == "fcfs":
-            m1 = a * law.mean() + b0
-            m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
-            return ExactWait(pk_wait(lam, m1, m2), "Pollaczek-Khinchine, exact moments of S")
-        if order == "sjf":
-            if isinstance(law, EmpiricalLaw):
-                return ExactWait(
-                    _classes(_service_s(latency, law.values), law.probs, lam),
-                    "Cobham, one class per size, exact sum over the law's values",
-                )
-            return ExactWait(sjf_wait(law, a, b0, lam), "Cobham, one class per size (quadrature)")
-        return _monte_carlo(workload, latency, order, seed, samples)
-    except UnstableError:
-        return None
-
-
-# ---- summaries (CLI JSON and study rows) --------------------------------------------------------
-def metric_summary(m: Metric | None, unstable: bool = False) -> dict[str, float | None] | None:
-    """{mean, ci95, p50, p90, p99} (s; null when not finite or the run was unstable)."""
-    if m is None:
-        return None
-    out: dict[str, float | None] = {}
-    for key in ("mean", "ci95", "p50", "p90", "p99"):
-        v = float(getattr(m, key))
-        out[key] = None if unstable or not math.isfinite(v) else v
-    return out
-
-
-def _num(x: float) -> float | None:
-    return float(x) if math.isfinite(x) else None
-
-
-def result_summary(result: SimResult, exact: ExactWait | None = None) -> dict[str, Any]:
-    """The CLI's JSON of one run: ``wait``, ``ttft``, ``jct`` (and ``tpot``, null but for
-    continuous batching) each {mean, ci95, p50, p90, p99}
-    (``exact`` and ``exact_method`` inside ``wait`` where a formula applies), throughput
-    (requests and tokens per second), mean batch, KV utilisation, preemptions, rejections,
-    ``unstable`` (then every mean is null) and the engine's note."""
-    u = bool(result.unstable)
-    wait = metric_summary(result.wait, u) or {}
-    if exact is not None:
-        wait["exact"] = float(exact.wait_s)
-        wait["exact_se"] = float(exact.se_s)
-        wait["exact_method"] = exact.method  # type: ignore[assignment]
-    out: dict[str, Any] = {
-        "requests": int(result.requests),
-        "wait": wait,
-        "ttft": metric_summary(result.ttft, u),
-        "jct": metric_summary(result.response, u),
-        "tpot": metric_summary(
-            result.tpot, u
-        ),  # continuous batching: per output token after the first
-        "max_wait": None if u else _num(result.wait.max),
-        "throughput_per_s": None if u else _num(result.throughput_per_s),
-        "tokens_per_s": None if u else _num(result.tokens_per_s),
-        "mean_batch": None if u else _num(result.mean_batch),
-        "kv_utilisation": None if u else _num(result.kv_utilisation),
-        "preemptions": int(result.preemptions),
-        "rejected": int(result.rejected),
-        "unstable": u,
-    }
-    if result.note:
-        out["note"] = result.note
-    return out
 
 
 # ---- the study's tables -----------------------------------------------------------------------

@@ -41,7 +41,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmqueue.analytic.priority import pk_wait, priority_wait_empirical
 from llmqueue.claims import ClaimBook, ClaimRow
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, StepLaw
@@ -52,6 +51,7 @@ from llmqueue.predictor.scoring import score_predictions
 from llmqueue.predictor.training import train_length_model
 from llmqueue.profiles import law_of_setting
 from llmqueue.seeds import seed_sequence
+from llmqueue.sim.exact import row_mean_wait
 from llmqueue.sim.predictors import Learned, Predictor, parse_predictor
 from llmqueue.sim.result import SimResult
 from llmqueue.traces import TraceColumns, TraceRows, read_trace
@@ -378,18 +378,15 @@ def _capacity(cap: pd.DataFrame, setting: str, mode: str) -> float:
 def _exact_jct(
     setting: Setting, trace: StudyTrace, spec: PolicySpec, keys: np.ndarray | None, rate: float
 ) -> float:
-    """Exact mean JCT with no batching (no guard): Pollaczek-Khinchine for FCFS, Cobham's
-    priority formula by the sort key otherwise (nan where the load is >= 1)."""
+    """Exact mean JCT with no batching (no guard): the order's formula over the held-out rows
+    (:func:`llmqueue.sim.exact.row_mean_wait`: Pollaczek-Khinchine for FCFS, Cobham's priority
+    formula by the sort key otherwise), nan where the load is >= 1."""
     s = setting.service_s(trace.test.output_tokens)
     try:
-        if spec.order == "fcfs":
-            w = pk_wait(rate, float(s.mean()), float((s * s).mean()))
-        else:
-            k = trace.test.output_tokens if spec.order == "sjf" else keys
-            w = priority_wait_empirical(s, np.asarray(k), rate)
+        found = row_mean_wait(spec.order, s, trace.test.output_tokens, keys, rate)
     except UnstableError:
         return math.nan
-    return float(w + s.mean())
+    return math.nan if found is None else float(found[0] + s.mean())
 
 
 def _metrics(res: SimResult) -> dict[str, Any]:

@@ -1,0 +1,199 @@
+"""Exact mean waits by queue order, where a formula applies: shared by the operator CLI and
+every study.
+
+A one-at-a-time server (batch former ``none``, one server, Poisson arrivals from token laws or
+trace rows, a steady state) has the mean wait of a formula for every queue order of
+:data:`llmqueue.policy.ORDERS`, chosen by the order's name in one table (:data:`ROW_FORMULAS` over
+a trace's rows; :func:`exact_wait` dispatches token laws the same way); an order of the registry
+that has no formula gets None, and a name outside the registry is an InputError:
+
+- ``fcfs``: Pollaczek-Khinchine with the exact moments of S = t1(1) + t2(1) N (a starvation guard
+  changes nothing under FCFS);
+- ``sjf``: Cobham's non-preemptive priority formula with one class per size: exact sums over a
+  trace's rows or an empirical law, quadrature over the size quantile otherwise (atoms such as a
+  cap handled, :func:`llmqueue.analytic.priority.sjf_wait`);
+- ``spjf``: classes by predicted size, loads by true service times (Mitzenmacher 2020): exact
+  over a trace's rows when each row carries its own prediction; otherwise the joint law of (size,
+  prediction) is sampled from the workload and the formula evaluated on the sample, a Monte Carlo
+  estimate whose standard error is reported.
+
+Units: seconds, requests/s, tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from llmqueue.analytic.priority import (
+    pk_wait,
+    priority_class_waits,
+    priority_wait_empirical,
+    sjf_wait,
+)
+from llmqueue.errors import InputError, UnstableError
+from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
+from llmqueue.policy import ORDERS, Policy
+from llmqueue.sim.engine import static_law
+from llmqueue.sim.predictors import Oracle
+from llmqueue.sim.workload import PoissonWorkload, TraceWorkload, Workload
+from llmqueue.tokens import EmpiricalLaw
+
+__all__ = ["ExactWait", "ROW_FORMULAS", "row_mean_wait", "service_times", "exact_wait"]
+
+Latency = BatchLatency | LinearLatency | StepLaw
+
+
+@dataclass(frozen=True)
+class ExactWait:
+    """A mean wait (s) by a formula, the formula it comes from, and the standard error of its
+    evaluation (0 for a closed form; > 0 when the formula's integral over a joint law of size and
+    prediction is evaluated by Monte Carlo)."""
+
+    wait_s: float
+    method: str
+    se_s: float = 0.0
+
+
+def service_times(latency: BatchLatency | LinearLatency, tokens: np.ndarray) -> np.ndarray:
+    """S = t1(1) + t2(1) N (s) of one request served alone, for output tokens N."""
+    k = static_law(latency)
+    return (k[0] + k[1]) + (k[2] + k[3]) * np.asarray(tokens, dtype=float)
+
+
+# One formula per queue order over rows (service time s, true size n, predicted size p; rate):
+# the mean wait (s) and the method's name. The one place an order's exact wait is chosen.
+RowFormula = Callable[[np.ndarray, np.ndarray, np.ndarray | None, float], tuple[float, str]]
+
+
+def _fcfs_rows(s: np.ndarray, n: np.ndarray, p: np.ndarray | None, lam: float) -> tuple[float, str]:
+    return pk_wait(
+        lam, float(s.mean()), float((s * s).mean())
+    ), "Pollaczek-Khinchine over the trace rows"
+
+
+def _sjf_rows(s: np.ndarray, n: np.ndarray, p: np.ndarray | None, lam: float) -> tuple[float, str]:
+    return priority_wait_empirical(s, n, lam), "Cobham, one class per size, over the trace rows"
+
+
+def _spjf_rows(s: np.ndarray, n: np.ndarray, p: np.ndarray | None, lam: float) -> tuple[float, str]:
+    if p is None:
+        raise InputError("spjf's exact wait needs each row's predicted size")
+    return (
+        priority_wait_empirical(s, p, lam),
+        "Cobham, classes by each row's prediction (loads by true sizes), over the trace rows",
+    )
+
+
+ROW_FORMULAS: dict[str, RowFormula] = {"fcfs": _fcfs_rows, "sjf": _sjf_rows, "spjf": _spjf_rows}
+
+
+def _known(order: str) -> str:
+    if order not in ORDERS:
+        raise InputError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    return order
+
+
+def row_mean_wait(
+    order: str,
+    service_s: np.ndarray,
+    sizes: np.ndarray,
+    predicted: np.ndarray | None,
+    rate_per_s: float,
+) -> tuple[float, str] | None:
+    """The exact mean wait (s) and its method of a one-at-a-time server whose requests are drawn
+    uniformly from rows (service time, true size, predicted size) with Poisson arrivals at
+    `rate_per_s`, under queue order `order` (:data:`ROW_FORMULAS`; None for an order without a
+    formula). Raises :class:`~llmqueue.errors.UnstableError` when rho >= 1."""
+    formula = ROW_FORMULAS.get(_known(order))
+    if formula is None:
+        return None
+    return formula(np.asarray(service_s, dtype=float), np.asarray(sizes), predicted, rate_per_s)
+
+
+def _classes(service_s: np.ndarray, probs: np.ndarray, rate: float) -> float:
+    """Cobham's mean wait over classes in priority order with probabilities `probs`."""
+    waits = priority_class_waits(rate * probs, service_s, service_s * service_s)
+    return float(np.sum(probs * waits))
+
+
+def _monte_carlo(
+    workload: Workload, latency: Latency, order: str, seed: Any, samples: int
+) -> ExactWait:
+    """Cobham's formula over `samples` draws of (size, key) from the workload, with the standard
+    error of the estimate from 10 equal sub-samples."""
+    ch = next(workload.chunks(seed, min(int(samples), 1 << 22), False))
+    keys = ch.output if order == "sjf" else ch.pred
+    s = service_times(latency, ch.output)  # type: ignore[arg-type]
+    lam = workload.rate_per_s
+    value = priority_wait_empirical(s, keys, lam)
+    parts = [
+        priority_wait_empirical(a, b, lam)
+        for a, b in zip(np.array_split(s, 10), np.array_split(keys, 10), strict=True)
+    ]
+    # each tenth has about 10x the variance of the whole sample's estimate
+    se = float(np.std(parts, ddof=1) / math.sqrt(10.0))
+    what = "size" if order == "sjf" else "predicted size"
+    return ExactWait(
+        value,
+        f"Cobham, classes by {what} (loads by true sizes), Monte Carlo evaluation over "
+        f"{ch.output.size} draws of the workload",
+        se,
+    )
+
+
+def exact_wait(
+    workload: Workload,
+    policy: Policy,
+    latency: Latency,
+    *,
+    seed: int | np.random.SeedSequence,
+    samples: int = 2_000_000,
+) -> ExactWait | None:
+    """The mean wait of a one-at-a-time server by a formula (module docstring; ``none``, one
+    server, Poisson arrivals from token laws or trace rows), else None; None also when rho >= 1
+    (no steady state). For a predictor over token laws the formula is evaluated by Monte Carlo
+    over `samples` draws (stream `seed`)."""
+    if policy.kind != "none" or policy.servers != 1:
+        return None
+    order = _known(policy.order)
+    if order == "spjf" and isinstance(workload.predictor, Oracle):
+        order = "sjf"
+    if policy.guard_s is not None and order != "fcfs":
+        return None
+    if isinstance(latency, StepLaw) or not isinstance(workload, PoissonWorkload | TraceWorkload):
+        return None
+    lam = workload.rate_per_s
+    try:
+        if isinstance(workload, TraceWorkload):
+            n = workload.output_tokens
+            if order == "spjf" and workload.row_pred is None:
+                return _monte_carlo(workload, latency, order, seed, samples)
+            found = row_mean_wait(order, service_times(latency, n), n, workload.row_pred, lam)
+            if found is None:
+                return None
+            wait, method = found
+            return ExactWait(wait, method)
+        law = workload.output
+        k = static_law(latency)
+        a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
+        if order == "fcfs":
+            m1 = a * law.mean() + b0
+            m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
+            return ExactWait(pk_wait(lam, m1, m2), "Pollaczek-Khinchine, exact moments of S")
+        if order == "sjf":
+            if isinstance(law, EmpiricalLaw):
+                return ExactWait(
+                    _classes(service_times(latency, law.values), law.probs, lam),
+                    "Cobham, one class per size, exact sum over the law's values",
+                )
+            return ExactWait(sjf_wait(law, a, b0, lam), "Cobham, one class per size (quadrature)")
+        if order == "spjf":
+            return _monte_carlo(workload, latency, order, seed, samples)
+        return None
+    except UnstableError:
+        return None
