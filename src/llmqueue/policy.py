@@ -38,12 +38,43 @@ from dataclasses import dataclass
 
 from llmqueue.errors import InputError
 
-__all__ = ["Policy", "NO_CAP", "BATCHING", "ORDERS", "ADMISSIONS", "parse_policy"]
+__all__ = [
+    "Policy",
+    "NO_CAP",
+    "BATCHING",
+    "ORDERS",
+    "ADMISSIONS",
+    "former_code",
+    "order_code",
+    "parse_policy",
+]
 
 NO_CAP = 1 << 40  # "b_max = infinity"
+
+# The registries: every batch former and every queue order, declared once. A name's integer code
+# (what the compiled engine switches on) is its position here; adding one means an entry here and
+# its compiled branch (docs/architecture.md says where).
 BATCHING = ("none", "dynamic", "fixed", "elastic", "continuous", "multibin")
 ORDERS = ("fcfs", "sjf", "spjf")
 ADMISSIONS = ("reserve", "on_demand")
+
+
+def _code(registry: tuple[str, ...], what: str, name: str) -> int:
+    if name not in registry:
+        raise InputError(f"{what} must be one of {', '.join(registry)}, got {name!r}")
+    return registry.index(name)
+
+
+def former_code(name: str) -> int:
+    """The integer code of batch former `name` (its position in :data:`BATCHING`); InputError
+    for a name outside the registry."""
+    return _code(BATCHING, "batching", name)
+
+
+def order_code(name: str) -> int:
+    """The integer code of queue order `name` (its position in :data:`ORDERS`); InputError for a
+    name outside the registry."""
+    return _code(ORDERS, "order", name)
 
 
 def _posint(x: object) -> bool:
@@ -69,8 +100,7 @@ class Policy:
     flush_s: float | None = None
 
     def __post_init__(self) -> None:
-        if self.kind not in BATCHING:
-            raise InputError(f"batching must be one of {', '.join(BATCHING)}, got {self.kind!r}")
+        former_code(self.kind)
         if self.kind in ("fixed", "multibin"):
             if self.K is None or int(self.K) != self.K or self.K < 1:
                 raise InputError(
@@ -87,8 +117,7 @@ class Policy:
                 raise InputError(
                     f"b_max must be an integer >= 1 (or none for infinity), got {self.bmax!r}"
                 )
-        if self.order not in ORDERS:
-            raise InputError(f"order must be one of {', '.join(ORDERS)}, got {self.order!r}")
+        order_code(self.order)
         if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
             raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
         if not _posint(self.servers):

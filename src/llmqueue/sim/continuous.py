@@ -31,16 +31,22 @@ Data layout, chosen so that an event costs O(log B), not O(B), for a batch of B:
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 from numba import njit
 
+from llmqueue.policy import Policy
+from llmqueue.sim import fields as F
+from llmqueue.sim import heap as H
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
 from llmqueue.sim.recorder import record
-from llmqueue.sim.timelaw import decode_run_time, iterations_until, step_time
+from llmqueue.sim.timelaw import decode_run_time, iterations_until, step_coefficients, step_time
 
-__all__ = ["run_continuous", "new_servers", "policy_params", "NV"]
+__all__ = ["run_continuous", "new_servers", "policy_params", "ContinuousFormer", "NV"]
 
 # per-server scalar columns
 V_TNEXT = 0  # time of its next iteration boundary (inf: idle)
@@ -87,71 +93,15 @@ def new_servers(c: int, mb: int) -> tuple[np.ndarray, ...]:
     )
 
 
-# ---- the per-server completion heap (min on F_TARGET, ties by id) ---------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _dbefore(pool, a, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    ta = pool[a, Q.F_TARGET]
-    tb = pool[b, Q.F_TARGET]
-    if ta != tb:
-        return ta < tb
-    return pool[a, Q.F_ID] < pool[b, Q.F_ID]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _dsift_up(pool, h, s, i):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    x = h[s, i]
-    while i > 0:
-        p = (i - 1) >> 1
-        if _dbefore(pool, x, h[s, p]):
-            h[s, i] = h[s, p]
-            pool[h[s, i], Q.F_HPOS] = i
-            i = p
-        else:
-            break
-    h[s, i] = x
-    pool[x, Q.F_HPOS] = i
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _dsift_down(pool, h, s, n, i):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    x = h[s, i]
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and _dbefore(pool, h[s, c + 1], h[s, c]):
-            c += 1
-        if _dbefore(pool, h[s, c], x):
-            h[s, i] = h[s, c]
-            pool[h[s, i], Q.F_HPOS] = i
-            i = c
-        else:
-            break
-    h[s, i] = x
-    pool[x, Q.F_HPOS] = i
-
-
+# ---- the per-server completion heap (min on F_TARGET, ties by id; :mod:`llmqueue.sim.heap`) ---
 @njit(cache=True, nogil=True, inline="always")
 def _dpush(pool, srv, dheap, s, sl):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    n = np.int64(srv[s, V_DHN])
-    dheap[s, n] = sl
-    srv[s, V_DHN] = n + 1
-    _dsift_up(pool, dheap, s, n)
+    srv[s, V_DHN] = H.push(pool, dheap[s], np.int64(srv[s, V_DHN]), sl, F.F_TARGET)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _dremove(pool, srv, dheap, s, sl):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    n = np.int64(srv[s, V_DHN]) - 1
-    i = np.int64(pool[sl, Q.F_HPOS])
-    srv[s, V_DHN] = n
-    if i == n:
-        return
-    last = dheap[s, n]
-    dheap[s, i] = last
-    pool[last, Q.F_HPOS] = i
-    _dsift_down(pool, dheap, s, n, i)
-    if np.int64(pool[last, Q.F_HPOS]) == i:
-        _dsift_up(pool, dheap, s, i)
+    srv[s, V_DHN] = H.remove(pool, dheap[s], np.int64(srv[s, V_DHN]), sl, F.F_TARGET)
 
 
 # ---- the admission stack (most recent on top, lazy deletion) ---------------------------------
@@ -162,7 +112,7 @@ def _adm_push(pool, srv, adm, s, sl, seq):  # type: ignore[no-untyped-def]  # no
         k = 0
         for j in range(n):
             x = adm[s, j, 0]
-            if pool[x, Q.F_SERVER] == s and np.int64(pool[x, Q.F_ADMSEQ]) == adm[s, j, 1]:
+            if pool[x, F.F_SERVER] == s and np.int64(pool[x, F.F_ADMSEQ]) == adm[s, j, 1]:
                 adm[s, k, 0] = x
                 adm[s, k, 1] = adm[s, j, 1]
                 k += 1
@@ -179,7 +129,7 @@ def _adm_top(pool, srv, adm, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
     while n > 0:
         n -= 1
         x = adm[s, n, 0]
-        if pool[x, Q.F_SERVER] == s and np.int64(pool[x, Q.F_ADMSEQ]) == adm[s, n, 1]:
+        if pool[x, F.F_SERVER] == s and np.int64(pool[x, F.F_ADMSEQ]) == adm[s, n, 1]:
             srv[s, V_ADMN] = n
             return x
     srv[s, V_ADMN] = 0
@@ -233,9 +183,9 @@ def _interrupt(s, t, srv, max_batch, cst):  # type: ignore[no-untyped-def]  # no
 
 @njit(cache=True, nogil=True, inline="always")
 def _held(pool, srv, s, sl, on_demand):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    if on_demand and pool[sl, Q.F_DECODING] == 1.0:
-        return srv[s, V_STEPS] + pool[sl, Q.F_HBASE]
-    return pool[sl, Q.F_HELD]
+    if on_demand and pool[sl, F.F_DECODING] == 1.0:
+        return srv[s, V_STEPS] + pool[sl, F.F_HBASE]
+    return pool[sl, F.F_HELD]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -253,14 +203,14 @@ def _kv_recount(pool, srv, dheap, pref, s, on_demand, bs):  # type: ignore[no-un
     for j in range(np.int64(srv[s, V_DHN])):
         u += _slots(_held(pool, srv, s, dheap[s, j], on_demand), bs)
     for j in range(np.int64(srv[s, V_NPREF])):
-        u += _slots(pool[pref[s, j], Q.F_HELD], bs)
+        u += _slots(pool[pref[s, j], F.F_HELD], bs)
     return u
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     s, t, next_a, sti, stf,
-    pool, ring, heap, hpos, free, qi,
+    pool, ring, heap, free, qi,
     srv, dheap, adm, pref, qbuf, prm, cst,
     sums, counts, hist, maxima, fbuf, ibuf, rec,
 ):  # fmt: skip
@@ -288,33 +238,33 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     # 1. completions
     while srv[s, V_DHN] > 0:
         sl = dheap[s, 0]
-        if pool[sl, Q.F_TARGET] > steps:
+        if pool[sl, F.F_TARGET] > steps:
             break
         _dremove(pool, srv, dheap, s, sl)
-        n = pool[sl, Q.F_OUT]
-        if pool[sl, Q.F_DECODING] == 1.0:
+        n = pool[sl, F.F_OUT]
+        if pool[sl, F.F_DECODING] == 1.0:
             srv[s, V_DEC] -= 1.0
-            srv[s, V_CTX] -= pool[sl, Q.F_PROMPT] + n
+            srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + n
         srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
         srv[s, V_RUN] -= 1.0
-        pool[sl, Q.F_SERVER] = -1.0
-        a = pool[sl, Q.F_ARR]
+        pool[sl, F.F_SERVER] = -1.0
+        a = pool[sl, F.F_ARR]
         if window:
             sti[S.I_COMPLETED] += 1
             stf[S.S_TOK] += n
-        rid = np.int64(pool[sl, Q.F_ID])
+        rid = np.int64(pool[sl, F.F_ID])
         g = S.batch_of(rid, warmup, n_req, nbat)
         if g >= 0:
-            tf = pool[sl, Q.F_TTFT]
-            record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, pool[sl, Q.F_START] - a)
+            tf = pool[sl, F.F_TTFT]
+            record(sums, counts, hist, maxima, fbuf, ibuf, S.M_WAIT, g, pool[sl, F.F_START] - a)
             record(sums, counts, hist, maxima, fbuf, ibuf, S.M_RESP, g, t - a)
             record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TTFT, g, tf - a)
             if n >= 2.0:
                 record(sums, counts, hist, maxima, fbuf, ibuf, S.M_TPOT, g, (t - tf) / (n - 1.0))
             sti[S.I_DONE] += 1
         if rid < rec.shape[0]:
-            rec[rid, 0] = pool[sl, Q.F_START]
-            rec[rid, 1] = pool[sl, Q.F_TTFT]
+            rec[rid, 0] = pool[sl, F.F_START]
+            rec[rid, 1] = pool[sl, F.F_TTFT]
             rec[rid, 2] = t
             rec[rid, 3] = s
         Q.release(pool, free, qi, sl)
@@ -331,14 +281,14 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 need += _slots(h + 1.0, bs) - _slots(h, bs)
         while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
             sl = _adm_top(pool, srv, adm, s)
-            if pool[sl, Q.F_DECODING] == 1.0:
-                g = steps + pool[sl, Q.F_BASE]
+            if pool[sl, F.F_DECODING] == 1.0:
+                g = steps + pool[sl, F.F_BASE]
                 h = _held(pool, srv, s, sl, on_demand)
                 _dremove(pool, srv, dheap, s, sl)
                 srv[s, V_DEC] -= 1.0
-                srv[s, V_CTX] -= pool[sl, Q.F_PROMPT] + g
+                srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
                 need -= _slots(h + 1.0, bs) - _slots(h, bs)
-                pool[sl, Q.F_DONE] = g
+                pool[sl, F.F_DONE] = g
             else:
                 npf = np.int64(srv[s, V_NPREF])
                 k = 0
@@ -349,12 +299,12 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 srv[s, V_NPREF] = k
             srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
             srv[s, V_RUN] -= 1.0
-            pool[sl, Q.F_HELD] = 0.0
-            pool[sl, Q.F_DECODING] = 0.0
-            pool[sl, Q.F_PREFILLED] = 0.0
-            pool[sl, Q.F_PEFF] = pool[sl, Q.F_PROMPT] + pool[sl, Q.F_DONE]
-            pool[sl, Q.F_SERVER] = -1.0
-            Q.push_front(pool, ring, heap, hpos, qi, sl, order, guard)
+            pool[sl, F.F_HELD] = 0.0
+            pool[sl, F.F_DECODING] = 0.0
+            pool[sl, F.F_PREFILLED] = 0.0
+            pool[sl, F.F_PEFF] = pool[sl, F.F_PROMPT] + pool[sl, F.F_DONE]
+            pool[sl, F.F_SERVER] = -1.0
+            Q.push_front(pool, ring, heap, qi, sl, order, guard)
             preempted = True
             changed = True
             if window:
@@ -367,8 +317,8 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     npf = np.int64(srv[s, V_NPREF])
     for j in range(npf):
         sl = pref[s, j]
-        done = pool[sl, Q.F_PREFILLED]
-        q = pool[sl, Q.F_PEFF] - done
+        done = pool[sl, F.F_PREFILLED]
+        q = pool[sl, F.F_PEFF] - done
         if q > budget:
             q = budget if budget > 0.0 else 0.0
         qbuf[j] = q
@@ -381,27 +331,27 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             if sl < 0:
                 break
             if on_demand:
-                need_kv = pool[sl, Q.F_PEFF]
+                need_kv = pool[sl, F.F_PEFF]
             else:
-                need_kv = pool[sl, Q.F_PROMPT] + pool[sl, Q.F_OUT]
+                need_kv = pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
             # the decodes of this iteration take their KV first (as vLLM's running requests do)
             if srv[s, V_KVU] + need + _slots(need_kv, bs) > kv_tokens:
                 break
-            Q.remove(pool, ring, heap, hpos, qi, sl, order)
+            Q.remove(pool, ring, heap, qi, sl, order)
             changed = True
             srv[s, V_RUN] += 1.0
             srv[s, V_KVU] += _slots(need_kv, bs)
-            pool[sl, Q.F_HELD] = need_kv
-            pool[sl, Q.F_PREFILLED] = 0.0
-            pool[sl, Q.F_DECODING] = 0.0
-            pool[sl, Q.F_SERVER] = s
-            if pool[sl, Q.F_START] < 0.0:
-                pool[sl, Q.F_START] = t
+            pool[sl, F.F_HELD] = need_kv
+            pool[sl, F.F_PREFILLED] = 0.0
+            pool[sl, F.F_DECODING] = 0.0
+            pool[sl, F.F_SERVER] = s
+            if pool[sl, F.F_START] < 0.0:
+                pool[sl, F.F_START] = t
             stf[S.S_ADMSEQ] += 1.0
-            pool[sl, Q.F_ADMSEQ] = stf[S.S_ADMSEQ]
+            pool[sl, F.F_ADMSEQ] = stf[S.S_ADMSEQ]
             _adm_push(pool, srv, adm, s, sl, np.int64(stf[S.S_ADMSEQ]))
             pref[s, npf] = sl
-            q = pool[sl, Q.F_PEFF]
+            q = pool[sl, F.F_PEFF]
             if q > budget:
                 q = budget
             qbuf[npf] = q
@@ -416,7 +366,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     ctx = srv[s, V_CTX]
     if npf == 0 and dec > 0.0:
         # 4a. decode-only: a run of iterations up to the next event, in closed form
-        m = np.int64(pool[dheap[s, 0], Q.F_TARGET] - steps)
+        m = np.int64(pool[dheap[s, 0], F.F_TARGET] - steps)
         if on_demand and kv_tokens < np.inf:
             # m iterations take at most ceil(m / bs) new blocks per sequence
             mk = np.int64((kv_tokens - srv[s, V_KVU]) // (bs * dec)) * np.int64(bs)
@@ -452,22 +402,22 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     k = 0
     for j in range(npf):
         sl = pref[s, j]
-        pool[sl, Q.F_PREFILLED] += qbuf[j]
-        if pool[sl, Q.F_PREFILLED] >= pool[sl, Q.F_PEFF]:
-            g = pool[sl, Q.F_DONE] + 1.0
-            pool[sl, Q.F_DONE] = g
-            if pool[sl, Q.F_TTFT] < 0.0:
-                pool[sl, Q.F_TTFT] = te
-            n = pool[sl, Q.F_OUT]
+        pool[sl, F.F_PREFILLED] += qbuf[j]
+        if pool[sl, F.F_PREFILLED] >= pool[sl, F.F_PEFF]:
+            g = pool[sl, F.F_DONE] + 1.0
+            pool[sl, F.F_DONE] = g
+            if pool[sl, F.F_TTFT] < 0.0:
+                pool[sl, F.F_TTFT] = te
+            n = pool[sl, F.F_OUT]
             if g < n:
-                pool[sl, Q.F_DECODING] = 1.0
-                pool[sl, Q.F_BASE] = g - steps
-                pool[sl, Q.F_TARGET] = n - (g - steps)
-                pool[sl, Q.F_HBASE] = pool[sl, Q.F_HELD] - steps
+                pool[sl, F.F_DECODING] = 1.0
+                pool[sl, F.F_BASE] = g - steps
+                pool[sl, F.F_TARGET] = n - (g - steps)
+                pool[sl, F.F_HBASE] = pool[sl, F.F_HELD] - steps
                 srv[s, V_DEC] += 1.0
-                srv[s, V_CTX] += pool[sl, Q.F_PROMPT] + g
+                srv[s, V_CTX] += pool[sl, F.F_PROMPT] + g
             else:
-                pool[sl, Q.F_TARGET] = steps  # done: freed at the next boundary
+                pool[sl, F.F_TARGET] = steps  # done: freed at the next boundary
             _dpush(pool, srv, dheap, s, sl)
         else:
             pref[s, k] = sl
@@ -481,7 +431,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
 def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
     arr, prompt, out, pred, final,
     sti, stf, qsamp,
-    pool, ring, heap, hpos, free, qi,
+    pool, ring, heap, free, qi,
     srv, dheap, adm, pref, qbuf, prm, cst,
     sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
 ):  # fmt: skip
@@ -525,7 +475,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
                     sti[S.I_DONE] += 1
                 continue
             slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
-            Q.push(pool, ring, heap, hpos, qi, slot, order, guard)
+            Q.push(pool, ring, heap, qi, slot, order, guard)
             S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
             s = -1
             for j in range(c):  # an idle server starts at once
@@ -543,9 +493,83 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
             na = a
         # one call site: _iteration is inlined once (compile time), for both kinds of event
         ch = _iteration(
-            s, t_ev, na, sti, stf, pool, ring, heap, hpos, free, qi,
+            s, t_ev, na, sti, stf, pool, ring, heap, free, qi,
             srv, dheap, adm, pref, qbuf, prm, cst,
             sums, counts, hist, maxima, fbuf, ibuf, rec,
         )  # fmt: skip
         if ch:
             _interrupt(s, t_ev, srv, max_batch, cst)
+
+
+NO_CAP_RUN = 1 << 30  # max_batch of a policy without one
+
+
+class ContinuousFormer:
+    """The driver of :func:`run_continuous` (module docstring): the servers' arrays, the policy's
+    numbers, and the growth of the per-server arrays with the queue when the batch has no cap."""
+
+    whole_tokens = True  # iterations generate whole tokens
+    has_tpot = True
+
+    def __init__(
+        self,
+        policy: Policy,
+        latency: Any,
+        batch_time_table: np.ndarray | None,
+        workload: Any,
+        seed: Any,
+        run: S.Run,
+    ) -> None:
+        self.step_law = step_coefficients(latency, batch_time_table)
+        self.max_batch = policy.bmax if policy.bmax is not None else NO_CAP_RUN
+        mb = self.max_batch if self.max_batch < NO_CAP_RUN else run.queue_cap
+        self.c = int(policy.servers)
+        self.srv, self.dheap, self.adm, self.pref, self.qbuf = new_servers(self.c, mb)
+        guard = policy.guard_s is not None
+        guard_s = policy.guard_s if policy.guard_s is not None else math.inf
+        self.prm = policy_params(
+            float(self.max_batch),
+            float(policy.kv_tokens) if policy.kv_tokens is not None else math.inf,
+            policy.admission == "on_demand",
+            float(policy.max_batched_tokens) if policy.max_batched_tokens is not None else math.inf,
+            Q.check_order(policy.order),
+            guard,
+            guard_s,
+            run.warmup,
+            run.n_req,
+            run.nbat,
+            int(policy.block_size),
+        )
+
+    def step(
+        self,
+        run: S.Run,
+        arr: np.ndarray,
+        prompt: np.ndarray,
+        out: np.ndarray,
+        pred: np.ndarray,
+        final: bool,
+    ) -> int:
+        """One call of the kernel over the arrivals in hand; grows what it asked for."""
+        code = run_continuous(
+            arr, prompt, out, pred, final, run.sti, run.stf, run.qsamp,
+            run.pool, run.ring, run.heap, run.free, run.qi,
+            self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.prm, self.step_law,
+            run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec, run.id_cap,
+        )  # fmt: skip
+        if code == S.GROW:
+            run.grow_queue()
+            if self.max_batch >= NO_CAP_RUN:  # unlimited batch: room for everyone in the system
+                old = (self.dheap, self.adm, self.pref)
+                srv_keep = self.srv
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf = new_servers(
+                    self.c, run.queue_cap
+                )
+                self.srv[:] = srv_keep
+                self.dheap[:, : old[0].shape[1]] = old[0]
+                self.adm[:, : old[1].shape[1]] = old[1]
+                self.pref[:, : old[2].shape[1]] = old[2]
+        return int(code)
+
+    def finish(self, run: S.Run) -> None:
+        """Continuous batching records every completion when it happens: nothing is pending."""

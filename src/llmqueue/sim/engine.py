@@ -7,9 +7,11 @@ Where things live (one compiled part per concern):
 - the workload, a request table generated chunk by chunk: :mod:`llmqueue.sim.workload`;
 - the queue order (fcfs / sjf / spjf, starvation guard): :mod:`llmqueue.sim.queue`;
 - the time law (Eq. 18 / 26 batches, the iteration step law): :mod:`llmqueue.sim.timelaw`;
-- the batch former: two compiled event loops, :mod:`llmqueue.sim.static` (``none``, ``dynamic``,
-  ``fixed``, ``elastic``) and :mod:`llmqueue.sim.continuous` (iteration-level scheduling), with
-  their shared run state in :mod:`llmqueue.sim.state`;
+- the batch former: one compiled event loop and its Python driver per module,
+  :mod:`llmqueue.sim.static` (``none``, ``dynamic``, ``fixed``, ``elastic``),
+  :mod:`llmqueue.sim.continuous` (iteration-level scheduling) and :mod:`llmqueue.sim.multibin`,
+  chosen by name in :data:`FORMERS` (the names and their codes come from
+  :data:`llmqueue.policy.BATCHING`), with the arrays of a run in :class:`llmqueue.sim.state.Run`;
 - the recorder and the result: :mod:`llmqueue.sim.recorder`, :mod:`llmqueue.sim.result`.
 
 Static batch formers (the paper's Sec. IV, each request with its own length): when a server frees
@@ -52,22 +54,22 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
-from llmqueue.policy import Policy
+from llmqueue.policy import BATCHING, Policy
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
-from llmqueue.sim.continuous import new_servers, policy_params, run_continuous
-from llmqueue.sim.multibin import equal_probability_edges, grow_ready, new_bins, run_multibin
-from llmqueue.sim.recorder import bit_view, finish, new_arrays
+from llmqueue.sim.continuous import ContinuousFormer
+from llmqueue.sim.multibin import MultiBinFormer
+from llmqueue.sim.recorder import finish
 from llmqueue.sim.result import SimResult
 from llmqueue.sim.rng import check_seed
-from llmqueue.sim.static import DYNAMIC, ELASTIC, FIXED, NONE, run_static
+from llmqueue.sim.static import StaticFormer
+from llmqueue.sim.timelaw import static_law
 from llmqueue.sim.workload import Workload
 
 __all__ = [
@@ -75,22 +77,12 @@ __all__ = [
     "DEFAULT_WARMUP",
     "DEFAULT_BATCHES",
     "static_law",
-    "EngineSettings",
+    "FORMERS",
     "PER_REQUEST_COLUMNS",
 ]
 
 DEFAULT_WARMUP = 100_000
 DEFAULT_BATCHES = 40
-CONTINUOUS, MULTIBIN = 4, 5
-FORMERS = {
-    "none": NONE,
-    "dynamic": DYNAMIC,
-    "fixed": FIXED,
-    "elastic": ELASTIC,
-    "continuous": CONTINUOUS,
-    "multibin": MULTIBIN,
-}
-NO_CAP_RUN = 1 << 30
 PER_REQUEST_COLUMNS = (
     "id",
     "arrival_s",
@@ -105,51 +97,44 @@ PER_REQUEST_COLUMNS = (
 _CHUNK_FIELDS = ("arrival_s", "prompt", "output", "pred")
 
 
-@dataclass(frozen=True)
-class EngineSettings:
-    """What the compiled loop reads of a policy and a time law (derived, validated)."""
+class Former(Protocol):
+    """A batch former's driver: built from the policy, the time law (checked: each former takes
+    its own kind of law), the workload and the run's arrays; ``step`` calls its compiled loop over
+    the arrivals in hand and returns its code (:mod:`llmqueue.sim.state`), having grown whatever
+    the loop asked for; ``finish`` settles what is still in service when the run ends."""
 
-    former: int
-    law_kind: int
-    kcoef: np.ndarray
-    table: np.ndarray
-    step: np.ndarray
+    whole_tokens: bool  # requests carry whole token counts (iteration-level scheduling)
+    has_tpot: bool  # it records the time per output token
+
+    def step(
+        self,
+        run: S.Run,
+        arr: np.ndarray,
+        prompt: np.ndarray,
+        out: np.ndarray,
+        pred: np.ndarray,
+        final: bool,
+    ) -> int: ...
+
+    def finish(self, run: S.Run) -> None: ...
 
 
-def static_law(latency: BatchLatency | LinearLatency) -> np.ndarray:
-    """Eq. (18) coefficients (k1, k2, k3, k4) of a batch law; a single-request law S = a*N + b0
-    is the batch law of one request: (0, b0, 0, a)."""
-    if isinstance(latency, BatchLatency):
-        return np.array([latency.k1, latency.k2, latency.k3, latency.k4], dtype=float)
-    return np.array([0.0, latency.b0_s, 0.0, latency.a_s_per_token], dtype=float)
+# The driver of every batch former of the registry (llmqueue.policy.BATCHING), by name.
+FORMERS: dict[str, Any] = {
+    "none": StaticFormer,
+    "dynamic": StaticFormer,
+    "fixed": StaticFormer,
+    "elastic": StaticFormer,
+    "continuous": ContinuousFormer,
+    "multibin": MultiBinFormer,
+}
 
 
-def _settings(policy: Policy, latency: Any, batch_time_table: np.ndarray | None) -> EngineSettings:
-    if not isinstance(policy, Policy):
-        raise InputError(f"policy must be a llmqueue.policy.Policy, got {type(policy).__name__}")
-    former = FORMERS[policy.kind]
-    empty = np.zeros(1)
-    if former == CONTINUOUS:
-        if not isinstance(latency, StepLaw):
-            raise InputError(
-                "continuous batching needs a step law (llmqueue.latency.StepLaw: c0, c_tok, c_ctx), "
-                f"got {type(latency).__name__}"
-            )
-        if batch_time_table is not None:
-            raise InputError("a fixed batch-time table applies to static batches only")
-        step = np.array([latency.c0_s, latency.c_tok_s, latency.c_ctx_s], dtype=float)
-        return EngineSettings(former, 0, np.zeros(4), empty, step)
-    if not isinstance(latency, (BatchLatency, LinearLatency)):
-        raise InputError(
-            f"batching {policy.kind} needs a batch law (Eq. 18: llmqueue.latency.BatchLatency) or "
-            f"a single-request law (LinearLatency), got {type(latency).__name__}"
-        )
-    if batch_time_table is not None:
-        if policy.elastic:
-            raise InputError("fixed-T mode applies to padded batches (dynamic, fixed), not elastic")
-        tab = np.asarray(batch_time_table, dtype=float)
-        return EngineSettings(former, 1, static_law(latency), tab, np.zeros(3))
-    return EngineSettings(former, 0, static_law(latency), empty, np.zeros(3))
+def _driver(kind: str) -> Any:
+    if kind not in FORMERS:
+        known = ", ".join(k for k in BATCHING if k in FORMERS)
+        raise InputError(f"batching {kind!r} has no driver in llmqueue.sim.engine; known: {known}")
+    return FORMERS[kind]
 
 
 def _truncated(gen: Any, n: int) -> Any:
@@ -209,7 +194,9 @@ def run(
 
     Returns a :class:`SimResult` (wait, response = JCT, ttft; tpot for continuous batching).
     """
-    st = _settings(policy, latency, batch_time_table)
+    if not isinstance(policy, Policy):
+        raise InputError(f"policy must be a llmqueue.policy.Policy, got {type(policy).__name__}")
+    driver = _driver(policy.kind)
     if not isinstance(workload, Workload):
         raise InputError(
             f"workload must be a llmqueue.sim.workload.Workload, got {type(workload).__name__}"
@@ -231,68 +218,21 @@ def run(
             f"the workload holds {workload.total} requests; warmup + requests = {total} needs more "
             "(lower --requests / warmup)"
         )
-    n_req, nbat = int(requests), int(batches)
-    sti, stf, qsamp = S.new_state(nbat)
-    pool, ring, heap, hpos, free, qi = Q.new_queue(1024)
-    sums, counts, hist, maxima = new_arrays(S.N_METRICS, nbat)
-    fbuf, ibuf = bit_view()
     if per_request and total > 10**7:
         raise InputError(f"per_request keeps at most 10**7 requests; this run has {total}")
-    rec = np.full((2 * total if per_request else 0, 4), np.nan)
-    kept: list[Any] = []
-    order = Q.ORDERS[policy.order]
-    guard = policy.guard_s is not None
-    guard_s = policy.guard_s if policy.guard_s is not None else math.inf
-    id_cap = 2 * total
-    c = int(policy.servers)
-    cont = st.former == CONTINUOUS
-    gen = workload.chunks(seed, int(chunk), cont)
+    n_req, nbat = int(requests), int(batches)
+    run_state = S.Run.new(int(warmup), n_req, nbat, 2 * total if per_request else 0)
+    gen = workload.chunks(seed, int(chunk), driver.whole_tokens)
     if last_arrival is not None:
         if not _is_int(last_arrival) or last_arrival < total:
             raise InputError(f"last_arrival must be an integer >= warmup + requests = {total}")
         gen = _truncated(gen, int(last_arrival))
     nxt = next(gen, None)
+    former: Former = driver(policy, latency, batch_time_table, workload, seed, run_state)
+    kept: list[Any] = []
     arrays = [np.zeros(0) for _ in range(4)]
     final = False
-    if cont:
-        max_batch = policy.bmax if policy.bmax is not None else NO_CAP_RUN
-        mb = max_batch if max_batch < NO_CAP_RUN else int(qi[Q.Q_CAP])
-        srv, dheap, adm, pref, qbuf = new_servers(c, mb)
-        kv = float(policy.kv_tokens) if policy.kv_tokens is not None else math.inf
-        max_tok = (
-            float(policy.max_batched_tokens) if policy.max_batched_tokens is not None else math.inf
-        )
-        on_demand = policy.admission == "on_demand"
-        pparams = policy_params(
-            float(max_batch),
-            kv,
-            on_demand,
-            max_tok,
-            order,
-            guard,
-            guard_s,
-            int(warmup),
-            n_req,
-            nbat,
-            int(policy.block_size),
-        )
-    else:
-        cap_b = int(min(policy.cap, 1 << 30))
-        nb0 = int(min(cap_b, 64)) if policy.kind not in ("fixed", "multibin") else policy.k
-        free_at = np.zeros(c)
-        pend_t = np.zeros((c, nb0))
-        pend_tok = np.zeros((c, nb0))
-        pend_n = np.zeros(c, dtype=np.int64)
-        slots = np.zeros(nb0, dtype=np.int64)
-        lengths, comp = np.zeros(nb0), np.zeros(nb0)
-        idx = np.zeros(nb0, dtype=np.int64)
-        if st.former == MULTIBIN:
-            if policy.bin_edges is not None:
-                edges = np.asarray(policy.bin_edges, dtype=float)
-            else:
-                edges = equal_probability_edges(workload, policy.bins, seed)
-            bins, bcnt, ready, rbatch, rs = new_bins(policy.bins, policy.k, int(qi[Q.Q_CAP]))
-            flush = policy.flush_s if policy.flush_s is not None else math.inf
+    sti = run_state.sti
     code = S.NEED_MORE
     while True:
         if code == S.NEED_MORE:
@@ -308,76 +248,20 @@ def run(
                 final = nxt is None
             sti[S.I_POS] = 0
         arr, prm, out, pred = arrays
-        if cont:
-            code = run_continuous(
-                arr, prm, out, pred, final, sti, stf, qsamp,
-                pool, ring, heap, hpos, free, qi,
-                srv, dheap, adm, pref, qbuf, pparams, st.step,
-                sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
-            )  # fmt: skip
-            if code == S.GROW:
-                pool, ring, heap, hpos, free = Q.grow(pool, ring, heap, hpos, free, qi)
-                if max_batch >= NO_CAP_RUN:  # unlimited batch: room for everyone in the system
-                    old = (dheap, adm, pref)
-                    srv_keep = srv
-                    srv, dheap, adm, pref, qbuf = new_servers(c, int(qi[Q.Q_CAP]))
-                    srv[:] = srv_keep
-                    dheap[:, : old[0].shape[1]] = old[0]
-                    adm[:, : old[1].shape[1]] = old[1]
-                    pref[:, : old[2].shape[1]] = old[2]
-                continue
-        elif st.former == MULTIBIN:
-            code = run_multibin(
-                arr, prm, out, pred, final, sti, stf, qsamp,
-                pool, free, qi,
-                free_at, pend_t, pend_tok, pend_n,
-                edges, bins, bcnt, ready, rbatch, rs, flush,
-                st.law_kind, st.kcoef, st.table,
-                lengths, comp, idx, slots,
-                sums, counts, hist, maxima, fbuf, ibuf, rec, int(warmup), n_req, nbat, id_cap,
-            )  # fmt: skip
-            if code == S.GROW:
-                pool, ring, heap, hpos, free = Q.grow(pool, ring, heap, hpos, free, qi)
-                ready, rbatch = grow_ready(ready, rbatch, rs, int(qi[Q.Q_CAP]))
-                continue
-        else:
-            code = run_static(
-                arr, prm, out, pred, final, sti, stf, qsamp,
-                pool, ring, heap, hpos, free, qi,
-                free_at, pend_t, pend_tok, pend_n,
-                st.former, cap_b, policy.threshold, order, guard, guard_s,
-                st.law_kind, st.kcoef, st.table,
-                slots, lengths, comp, idx,
-                sums, counts, hist, maxima, fbuf, ibuf, rec, int(warmup), n_req, nbat, id_cap,
-            )  # fmt: skip
-            if code == S.GROW:
-                pool, ring, heap, hpos, free = Q.grow(pool, ring, heap, hpos, free, qi)
-                continue
-            if code == S.BUF:
-                nb = 2 * slots.size
-                while nb < min(qi[Q.Q_LEN], cap_b):
-                    nb *= 2
-                slots = np.zeros(nb, dtype=np.int64)
-                lengths, comp = np.zeros(nb), np.zeros(nb)
-                idx = np.zeros(nb, dtype=np.int64)
-                pt, pk = np.zeros((c, nb)), np.zeros((c, nb))
-                pt[:, : pend_t.shape[1]] = pend_t
-                pk[:, : pend_tok.shape[1]] = pend_tok
-                pend_t, pend_tok = pt, pk
-                continue
+        code = former.step(run_state, arr, prm, out, pred, final)
         if code in (S.DONE, S.CAP):
             break
-    if not cont:  # the batches still in service
-        for s in range(c):
-            for j in range(int(pend_n[s])):
-                t = pend_t[s, j]
-                if (
-                    sti[S.I_FIRST_KNOWN]
-                    and t >= stf[S.S_WIN0]
-                    and (not sti[S.I_LAST_KNOWN] or t <= stf[S.S_WIN1])
-                ):
-                    sti[S.I_COMPLETED] += 1
-                    stf[S.S_TOK] += pend_tok[s, j]
+    former.finish(run_state)
+    return _result(run_state, policy, former, code, kept if per_request else None)
+
+
+def _result(
+    rs: S.Run, policy: Policy, former: Former, code: int, kept: list[Any] | None
+) -> SimResult:
+    """The :class:`SimResult` of a finished run (stability verdict, window rates, metrics)."""
+    sti, stf, qi = rs.sti, rs.stf, rs.qi
+    n_req = rs.n_req
+    total = rs.warmup + n_req
     notes = []
     unstable = code == S.CAP
     if code == S.CAP:
@@ -391,7 +275,7 @@ def run(
             f"{n_req - served} measured requests were never served (no arrivals left to fill a batch)"
         )
     q_end = int(qi[Q.Q_LEN])
-    samples = qsamp[qsamp >= 0].astype(float)
+    samples = rs.qsamp[rs.qsamp >= 0].astype(float)
     trend = _spearman(samples)
     if q_end > 0.01 * n_req + 100 and trend > 0.8:
         unstable = True
@@ -401,21 +285,21 @@ def run(
     win = float(stf[S.S_WIN1] - stf[S.S_WIN0]) if sti[S.I_LAST_KNOWN] else math.nan
     n_batches = float(stf[S.S_NB])
     kv_util = math.nan
-    if cont and policy.kv_tokens is not None and stf[S.S_SUMD] > 0:
+    if policy.kv_tokens is not None and stf[S.S_SUMD] > 0:
         kv_util = float(stf[S.S_KVINT]) / (float(policy.kv_tokens) * float(stf[S.S_SUMD]))
-    metrics = [finish(sums, counts, hist, maxima, m) for m in range(S.N_METRICS)]
+    metrics = [finish(rs.sums, rs.counts, rs.hist, rs.maxima, m) for m in range(S.N_METRICS)]
     table = None
-    if per_request:
+    if kept is not None:
         n_seen = int(sti[S.I_NEXT_ID]) if kept else 0
         cols = [np.concatenate([getattr(k, f) for k in kept])[:n_seen] for f in _CHUNK_FIELDS]
-        table = np.column_stack([np.arange(n_seen, dtype=float), *cols, rec[:n_seen]])
-    has_ttft = counts[S.M_TTFT].sum() > 0
+        table = np.column_stack([np.arange(n_seen, dtype=float), *cols, rs.rec[:n_seen]])
+    has_ttft = rs.counts[S.M_TTFT].sum() > 0
     return SimResult(
         n_req,
         metrics[S.M_WAIT],
         response=metrics[S.M_RESP],
         ttft=metrics[S.M_TTFT] if has_ttft else None,
-        tpot=metrics[S.M_TPOT] if cont else None,
+        tpot=metrics[S.M_TPOT] if former.has_tpot else None,
         throughput_per_s=float(sti[S.I_COMPLETED]) / win if win > 0 else math.nan,
         tokens_per_s=float(stf[S.S_TOK]) / win if win > 0 else math.nan,
         mean_batch=float(stf[S.S_SUMB]) / n_batches if n_batches > 0 else math.nan,

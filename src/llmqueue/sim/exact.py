@@ -37,7 +37,7 @@ from llmqueue.analytic.priority import (
 )
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
-from llmqueue.policy import ORDERS, Policy
+from llmqueue.policy import Policy, order_code
 from llmqueue.sim.engine import static_law
 from llmqueue.sim.predictors import Oracle
 from llmqueue.sim.workload import PoissonWorkload, TraceWorkload, Workload
@@ -93,8 +93,7 @@ ROW_FORMULAS: dict[str, RowFormula] = {"fcfs": _fcfs_rows, "sjf": _sjf_rows, "sp
 
 
 def _known(order: str) -> str:
-    if order not in ORDERS:
-        raise InputError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    order_code(order)  # InputError for a name outside the registry
     return order
 
 

@@ -16,18 +16,21 @@ starts (their reply time is known then), as in :mod:`llmqueue.sim.static`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from numba import njit
 
+from llmqueue.policy import Policy
+from llmqueue.sim import fields as F
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
-from llmqueue.sim.static import start_batch
-from llmqueue.sim.timelaw import batch_time
+from llmqueue.sim.static import count_pending, start_batch
+from llmqueue.sim.timelaw import StaticLaw, batch_time, static_settings
 
-__all__ = ["run_multibin", "new_bins", "grow_ready", "equal_probability_edges"]
+__all__ = ["run_multibin", "new_bins", "grow_ready", "equal_probability_edges", "MultiBinFormer"]
 
 
 def new_bins(k: int, b: int, cap: int) -> tuple[np.ndarray, ...]:
@@ -132,7 +135,7 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         if flush_s < np.inf:
             for j in range(k):
                 if bcnt[j] > 0:
-                    tj = pool[bins[j, 0], Q.F_ARR] + flush_s
+                    tj = pool[bins[j, 0], F.F_ARR] + flush_s
                     if tj < t_flush:
                         t_flush = tj
                         jf = j
@@ -157,7 +160,7 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 rs[0] = (rs[0] + 1) % cap
                 rs[1] -= 1
                 slots[i] = sl
-                lengths[i] = pool[sl, Q.F_OUT]
+                lengths[i] = pool[sl, F.F_OUT]
             qi[Q.Q_LEN] -= b
             d, t1 = batch_time(law_kind, kcoef, table, lengths, b, False, comp, idx)
             start_batch(
@@ -184,3 +187,66 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 _form(bins, bcnt, j, ready, rbatch, rs, t_arr)
         else:
             _form(bins, bcnt, jf, ready, rbatch, rs, t_flush)
+
+
+class MultiBinFormer:
+    """The driver of :func:`run_multibin` (module docstring): bins, the ready rings, the
+    servers' pending batches, and their growth with the queue's pool."""
+
+    whole_tokens = False
+    has_tpot = False
+
+    def __init__(
+        self,
+        policy: Policy,
+        latency: Any,
+        batch_time_table: np.ndarray | None,
+        workload: Any,
+        seed: Any,
+        run: S.Run,
+    ) -> None:
+        self.law: StaticLaw = static_settings(policy, latency, batch_time_table)
+        c, b = int(policy.servers), policy.k
+        self.free_at = np.zeros(c)
+        self.pend_t = np.zeros((c, b))
+        self.pend_tok = np.zeros((c, b))
+        self.pend_n = np.zeros(c, dtype=np.int64)
+        self.slots = np.zeros(b, dtype=np.int64)
+        self.lengths, self.comp = np.zeros(b), np.zeros(b)
+        self.idx = np.zeros(b, dtype=np.int64)
+        if policy.bin_edges is not None:
+            self.edges = np.asarray(policy.bin_edges, dtype=float)
+        else:
+            self.edges = equal_probability_edges(workload, policy.bins, seed)
+        self.bins, self.bcnt, self.ready, self.rbatch, self.rs = new_bins(
+            policy.bins, b, run.queue_cap
+        )
+        self.flush = policy.flush_s if policy.flush_s is not None else math.inf
+
+    def step(
+        self,
+        run: S.Run,
+        arr: np.ndarray,
+        prompt: np.ndarray,
+        out: np.ndarray,
+        pred: np.ndarray,
+        final: bool,
+    ) -> int:
+        """One call of the kernel over the arrivals in hand; grows what it asked for."""
+        code = run_multibin(
+            arr, prompt, out, pred, final, run.sti, run.stf, run.qsamp,
+            run.pool, run.free, run.qi,
+            self.free_at, self.pend_t, self.pend_tok, self.pend_n,
+            self.edges, self.bins, self.bcnt, self.ready, self.rbatch, self.rs, self.flush,
+            self.law.kind, self.law.kcoef, self.law.table,
+            self.lengths, self.comp, self.idx, self.slots,
+            run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
+            run.warmup, run.n_req, run.nbat, run.id_cap,
+        )  # fmt: skip
+        if code == S.GROW:
+            run.grow_queue()
+            self.ready, self.rbatch = grow_ready(self.ready, self.rbatch, self.rs, run.queue_cap)
+        return int(code)
+
+    def finish(self, run: S.Run) -> None:
+        count_pending(run, self.pend_t, self.pend_tok, self.pend_n)

@@ -4,9 +4,9 @@ Requests live in a *slot pool* while they wait or run (``pool[slot, field]``, fi
 slots are recycled through a free stack, so memory follows the number in the system, not the
 run length). The waiting ones are ordered by the policy's order code:
 
-- ``FCFS`` (0): by arrival (a ring of slots);
-- ``SJF`` (1): by true output tokens, ties by arrival (a binary heap);
-- ``SPJF`` (2): by predicted output tokens, ties by arrival (the same heap, another key).
+- ``FCFS``: by arrival (a ring of slots);
+- ``SJF``: by true output tokens, ties by arrival (a binary heap);
+- ``SPJF``: by predicted output tokens, ties by arrival (the same heap, another key).
 
 Non-preemptive: the order only chooses among waiting requests. A request put back by a
 preemption (:func:`push_front`) goes before every other waiting request whatever the order.
@@ -15,10 +15,16 @@ waited longer than ``guard_s`` is served by age first (oldest overdue first); th
 then kept beside an arrival-order ring with lazy deletion (an entry is live while its slot still
 holds the same request id and that request still waits).
 
+The order codes are the positions of the names in :data:`llmqueue.policy.ORDERS`; the compiled
+branches below exist for :data:`COMPILED_ORDERS` only (the engine refuses any other code before a
+run). A new order is a registry entry and its branch in :func:`_key` (its sort key) and, when it
+is not a key order, in :func:`select` / :func:`remove`.
+
 All functions are ``inline='always'`` Numba functions over arrays (no Python objects): the
-pool (float64[cap, NF]), ring (int64[cap, 2]: slot, id), heap and hpos (int64[cap]), free
-(int64[cap]) and the integer state ``qi`` (int64[QI_SIZE]). Growth is the caller's job
-(:func:`grow` when ``qi[Q_NFREE] == 0``), because it replaces the arrays.
+pool (float64[cap, NF], fields :mod:`llmqueue.sim.fields`), ring (int64[cap, 2]: slot, id), heap
+(int64[cap], :mod:`llmqueue.sim.heap`), free (int64[cap]) and the integer state ``qi``
+(int64[QI_SIZE]). Growth is the caller's job (:func:`grow` when ``qi[Q_NFREE] == 0``), because it
+replaces the arrays.
 """
 
 from __future__ import annotations
@@ -26,32 +32,34 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from llmqueue.errors import InputError
+from llmqueue.policy import order_code
+from llmqueue.sim import heap as H
+from llmqueue.sim.fields import (
+    F_ARR,
+    F_DECODING,
+    F_DONE,
+    F_FRONT,
+    F_HELD,
+    F_ID,
+    F_OUT,
+    F_PEFF,
+    F_PRED,
+    F_PREFILLED,
+    F_PROMPT,
+    F_SERVER,
+    F_START,
+    F_TTFT,
+    F_WAITING,
+    NF,
+)
+
 __all__ = [
     "FCFS",
     "SJF",
     "SPJF",
-    "ORDERS",
-    "NF",
-    "F_ARR",
-    "F_PROMPT",
-    "F_OUT",
-    "F_PRED",
-    "F_ID",
-    "F_WAITING",
-    "F_FRONT",
-    "F_DONE",
-    "F_TTFT",
-    "F_START",
-    "F_PREFILLED",
-    "F_SERVER",
-    "F_PEFF",
-    "F_HELD",
-    "F_DECODING",
-    "F_BASE",
-    "F_TARGET",
-    "F_HBASE",
-    "F_HPOS",
-    "F_ADMSEQ",
+    "COMPILED_ORDERS",
+    "check_order",
     "QI_SIZE",
     "Q_LEN",
     "Q_NFREE",
@@ -66,31 +74,18 @@ __all__ = [
     "oldest_arrival",
 ]
 
-FCFS, SJF, SPJF = 0, 1, 2
-ORDERS = {"fcfs": FCFS, "sjf": SJF, "spjf": SPJF}
+FCFS, SJF, SPJF = order_code("fcfs"), order_code("sjf"), order_code("spjf")
+COMPILED_ORDERS = (FCFS, SJF, SPJF)
 
-# pool fields
-F_ARR = 0  # arrival time (s)
-F_PROMPT = 1  # prompt tokens
-F_OUT = 2  # output tokens (true)
-F_PRED = 3  # predicted output tokens
-F_ID = 4  # request id (arrival index, exact in float64 below 2**53)
-F_WAITING = 5  # 1 while in the queue
-F_FRONT = 6  # 1 when put back by a preemption (goes first)
-F_DONE = 7  # output tokens generated so far (continuous batching)
-F_TTFT = 8  # time of its first token (-1 before)
-F_START = 9  # time it was first admitted / its batch started (-1 before)
-F_PREFILLED = 10  # prompt (+ recomputed) tokens prefilled so far in its current admission
-F_SERVER = 11  # server it runs on (-1 while waiting)
-F_PEFF = 12  # tokens its current prefill covers: prompt + tokens generated before a preemption
-F_HELD = 13  # KV-cache tokens it holds (continuous batching)
-F_DECODING = 14  # 1 once its (re)prefill is done and it decodes (continuous batching)
-F_BASE = 15  # decoding: tokens generated = server's decode steps + F_BASE
-F_TARGET = 16  # decoding: the server's decode-step count at which it has all its tokens
-F_HBASE = 17  # decoding, on-demand KV: tokens held = server's decode steps + F_HBASE
-F_HPOS = 18  # its position in its server's completion heap
-F_ADMSEQ = 19  # admission sequence number (tells a live admission-stack entry from a stale one)
-NF = 20
+
+def check_order(name: str) -> int:
+    """The code of queue order `name`, refused (InputError) when the registry does not know it or
+    this module has no compiled branch for it: an unknown order never falls back to another."""
+    code = order_code(name)
+    if code not in COMPILED_ORDERS:
+        raise InputError(f"order {name!r} has no compiled branch in llmqueue.sim.queue")
+    return code
+
 
 # integer state
 Q_HEAD = 0  # ring head
@@ -103,20 +98,19 @@ QI_SIZE = 6
 
 
 def new_queue(cap: int = 1024) -> tuple[np.ndarray, ...]:
-    """(pool, ring, heap, hpos, free, qi) with `cap` slots, all free."""
+    """(pool, ring, heap, free, qi) with `cap` slots, all free."""
     pool = np.zeros((cap, NF))
     ring = np.zeros((cap, 2), dtype=np.int64)
     heap = np.zeros(cap, dtype=np.int64)
-    hpos = np.full(cap, -1, dtype=np.int64)
     free = np.arange(cap - 1, -1, -1, dtype=np.int64)
     qi = np.zeros(QI_SIZE, dtype=np.int64)
     qi[Q_NFREE] = cap
     qi[Q_CAP] = cap
-    return pool, ring, heap, hpos, free, qi
+    return pool, ring, heap, free, qi
 
 
 @njit(cache=True, nogil=True)
-def grow(pool, ring, heap, hpos, free, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def grow(pool, ring, heap, free, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Double the capacity (call when no slot is free); returns the new arrays."""
     cap = qi[Q_CAP]
     ncap = 2 * cap
@@ -130,8 +124,6 @@ def grow(pool, ring, heap, hpos, free, qi):  # type: ignore[no-untyped-def]  # n
         nring[i, 1] = ring[j, 1]
     nheap = np.zeros(ncap, dtype=np.int64)
     nheap[:cap] = heap
-    nhpos = np.full(ncap, -1, dtype=np.int64)
-    nhpos[:cap] = hpos
     nfree = np.zeros(ncap, dtype=np.int64)
     nf = 0
     for s in range(ncap - 1, cap - 1, -1):
@@ -140,7 +132,7 @@ def grow(pool, ring, heap, hpos, free, qi):  # type: ignore[no-untyped-def]  # n
     qi[Q_HEAD] = 0
     qi[Q_NFREE] = nf
     qi[Q_CAP] = ncap
-    return npool, nring, nheap, nhpos, nfree
+    return npool, nring, nheap, nfree
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -172,54 +164,6 @@ def release(pool, free, qi, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
     pool[s, F_ID] = -1.0
     free[qi[Q_NFREE]] = s
     qi[Q_NFREE] += 1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _before(pool, a, b, key):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Heap order: preempted first, then the smaller key, then the earlier arrival."""
-    fa = pool[a, F_FRONT]
-    fb = pool[b, F_FRONT]
-    if fa != fb:
-        return fa > fb
-    ka = pool[a, key]
-    kb = pool[b, key]
-    if ka != kb:
-        return ka < kb
-    return pool[a, F_ID] < pool[b, F_ID]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _sift_up(pool, heap, hpos, i, key):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    s = heap[i]
-    while i > 0:
-        p = (i - 1) >> 1
-        if _before(pool, s, heap[p], key):
-            heap[i] = heap[p]
-            hpos[heap[i]] = i
-            i = p
-        else:
-            break
-    heap[i] = s
-    hpos[s] = i
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _sift_down(pool, heap, hpos, n, i, key):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    s = heap[i]
-    while True:
-        c = 2 * i + 1
-        if c >= n:
-            break
-        if c + 1 < n and _before(pool, heap[c + 1], heap[c], key):
-            c += 1
-        if _before(pool, heap[c], s, key):
-            heap[i] = heap[c]
-            hpos[heap[i]] = i
-            i = c
-        else:
-            break
-    heap[i] = s
-    hpos[s] = i
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -257,21 +201,21 @@ def _ring_clean(pool, ring, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 @njit(cache=True, nogil=True, inline="always")
 def _key(order):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    return F_OUT if order == 1 else F_PRED
+    """The pool field a heap order sorts by (SJF: true output tokens; SPJF: predicted)."""
+    if order == SJF:
+        return F_OUT
+    return F_PRED
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _enqueue(pool, ring, heap, hpos, qi, s, order, guard, front):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def _enqueue(pool, ring, heap, qi, s, order, guard, front):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Mark request s waiting and put it in the order's structure: the (S)PJF heap, and the
     arrival ring (FCFS order, or the guard's age order) at its back, or its front when `front`."""
     pool[s, F_WAITING] = 1.0
     qi[Q_LEN] += 1
-    if order != 0:
-        n = qi[Q_HN]
-        heap[n] = s
-        qi[Q_HN] = n + 1
-        _sift_up(pool, heap, hpos, n, _key(order))
-    if order == 0 or guard:
+    if order != FCFS:
+        qi[Q_HN] = H.push(pool, heap, qi[Q_HN], s, _key(order))
+    if order == FCFS or guard:
         if front:
             _ring_push_front(pool, ring, qi, s)
         else:
@@ -279,16 +223,16 @@ def _enqueue(pool, ring, heap, hpos, qi, s, order, guard, front):  # type: ignor
 
 
 @njit(cache=True, nogil=True, inline="always")
-def push(pool, ring, heap, hpos, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def push(pool, ring, heap, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Put request s in the queue (at the back in FCFS order)."""
-    _enqueue(pool, ring, heap, hpos, qi, s, order, guard, False)
+    _enqueue(pool, ring, heap, qi, s, order, guard, False)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def push_front(pool, ring, heap, hpos, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def push_front(pool, ring, heap, qi, s, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Put a preempted request back before every waiting request."""
     pool[s, F_FRONT] = 1.0
-    _enqueue(pool, ring, heap, hpos, qi, s, order, guard, True)
+    _enqueue(pool, ring, heap, qi, s, order, guard, True)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -296,7 +240,7 @@ def select(pool, ring, heap, qi, order, guard, guard_s, now):  # type: ignore[no
     """The slot that goes next at time `now` (not removed), or -1 if none waits."""
     if qi[Q_LEN] == 0:
         return -1
-    if order == 0:
+    if order == FCFS:
         return _ring_clean(pool, ring, qi)
     if guard:
         s = _ring_clean(pool, ring, qi)
@@ -308,29 +252,16 @@ def select(pool, ring, heap, qi, order, guard, guard_s, now):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True, inline="always")
-def remove(pool, ring, heap, hpos, qi, s, order):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def remove(pool, ring, heap, qi, s, order):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Take slot s (just returned by :func:`select`) out of the queue."""
     pool[s, F_WAITING] = 0.0
     pool[s, F_FRONT] = 0.0
     qi[Q_LEN] -= 1
-    if order == 0:
+    if order == FCFS:
         qi[Q_HEAD] = (qi[Q_HEAD] + 1) % qi[Q_CAP]
         qi[Q_RLEN] -= 1
         return
-    key = _key(order)
-    n = qi[Q_HN] - 1
-    i = hpos[s]
-    hpos[s] = -1
-    qi[Q_HN] = n
-    if i == n:
-        return
-    last = heap[n]
-    heap[i] = last
-    hpos[last] = i
-    _sift_down(pool, heap, hpos, n, i, key)
-    j = hpos[last]
-    if j == i:
-        _sift_up(pool, heap, hpos, i, key)
+    qi[Q_HN] = H.remove(pool, heap, qi[Q_HN], s, _key(order))
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1,4 +1,5 @@
-"""Run state shared by the engine's batch formers (compiled helpers and index constants).
+"""Run state shared by the engine's batch formers: the arrays of one run (:class:`Run`), compiled
+helpers and index constants.
 
 Every event loop keeps its scalars in two small arrays, so that a kernel call can stop at the
 end of a chunk of arrivals and the next call resume: ``sti`` (int64, ``I_*``) and ``stf``
@@ -9,10 +10,13 @@ call again), ``BUF`` (a batch buffer is too small) or ``CAP`` (the run cannot fi
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numba import njit
 
 from llmqueue.sim import queue as Q
+from llmqueue.sim.recorder import bit_view, new_arrays
 
 # metrics of the recorder
 M_WAIT, M_RESP, M_TTFT, M_TPOT = 0, 1, 2, 3
@@ -89,3 +93,58 @@ def batch_of(rid, warmup, n_req, nbat):  # type: ignore[no-untyped-def]  # noqa:
 def new_state(batches: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sti, stf, qsamp) for a run with `batches` measurement batches."""
     return np.zeros(NI, dtype=np.int64), np.zeros(NS), np.full(batches, -1, dtype=np.int64)
+
+
+@dataclass
+class Run:
+    """The arrays every event loop of one run shares (no Python objects reach compiled code: a
+    batch former's driver passes these to its kernel): the run state (``sti``, ``stf``, the
+    queue samples ``qsamp``), the queue (``pool``, ``ring``, ``heap``, ``free``, ``qi``;
+    :mod:`llmqueue.sim.queue`, replaced by :meth:`grow_queue`), the recorder's arrays and the
+    per-request record ``rec`` (start, first token, finish, server; empty unless kept), and the
+    run's sizes: ``warmup`` discarded requests, ``n_req`` measured ones in ``nbat`` batches, at
+    most ``id_cap`` arrivals."""
+
+    sti: np.ndarray
+    stf: np.ndarray
+    qsamp: np.ndarray
+    pool: np.ndarray
+    ring: np.ndarray
+    heap: np.ndarray
+    free: np.ndarray
+    qi: np.ndarray
+    sums: np.ndarray
+    counts: np.ndarray
+    hist: np.ndarray
+    maxima: np.ndarray
+    fbuf: np.ndarray
+    ibuf: np.ndarray
+    rec: np.ndarray
+    warmup: int
+    n_req: int
+    nbat: int
+    id_cap: int
+
+    @classmethod
+    def new(cls, warmup: int, n_req: int, nbat: int, keep: int) -> Run:
+        """A fresh run; `keep` requests get a row in ``rec`` (0: none kept)."""
+        sti, stf, qsamp = new_state(nbat)
+        pool, ring, heap, free, qi = Q.new_queue(1024)
+        sums, counts, hist, maxima = new_arrays(N_METRICS, nbat)
+        fbuf, ibuf = bit_view()
+        rec = np.full((keep, 4), np.nan)
+        total = warmup + n_req
+        return cls(
+            sti, stf, qsamp, pool, ring, heap, free, qi, sums, counts, hist, maxima, fbuf, ibuf,
+            rec, warmup, n_req, nbat, 2 * total,
+        )  # fmt: skip
+
+    def grow_queue(self) -> None:
+        """Double the queue's pool (a kernel returned :data:`GROW`)."""
+        self.pool, self.ring, self.heap, self.free = Q.grow(
+            self.pool, self.ring, self.heap, self.free, self.qi
+        )
+
+    @property
+    def queue_cap(self) -> int:
+        return int(self.qi[Q.Q_CAP])

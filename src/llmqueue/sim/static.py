@@ -9,18 +9,32 @@ member is recorded at formation (its reply time is known then) and its slot free
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 from numba import njit
 
+from llmqueue.policy import Policy, former_code
+from llmqueue.sim import fields as F
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
 from llmqueue.sim.recorder import record
-from llmqueue.sim.timelaw import batch_time
+from llmqueue.sim.timelaw import StaticLaw, batch_time, static_settings
 
-__all__ = ["run_static", "start_batch", "NONE", "DYNAMIC", "FIXED", "ELASTIC"]
+__all__ = [
+    "run_static",
+    "start_batch",
+    "count_pending",
+    "StaticFormer",
+    "NONE",
+    "DYNAMIC",
+    "FIXED",
+    "ELASTIC",
+]
 
-NONE, DYNAMIC, FIXED, ELASTIC = 0, 1, 2, 3
+NONE, DYNAMIC, FIXED, ELASTIC = (former_code(k) for k in ("none", "dynamic", "fixed", "elastic"))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -45,8 +59,8 @@ def start_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
         stf[S.S_NB] += 1.0
     for i in range(b):
         sl = slots[i]
-        a = pool[sl, Q.F_ARR]
-        rid = np.int64(pool[sl, Q.F_ID])
+        a = pool[sl, F.F_ARR]
+        rid = np.int64(pool[sl, F.F_ID])
         g = S.batch_of(rid, warmup, n_req, nbat)
         if g >= 0:
             w = start - a
@@ -80,7 +94,6 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     pool,
     ring,
     heap,
-    hpos,
     free,
     qi,
     free_at,
@@ -141,7 +154,7 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                     return S.CAP
                 rid = sti[S.I_NEXT_ID]
                 slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
-                Q.push(pool, ring, heap, hpos, qi, slot, order, guard)
+                Q.push(pool, ring, heap, qi, slot, order, guard)
                 S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
                 stf[S.S_TLAST] = a
                 sti[S.I_POS] = pos + 1
@@ -158,12 +171,97 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             return S.BUF
         for i in range(b):
             sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, start)
-            Q.remove(pool, ring, heap, hpos, qi, sl, order)
+            Q.remove(pool, ring, heap, qi, sl, order)
             slots[i] = sl
-            lengths[i] = pool[sl, Q.F_OUT]
+            lengths[i] = pool[sl, F.F_OUT]
         d, t1 = batch_time(law_kind, kcoef, table, lengths, b, elastic, comp, idx)
         start_batch(
             s, start, b, d, t1, slots, lengths, comp, pool, free, qi, sti, stf,
             free_at, pend_t, pend_tok, pend_n,
             sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
         )  # fmt: skip
+
+
+def count_pending(run: S.Run, pend_t: np.ndarray, pend_tok: np.ndarray, pend_n: np.ndarray) -> None:
+    """At the end of a run: the completions of the batches still in service (their reply times
+    are known) that fall in the measured window."""
+    sti, stf = run.sti, run.stf
+    for s in range(pend_n.size):
+        for j in range(int(pend_n[s])):
+            if S.in_window(sti, stf, pend_t[s, j]):
+                sti[S.I_COMPLETED] += 1
+                stf[S.S_TOK] += pend_tok[s, j]
+
+
+class StaticFormer:
+    """The driver of :func:`run_static` for the formers ``none``, ``dynamic``, ``fixed`` and
+    ``elastic`` (module docstring): their buffers, growth and end-of-run accounting."""
+
+    whole_tokens = False
+    has_tpot = False
+
+    def __init__(
+        self,
+        policy: Policy,
+        latency: Any,
+        batch_time_table: np.ndarray | None,
+        workload: Any,
+        seed: Any,
+        run: S.Run,
+    ) -> None:
+        self.law: StaticLaw = static_settings(policy, latency, batch_time_table)
+        self.former = former_code(policy.kind)
+        self.order = Q.check_order(policy.order)
+        self.guard = policy.guard_s is not None
+        self.guard_s = policy.guard_s if policy.guard_s is not None else math.inf
+        self.threshold = policy.threshold
+        self.cap_b = int(min(policy.cap, 1 << 30))
+        c = int(policy.servers)
+        nb0 = int(min(self.cap_b, 64)) if policy.kind != "fixed" else policy.k
+        self.free_at = np.zeros(c)
+        self.pend_t = np.zeros((c, nb0))
+        self.pend_tok = np.zeros((c, nb0))
+        self.pend_n = np.zeros(c, dtype=np.int64)
+        self._buffers(nb0)
+
+    def _buffers(self, nb: int) -> None:
+        self.slots = np.zeros(nb, dtype=np.int64)
+        self.lengths, self.comp = np.zeros(nb), np.zeros(nb)
+        self.idx = np.zeros(nb, dtype=np.int64)
+
+    def step(
+        self,
+        run: S.Run,
+        arr: np.ndarray,
+        prompt: np.ndarray,
+        out: np.ndarray,
+        pred: np.ndarray,
+        final: bool,
+    ) -> int:
+        """One call of the kernel over the arrivals in hand; grows what it asked for."""
+        code = run_static(
+            arr, prompt, out, pred, final, run.sti, run.stf, run.qsamp,
+            run.pool, run.ring, run.heap, run.free, run.qi,
+            self.free_at, self.pend_t, self.pend_tok, self.pend_n,
+            self.former, self.cap_b, self.threshold, self.order, self.guard, self.guard_s,
+            self.law.kind, self.law.kcoef, self.law.table,
+            self.slots, self.lengths, self.comp, self.idx,
+            run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
+            run.warmup, run.n_req, run.nbat, run.id_cap,
+        )  # fmt: skip
+        if code == S.GROW:
+            run.grow_queue()
+        elif code == S.BUF:
+            nb = 2 * self.slots.size
+            while nb < min(run.qi[Q.Q_LEN], self.cap_b):
+                nb *= 2
+            self._buffers(nb)
+            c = self.pend_t.shape[0]
+            pt, pk = np.zeros((c, nb)), np.zeros((c, nb))
+            pt[:, : self.pend_t.shape[1]] = self.pend_t
+            pk[:, : self.pend_tok.shape[1]] = self.pend_tok
+            self.pend_t, self.pend_tok = pt, pk
+        return int(code)
+
+    def finish(self, run: S.Run) -> None:
+        count_pending(run, self.pend_t, self.pend_tok, self.pend_n)

@@ -20,13 +20,78 @@ m*(c0 + c_tok*B + c_ctx*C) + c_ctx*B*m*(m - 1)/2 (the context grows by B per ite
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
 
-__all__ = ["EQ18", "TABLE", "batch_time", "step_time", "decode_run_time", "iterations_until"]
+from llmqueue.errors import InputError
+from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
+from llmqueue.policy import Policy
+
+__all__ = [
+    "EQ18",
+    "TABLE",
+    "StaticLaw",
+    "static_law",
+    "static_settings",
+    "step_coefficients",
+    "batch_time",
+    "step_time",
+    "decode_run_time",
+    "iterations_until",
+]
 
 EQ18, TABLE = 0, 1
+
+
+@dataclass(frozen=True)
+class StaticLaw:
+    """What a static former's kernel reads of its time law: ``kind`` (:data:`EQ18` or
+    :data:`TABLE`), the Eq. (18) coefficients ``kcoef`` (k1, k2, k3, k4) and the fixed-T
+    ``table`` (T_b = table[b]; a placeholder for Eq. 18)."""
+
+    kind: int
+    kcoef: np.ndarray
+    table: np.ndarray
+
+
+def static_law(latency: BatchLatency | LinearLatency) -> np.ndarray:
+    """Eq. (18) coefficients (k1, k2, k3, k4) of a batch law; a single-request law S = a*N + b0
+    is the batch law of one request: (0, b0, 0, a)."""
+    if isinstance(latency, BatchLatency):
+        return np.array([latency.k1, latency.k2, latency.k3, latency.k4], dtype=float)
+    return np.array([0.0, latency.b0_s, 0.0, latency.a_s_per_token], dtype=float)
+
+
+def static_settings(policy: Policy, latency: Any, batch_time_table: np.ndarray | None) -> StaticLaw:
+    """The :class:`StaticLaw` of a static former (``none``, ``dynamic``, ``fixed``, ``elastic``,
+    ``multibin``): an Eq. (18) batch law or a single-request law, or the fixed-T table of a
+    padded batch; InputError for any other law."""
+    if not isinstance(latency, (BatchLatency, LinearLatency)):
+        raise InputError(
+            f"batching {policy.kind} needs a batch law (Eq. 18: llmqueue.latency.BatchLatency) or "
+            f"a single-request law (LinearLatency), got {type(latency).__name__}"
+        )
+    if batch_time_table is None:
+        return StaticLaw(EQ18, static_law(latency), np.zeros(1))
+    if policy.elastic:
+        raise InputError("fixed-T mode applies to padded batches (dynamic, fixed), not elastic")
+    return StaticLaw(TABLE, static_law(latency), np.asarray(batch_time_table, dtype=float))
+
+
+def step_coefficients(latency: Any, batch_time_table: np.ndarray | None) -> np.ndarray:
+    """(c0, c_tok, c_ctx) of the step law that prices continuous batching's iterations;
+    InputError for any other law or a batch-time table."""
+    if not isinstance(latency, StepLaw):
+        raise InputError(
+            "continuous batching needs a step law (llmqueue.latency.StepLaw: c0, c_tok, c_ctx), "
+            f"got {type(latency).__name__}"
+        )
+    if batch_time_table is not None:
+        raise InputError("a fixed batch-time table applies to static batches only")
+    return np.array([latency.c0_s, latency.c_tok_s, latency.c_ctx_s], dtype=float)
 
 
 @njit(cache=True, nogil=True, inline="always")
