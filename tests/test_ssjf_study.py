@@ -16,6 +16,7 @@ from llmqueue.claims import ClaimBook
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.predictor.training import train_length_model
+from llmqueue.sim.settings import SimSettings
 from llmqueue.studies import ssjf as S
 from llmqueue.traces import TraceRows
 
@@ -73,7 +74,7 @@ def test_tables_end_to_end(tiny) -> None:  # type: ignore[no-untyped-def]
     # no batching: capacity 1 / E[S] of the held-out rows
     es = setting.service_s(trace.test.output_tokens).mean()
     assert cap["capacity_per_s"].iloc[0] == pytest.approx(1 / es, rel=0.1)
-    sim = S.SimSettings(4000, 400, 10)
+    sim = SimSettings(4000, 400, 10)
     jct = S.jct_table(trace, [setting], cap, model, "poisson", [0.6], sim, 50.0, 2)
     assert set(jct["policy"]) == set(S.POLICIES)
     none = jct[jct["mode"] == "none"].set_index("policy")
@@ -81,7 +82,7 @@ def test_tables_end_to_end(tiny) -> None:  # type: ignore[no-untyped-def]
     assert np.isfinite(none.loc[["FCFS", "SJF", "SSJF"], "exact_jct_mean"]).all()
     assert none.loc["SJF+guard", "guard_s"] == 50.0
     rep = S.jct_table(
-        trace, [setting], cap, model, "replay", [0.6], S.SimSettings(None, 20, 2), 50.0, 2
+        trace, [setting], cap, model, "replay", [0.6], SimSettings(None, 20, 2), 50.0, 2
     )
     assert (rep["jct_mean"] > 0).all()
     preds = S.predictor_table(trace, ["oracle", "buckets:k=2,pe=0.5"], {"classifier": model}, 4)

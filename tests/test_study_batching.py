@@ -16,6 +16,7 @@ from llmqueue.claims import ClaimBook
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency
 from llmqueue.policy import Policy
+from llmqueue.sim.settings import SimSettings
 from llmqueue.studies import batching as sb
 from llmqueue.tokens import ClippedLaw, parse_law
 
@@ -126,7 +127,7 @@ def test_dynamic_point_bound_is_above_the_exact_response() -> None:
 
 
 def test_unstable_point_has_no_numbers() -> None:
-    pt = sb.evaluate_point(Policy("fixed", K=1), K8, LOGN, 0.43, sim=sb.SimSettings(2000, 100, 10))
+    pt = sb.evaluate_point(Policy("fixed", K=1), K8, LOGN, 0.43, sim=SimSettings(2000, 100, 10))
     assert pt.unstable and "K = 1" in pt.note
     row = pt.row()
     assert all(math.isnan(row[k]) for k in ("formula_wait", "exact_wait", "sim_wait"))
@@ -145,7 +146,7 @@ def test_simulated_point_within_4_sigma_of_the_exact_chain(seed: int) -> None:
         TEN,
         DET,
         0.2,
-        sim=sb.SimSettings(40_000, 2_000, 20),
+        sim=SimSettings(40_000, 2_000, 20),
         seed=np.random.SeedSequence(seed),
     )
     s = pt.sim
@@ -156,7 +157,7 @@ def test_simulated_point_within_4_sigma_of_the_exact_chain(seed: int) -> None:
 
 def test_sweep_table_rows_and_seeds() -> None:
     sp = spec("fixed_batch", fixed_K=(2,), rates=(0.2, 0.4, 0.2))
-    sim = sb.SimSettings(4_000, 200, 10)
+    sim = SimSettings(4_000, 200, 10)
     a = sb.sweep_table(sp, TEN, DET, sim, sb.ChainSettings(), 7)
     b = sb.sweep_table(sp, TEN, DET, sim, sb.ChainSettings(), 7)
     assert len(a) == 4 and list(a["curve"]) == ["fixed K=2"] * 2 + ["fixed K=2 fixed-T"] * 2

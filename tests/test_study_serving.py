@@ -16,6 +16,7 @@ from llmqueue.checks.serving import check
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.policy import Policy
+from llmqueue.sim.settings import SimSettings
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload
 from llmqueue.studies import serving as sv
 from llmqueue.tokens import parse_law
@@ -53,7 +54,7 @@ def test_sweep_marks_rates_beyond_capacity_and_is_reproducible() -> None:
     assert list(caps["method"]) == ["formula", "formula"]
     cap = dict(zip(caps["policy"], caps["max_rate_per_s"], strict=True))
     rates = sv.geometric_rates(0.2, 3.0, 4)
-    sim = sv.SimSettings(20_000, 2_000, 20)
+    sim = SimSettings(20_000, 2_000, 20)
     df = sv.policy_sweep(POLICIES, lats, w, rates, cap, sim, seed=3)
     assert list(df.columns) == sv.SWEEP_COLUMNS and len(df) == 8
     over = df["rate_per_s"] >= 0.97 * df["policy"].map(cap)

@@ -14,8 +14,8 @@ from llmqueue.errors import InputError
 from llmqueue.grids import arithmetic_grid, grid_from_config, parse_range
 from llmqueue.io import write_csv
 from llmqueue.latency import LinearLatency
+from llmqueue.sim.settings import SimSettings
 from llmqueue.studies.token_limit import (
-    SimSettings,
     claims_rows,
     gamma_grid,
     gamma_sweep_table,

@@ -3,7 +3,8 @@
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import resolve_batch_profile
-from llmqueue.studies.batching import ChainSettings, SimSettings, kstar_table, sweep_law
+from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.batching import ChainSettings, kstar_table, sweep_law
 
 sm = snakemake  # noqa: F821
 P = sm.params

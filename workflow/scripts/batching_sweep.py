@@ -5,7 +5,8 @@ import logging
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import resolve_batch_profile
-from llmqueue.studies.batching import ChainSettings, SimSettings, SweepSpec, sweep_law, sweep_table
+from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.batching import ChainSettings, SweepSpec, sweep_law, sweep_table
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

@@ -3,7 +3,8 @@
 import pandas as pd
 
 from llmqueue.io import write_csv
-from llmqueue.studies.serving import SimSettings, geometric_rates, policy_sweep, setup_for_rule
+from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.serving import geometric_rates, policy_sweep, setup_for_rule
 
 sm = snakemake  # noqa: F821
 P = sm.params

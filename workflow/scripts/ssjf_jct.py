@@ -6,12 +6,8 @@ import pandas as pd
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.predictor.model import load_model
-from llmqueue.studies.ssjf import (
-    SimSettings,
-    jct_table,
-    load_trace,
-    settings_from_config,
-)
+from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.ssjf import jct_table, load_trace, settings_from_config
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

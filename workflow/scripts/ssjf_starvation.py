@@ -4,7 +4,8 @@ import pandas as pd
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.predictor.model import load_model
-from llmqueue.studies.ssjf import SimSettings, load_trace, settings_from_config, starvation_table
+from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.ssjf import load_trace, settings_from_config, starvation_table
 
 sm = snakemake  # noqa: F821
 P = sm.params

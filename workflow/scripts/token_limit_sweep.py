@@ -6,7 +6,8 @@ import logging
 from llmqueue.grids import grid_from_config
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import resolve_linear_profile
-from llmqueue.studies.token_limit import SimSettings, sweep_table
+from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.token_limit import sweep_table
 from llmqueue.tokens import parse_law
 
 sm = snakemake  # noqa: F821

@@ -30,7 +30,8 @@ from llmqueue.grids import parse_range
 from llmqueue.latency import BatchLatency
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
-from llmqueue.studies.batching import SimSettings, evaluate_point
+from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.batching import evaluate_point
 from llmqueue.tokens import parse_law
 
 

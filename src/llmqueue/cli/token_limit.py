@@ -100,7 +100,8 @@ def _simulate(
     args: argparse.Namespace, law: Any, latency: Any, limit: float, mean_s: float, index: int
 ) -> Any:
     from llmqueue.seeds import seed_sequence
-    from llmqueue.studies.token_limit import SimSettings, simulate_point
+    from llmqueue.sim.settings import SimSettings
+    from llmqueue.studies.token_limit import simulate_point
 
     n = int(args.simulate)
     warm = args.warmup if args.warmup is not None else n // 20

@@ -33,10 +33,10 @@ from llmqueue.latency import BatchLatency
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.result import SimResult
+from llmqueue.sim.settings import SimSettings
 from llmqueue.tokens import ClippedLaw, TokenLaw, parse_law
 
 __all__ = [
-    "SimSettings",
     "ChainSettings",
     "PointResult",
     "evaluate_point",
@@ -56,21 +56,6 @@ NAN = math.nan
 
 
 # ---- settings ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SimSettings:
-    """Run length of one simulated point: requests after warm-up, warm-up, batch-means batches."""
-
-    requests: int
-    warmup: int = 20_000
-    batches: int = 30
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
-        return cls(
-            int(cfg["requests"]), int(cfg.get("warmup", 20_000)), int(cfg.get("batches", 30))
-        )
-
-
 @dataclass(frozen=True)
 class ChainSettings:
     """The exact chain's token-law grid (normal-score cell width h), truncation and escape
@@ -107,7 +92,7 @@ def _simulate_point(
         law,
         profile,
         rate_per_s=rate_per_s,
-        requests=sim.requests,
+        requests=sim.measured(None),
         warmup=sim.warmup,
         batches=sim.batches,
         seed=seed,

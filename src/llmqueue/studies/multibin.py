@@ -36,6 +36,7 @@ from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.predictors import Buckets, Oracle, Predictor
 from llmqueue.sim.result import SimResult
+from llmqueue.sim.settings import SimSettings
 from llmqueue.sim.stats import Estimate, batch_means
 from llmqueue.sim.workload import PoissonWorkload
 from llmqueue.studies.multibin_spec import (
@@ -49,7 +50,6 @@ from llmqueue.studies.multibin_spec import (
     CapacitySettings,
     ContinuousVariant,
     LLMSpec,
-    SimSettings,
     SyntheticSpec,
     VsContinuousSpec,
     section,
@@ -62,7 +62,6 @@ __all__ = [
     "bin_accuracy",
     "learned_capacity_table",
     "section",
-    "SimSettings",
     "CapacitySettings",
     "SyntheticSpec",
     "LLMSpec",
@@ -112,7 +111,7 @@ def _simulate(
         workload,
         policy,
         latency,
-        requests=sim.requests,
+        requests=sim.measured(workload.total),
         warmup=sim.warmup,
         batches=sim.batches,
         seed=seed,

@@ -14,6 +14,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.latency import LinearLatency
+from llmqueue.sim.settings import SimSettings
 from llmqueue.traces import parse_trace_spec
 
 __all__ = [
@@ -27,7 +28,6 @@ __all__ = [
     "DEFAULTS",
     "section",
     "trace_files",
-    "SimSettings",
     "CapacitySettings",
     "SyntheticSpec",
     "LLMSpec",
@@ -119,19 +119,6 @@ def trace_files(spec: str) -> list[str]:
     if not spec.startswith("trace:"):
         return []
     return [parse_trace_spec(spec).path]
-
-
-@dataclass(frozen=True)
-class SimSettings:
-    """One Poisson run: measured requests, warm-up requests, batch-means batches."""
-
-    requests: int
-    warmup: int
-    batches: int
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
-        return cls(int(cfg["requests"]), int(cfg["warmup"]), int(cfg["batches"]))
 
 
 @dataclass(frozen=True)

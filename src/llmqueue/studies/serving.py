@@ -51,10 +51,10 @@ from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import max_rate
 from llmqueue.sim.engine import run
 from llmqueue.sim.result import SimResult
+from llmqueue.sim.settings import SimSettings
 from llmqueue.sim.workload import ReplayWorkload, TraceWorkload, Workload
 
 __all__ = [
-    "SimSettings",
     "batch_law_from_step",
     "geometric_rates",
     "policy_sweep",
@@ -65,21 +65,6 @@ __all__ = [
     "with_kv",
     "decode_context",
 ]
-
-
-@dataclass(frozen=True)
-class SimSettings:
-    """Run length of one simulated point: measured requests, warm-up, batch-means batches."""
-
-    requests: int
-    warmup: int = 20_000
-    batches: int = 40
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
-        return cls(
-            int(cfg["requests"]), int(cfg.get("warmup", 20_000)), int(cfg.get("batches", 40))
-        )
 
 
 # ---- profiles ---------------------------------------------------------------------------------
@@ -233,7 +218,7 @@ def policy_sweep(
                 workload.at_rate(float(rate)),
                 pol,
                 latencies[name],
-                requests=sim.requests,
+                requests=sim.measured(workload.total),
                 warmup=sim.warmup,
                 batches=sim.batches,
                 seed=seed_sequence(seed, stream, name, i),

@@ -54,13 +54,13 @@ from llmqueue.seeds import seed_sequence
 from llmqueue.sim.exact import row_mean_wait
 from llmqueue.sim.predictors import Learned, Predictor, parse_predictor
 from llmqueue.sim.result import SimResult
+from llmqueue.sim.settings import SimSettings
 from llmqueue.traces import TraceColumns, TraceRows, read_trace
 
 __all__ = [
     "MODES",
     "POLICIES",
     "PolicySpec",
-    "SimSettings",
     "Setting",
     "resolve_setting",
     "settings_from_config",
@@ -107,21 +107,6 @@ POLICIES: dict[str, PolicySpec] = {
 
 
 # ---- settings -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SimSettings:
-    """Run length of one simulated point: measured requests (None: every row after the warm-up,
-    for a replay), warm-up requests, batch-means batches."""
-
-    requests: int | None
-    warmup: int
-    batches: int
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
-        req = cfg.get("requests")
-        return cls(None if req is None else int(req), int(cfg["warmup"]), int(cfg["batches"]))
-
-
 @dataclass(frozen=True)
 class Setting:
     """A cost model with its three batching modes: the batch law (Eq. 18; ``none`` serves one
@@ -292,7 +277,7 @@ def _engine(
     from llmqueue.sim.engine import run
 
     total = workload.total
-    requests = sim.requests if sim.requests is not None else int(total) - sim.warmup
+    requests = sim.measured(total)
     return run(
         workload,
         policy,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from llmqueue.grids import grid_from_config
 from llmqueue.latency import LinearLatency
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.result import SimResult
+from llmqueue.sim.settings import SimSettings
 from llmqueue.tokens import TokenLaw
 
 Progress = Callable[[str], None]
@@ -35,21 +35,6 @@ Progress = Callable[[str], None]
 PROFILE_MISS = (
     "the latency law (a, b0) differs from the one the paper used, which it does not state"
 )
-
-
-@dataclass(frozen=True)
-class SimSettings:
-    """Run length of each simulated sweep point (requests after warm-up, batch-means batches)."""
-
-    requests: int
-    warmup: int = 100_000
-    batches: int = 40
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> SimSettings:
-        return cls(
-            int(cfg["requests"]), int(cfg.get("warmup", 100_000)), int(cfg.get("batches", 40))
-        )
 
 
 def simulate_point(
@@ -73,7 +58,7 @@ def simulate_point(
         rate_per_s=rate,
         limit=limit,
         patience_s=patience,
-        requests=sim.requests,
+        requests=sim.measured(None),
         warmup=sim.warmup,
         batches=sim.batches,
         seed=seed,
