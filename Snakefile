@@ -44,6 +44,7 @@ include: "workflow/rules/multibin.smk"
 include: "workflow/rules/validation.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/docs.smk"
 include: "workflow/rules/notebooks.smk"
 
 

@@ -1,0 +1,176 @@
+# Generated documentation: the tables of README.md and docs/ are rendered from the results and the
+# committed measurements (llmqueue.docgen) and spliced in place between their marker lines
+#   <!-- generated: NAME (from PATH, ...) --> ... <!-- end generated: NAME -->
+# The pages are never outputs (Snakemake deletes outputs before a job runs): the job's output is
+# the set of rendered fragments, results/docs/blocks.json, and it rewrites a page only when one of
+# its blocks changed. tests/test_docs.py checks the committed blocks on a fresh clone.
+
+from llmqueue.docgen import block_sources
+
+# Pages that hold generated blocks.
+DOC_PAGES = [
+    "README.md",
+    "docs/results.md",
+    "docs/reproduce.md",
+    *sorted(str(p) for p in Path("docs/studies").glob("*.md")),
+]
+# {study: data/reference/claims_<study>.csv}: the studies of the claims table and their order.
+DOC_REFERENCE = {
+    p.stem.removeprefix("claims_"): str(p)
+    for p in sorted(Path("data/reference").glob("claims_*.csv"))
+}
+DOC_CLAIMS = dict(claims="results/claims.csv", reference=DOC_REFERENCE)
+# What each claim number says, for the README's headline table (docs/figures.md has the claims).
+CLAIM_TITLES = {
+    1: "Table I latencies, LLaMA-2-7B on an A100",
+    2: "the KV cache holds 49 sequences of 1280 tokens",
+    3: "patient users: W_q at the limit 1600 and the optimal limit",
+    4: "impatient users: the lost fraction at 1300 and the optimal limit",
+    5: "shares of requests below 1600 and 1300 tokens",
+    6: "mu_b rises with b and peaks for LogNormal lengths (Fig. 3b)",
+    7: "bound (16) tracks dynamic batching; elastic beats dynamic (Fig. 5)",
+    8: "the optimal fixed batch K* = 8 and Eq. (16)'s 125 s (Fig. 6a)",
+    9: "a finite b_max against b_max = inf; elastic against dynamic (Fig. 6b)",
+    10: "SSJF: mean JCT and throughput against FCFS (companion paper)",
+    11: "Multi-Bin Batching: throughput against the number of bins (companion paper)",
+}
+DOC_MEASURED = dict(measured="docs/measured.yaml")
+DOC_FITS = sorted(
+    {
+        "results/profiling/paper/llama2-7b-chat/fit.json",
+        *expand(
+            "results/profiling/roofline-{gpu}/{pmodel}/fit.json",
+            gpu=ROOF_GPUS,
+            pmodel=PROF_MODELS,
+        ),
+        *KERNEL_FITS,
+        *expand(
+            "results/profiling/{hw}/{pmodel}/fit.json", hw=MEASURED, pmodel=PROF_MODELS
+        ),
+    }
+)
+DOC_VALIDATION = f"results/validation/{VAL['figure_run']}/comparison.csv"
+DOC_VALIDATION_RUN = f"{VAL['dir']}/{VAL['figure_run']}"
+
+
+# One generated block: its renderer (llmqueue.docgen.RENDERERS), the files it is rendered from by
+# role ({role: path | [paths] | {key: path}}) and the renderer's options.
+doc_block = lambda kind, inputs, **options: dict(
+    kind=kind, inputs=inputs, options=options
+)
+
+
+DOC_BLOCKS = {
+    # README.md
+    "measured-commands": doc_block("measured", DOC_MEASURED, group="commands"),
+    "claims-headline": doc_block(
+        "claims_headline",
+        DOC_CLAIMS,
+        titles=CLAIM_TITLES,
+        study_link="docs/studies/{study}.md",
+    ),
+    "validation-summary": doc_block(
+        "validation_summary", dict(comparison=DOC_VALIDATION)
+    ),
+    # docs/results.md
+    "claims-table": doc_block("claims_table", DOC_CLAIMS),
+    # docs/reproduce.md
+    **{
+        f"measured-{group}": doc_block("measured", DOC_MEASURED, group=group)
+        for group in ("rebuild", "verify", "benchmarks", "runs")
+    },
+    # docs/studies/<study>.md
+    **{
+        f"{study}-claims": doc_block("study_claims", DOC_CLAIMS, study=study)
+        for study in DOC_REFERENCE
+    },
+    "profiling-runs": doc_block(
+        "profiling_runs",
+        dict(metas=[f"data/profiling/{hw}/meta.json" for hw in MEASURED]),
+    ),
+    "profiling-fits": doc_block("profiling_fits", dict(fits=DOC_FITS)),
+    "profiling-decode": doc_block(
+        "profiling_decode", dict(points="results/profiling/fig2b_points.csv")
+    ),
+    "profiling-composition": doc_block(
+        "profiling_composition", dict(check="results/profiling/composition_check.csv")
+    ),
+    "profiling-step-laws": doc_block(
+        "profiling_step_laws", dict(step_laws="results/profiling/step_laws.csv")
+    ),
+    "ssjf-predictors": doc_block(
+        "ssjf_predictors", dict(predictors="results/ssjf/predictors.csv")
+    ),
+    "ssjf-gains": doc_block(
+        "ssjf_gains",
+        dict(jct="results/ssjf/jct_poisson.csv"),
+        load=SSJF.get("claim_load", 0.9),
+    ),
+    "ssjf-starvation": doc_block(
+        "ssjf_starvation", dict(starvation="results/ssjf/starvation.csv")
+    ),
+    "validation-comparison": doc_block(
+        "validation_comparison", dict(comparison=DOC_VALIDATION)
+    ),
+    "validation-run": doc_block(
+        "validation_run",
+        dict(
+            meta=f"{DOC_VALIDATION_RUN}/meta.json",
+            fit=f"{DOC_VALIDATION_RUN}/calibration_fit.json",
+        ),
+    ),
+}
+# Blocks of a study this config leaves out: their pages keep them as they are.
+DOC_SKIPPED = []
+if SERV:
+    DOC_BLOCKS["serving-policies"] = doc_block(
+        "serving_policies",
+        dict(
+            capacity=expand("results/serving/capacity_{p}.csv", p=SERV_POLICIES),
+            sweep=expand("results/serving/sweep_{p}.csv", p=SERV_POLICIES),
+        ),
+        near_load=0.85,
+    )
+else:
+    DOC_SKIPPED.append("serving-policies")
+# {block: (renderer, its input, results/multibin/<table>.csv)}
+MB_BLOCKS = {
+    "multibin-synthetic": ("multibin_synthetic", "synthetic", "synthetic"),
+    "multibin-llm": ("multibin_llm", "capacity", "llm_capacity"),
+    "multibin-learned": ("multibin_learned", "learned", "llm_learned"),
+    "multibin-latency": ("multibin_latency", "latency", "llm_latency"),
+    "multibin-vs-continuous": ("multibin_vs_continuous", "vs", "vs_continuous"),
+}
+MB_LEARNED_OFF = (MB_RAW.get("llm") or {}).get("learned_model", "regressor") == "none"
+for name, (kind, role, table) in MB_BLOCKS.items():
+    if MB_RAW and not (table == "llm_learned" and MB_LEARNED_OFF):
+        DOC_BLOCKS[name] = doc_block(kind, {role: f"results/multibin/{table}.csv"})
+    else:
+        DOC_SKIPPED.append(name)
+
+
+DOC_SOURCES = sorted(
+    {p for b in DOC_BLOCKS.values() for p in block_sources(b["inputs"])}
+)
+
+
+rule docs:
+    """Render every generated block of the documentation and splice it into its page."""
+    input:
+        DOC_SOURCES,
+        code=lib("docgen.py", "io.py", "claims.py"),
+    output:
+        "results/docs/blocks.json",
+    log:
+        "logs/docs/blocks.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        blocks=DOC_BLOCKS,
+        skipped=DOC_SKIPPED,
+        pages=DOC_PAGES,
+    script:
+        "../scripts/docs_blocks.py"
+
+
+STUDY_TARGETS["docs"] = [*rules.docs.output]
