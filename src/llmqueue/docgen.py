@@ -818,10 +818,19 @@ def _source_model(path: str) -> tuple[str, str]:
     return (parts[-3], parts[-2]) if len(parts) >= 3 else (path, "")
 
 
+def _line(batch: Mapping[str, Any], slope: str, intercept: str, fit: str) -> str:
+    """One line of Eq. (18)'s batch law in ms, ``slope·b + intercept (R^2 r)``; ``-`` if absent."""
+    if slope not in batch:
+        return "-"
+    r2 = batch.get(fit, {}).get("r2")
+    tail = f" (R^2 {fmt(r2, 2)})" if r2 is not None else ""
+    return f"{fmt(1e3 * _float(batch[slope]))}·b + {fmt(1e3 * _float(batch[intercept]))}{tail}"
+
+
 def render_profiling_fits(fits: Mapping[str, Mapping[str, Any]]) -> str:
     """Every source's fits (``results/profiling/<source>/<model>/fit.json``): the single-request
-    law S = a N + b0 and the R^2 of Eq. (18)'s t1(b) and t2(b) lines; for a fewer-layer CPU sweep,
-    its per-token time extrapolated to full depth."""
+    law S = a N + b0, Eq. (18)'s lines t1(b) = k1 b + k2 and t2(b) = k3 b + k4 with their R^2
+    (where fitted), and for a fewer-layer CPU sweep its per-token time extrapolated to full depth."""
     header = [
         "source",
         "model",
@@ -830,8 +839,8 @@ def render_profiling_fits(fits: Mapping[str, Mapping[str, Any]]) -> str:
         "b0 (s)",
         "R^2",
         "from",
-        "t1(b) R^2",
-        "t2(b) R^2",
+        "t1(b) = k1·b + k2 (ms), R^2",
+        "t2(b) = k3·b + k4 (ms), R^2",
         "full depth (s/token)",
     ]
     rows = []
@@ -850,8 +859,8 @@ def render_profiling_fits(fits: Mapping[str, Mapping[str, Any]]) -> str:
                 fmt(lin.get("intercept")),
                 fmt(lin.get("r2")),
                 md_cell(lin.get("method", "Table I rows")),
-                fmt(batch.get("t1_fit", {}).get("r2"), 2),
-                fmt(batch.get("t2_fit", {}).get("r2"), 2),
+                _line(batch, "k1", "k2", "t1_fit"),
+                _line(batch, "k3", "k4", "t2_fit"),
                 fmt(full.get("linear", {}).get("slope")) if full.get("valid") else "-",
             ]
         )
