@@ -17,7 +17,19 @@ from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.predictor.training import train_length_model
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies import ssjf as S
+from llmqueue.studies.ssjf.claims import claims_rows
+from llmqueue.studies.ssjf.spec import MODES, POLICIES, PROTOCOL_POLICIES, resolve_setting
+from llmqueue.studies.ssjf.tables import (
+    StudyTrace,
+    _slotted_arrivals,
+    capacity_table,
+    jct_table,
+    predictor_table,
+    protocol_table,
+    protocol_throughput,
+    quality_table,
+    starvation_table,
+)
 from llmqueue.traces import TraceRows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,24 +44,24 @@ COST = {
 
 def test_protocol_throughput_is_their_reading() -> None:
     fin = np.arange(1.0, 51.0)[::-1]  # 50 jobs finishing at 1, 2, ..., 50 s
-    assert S.protocol_throughput(fin, 25) == pytest.approx(12 / 13)  # pos = int(12.25)
-    assert S.protocol_throughput(fin, 50) == pytest.approx(24 / 25)
+    assert protocol_throughput(fin, 25) == pytest.approx(12 / 13)  # pos = int(12.25)
+    assert protocol_throughput(fin, 50) == pytest.approx(24 / 25)
 
 
 def test_slotted_arrivals_are_whole_seconds() -> None:
-    a = S._slotted_arrivals(np.random.default_rng(1), 200, 2.0)
+    a = _slotted_arrivals(np.random.default_rng(1), 200, 2.0)
     assert a.size == 200 and np.all(np.diff(a) >= 0) and np.all(a == np.floor(a))
     assert 200 / (a[-1] + 1) == pytest.approx(2.0, rel=0.25)
 
 
 def test_setting_of_the_cost_model() -> None:
-    s = S.resolve_setting("ssjf_cost", COST, {}, {}, {})
+    s = resolve_setting("ssjf_cost", COST, {}, {}, {})
     assert isinstance(s.batch, BatchLatency) and isinstance(s.step, StepLaw)
     np.testing.assert_allclose(s.service_s(np.array([0.0, 100.0])), [0.1, 2.1])
     assert s.policy("dynamic", "spjf", 100.0).label() == "dynamic b_max=2 spjf guard=100s"
     assert s.policy("continuous").bmax == 2 and s.latency("continuous") is s.step
     with pytest.raises(InputError, match="unknown batch profile"):
-        S.resolve_setting("x", {**COST, "batch": "nope"}, {}, {}, {})
+        resolve_setting("x", {**COST, "batch": "nope"}, {}, {}, {})
 
 
 @pytest.fixture(scope="module")
@@ -61,41 +73,41 @@ def tiny():  # type: ignore[no-untyped-def]
     prompt = rng.integers(10, 1500, n).astype(float)
     out = np.maximum(1.0, np.floor(prompt / 5 + rng.integers(0, 60, n)))
     rows = TraceRows(arr, np.mod(arr, 86_400.0), prompt, out)
-    trace = S.StudyTrace(rows, 840)
+    trace = StudyTrace(rows, 840)
     model = train_length_model(rows, "classifier", train_fraction=0.7, max_iter=5)
-    setting = S.resolve_setting("ssjf_cost", COST, {}, {}, {})
-    cap = S.capacity_table(trace, [setting], 2000, 1)
+    setting = resolve_setting("ssjf_cost", COST, {}, {}, {})
+    cap = capacity_table(trace, [setting], 2000, 1)
     return trace, model, setting, cap
 
 
 def test_tables_end_to_end(tiny) -> None:  # type: ignore[no-untyped-def]
     trace, model, setting, cap = tiny
-    assert list(cap["mode"]) == list(S.MODES) and (cap["capacity_per_s"] > 0).all()
+    assert list(cap["mode"]) == list(MODES) and (cap["capacity_per_s"] > 0).all()
     # no batching: capacity 1 / E[S] of the held-out rows
     es = setting.service_s(trace.test.output_tokens).mean()
     assert cap["capacity_per_s"].iloc[0] == pytest.approx(1 / es, rel=0.1)
     sim = SimSettings(4000, 400, 10)
-    jct = S.jct_table(trace, [setting], cap, model, "poisson", [0.6], sim, 50.0, 2)
-    assert set(jct["policy"]) == set(S.POLICIES)
+    jct = jct_table(trace, [setting], cap, model, "poisson", [0.6], sim, 50.0, 2)
+    assert set(jct["policy"]) == set(POLICIES)
     none = jct[jct["mode"] == "none"].set_index("policy")
     assert none.loc["SJF", "jct_mean"] < none.loc["FCFS", "jct_mean"]
     assert np.isfinite(none.loc[["FCFS", "SJF", "SSJF"], "exact_jct_mean"]).all()
     assert none.loc["SJF+guard", "guard_s"] == 50.0
-    rep = S.jct_table(
+    rep = jct_table(
         trace, [setting], cap, model, "replay", [0.6], SimSettings(None, 20, 2), 50.0, 2
     )
     assert (rep["jct_mean"] > 0).all()
-    preds = S.predictor_table(trace, ["oracle", "buckets:k=2,pe=0.5"], {"classifier": model}, 4)
+    preds = predictor_table(trace, ["oracle", "buckets:k=2,pe=0.5"], {"classifier": model}, 4)
     assert preds.set_index("predictor").loc["oracle", "kendall_tau"] == 1.0
     assert list(preds["kind"]) == ["oracle", "size-blind", "learned"]
-    q = S.quality_table(trace, setting, cap, ["oracle"], {"classifier": model}, 0.6, sim, 5)
+    q = quality_table(trace, setting, cap, ["oracle"], {"classifier": model}, 0.6, sim, 5)
     assert set(q["predictor"]) == {"FCFS", "oracle", "learned:classifier"}
     qn = q[q["mode"] == "none"].set_index("predictor")
     assert qn.loc["FCFS", "gain_pct"] == 0.0 and qn.loc["oracle", "exact_gain_pct"] > 0
-    st = S.starvation_table(trace, setting, cap, model, "none", 0.6, [None, 20.0], sim, 6)
+    st = starvation_table(trace, setting, cap, model, "none", 0.6, [None, 20.0], sim, 6)
     assert len(st) == 1 + 2 + 2
-    pr = S.protocol_table(trace, [setting], cap, model, 20, 2, 1.0, "ssjf_cost", 25.0, 50.0, 7)
-    assert len(pr) == len(S.MODES) * 2 * len(S.PROTOCOL_POLICIES)
+    pr = protocol_table(trace, [setting], cap, model, 20, 2, 1.0, "ssjf_cost", 25.0, 50.0, 7)
+    assert len(pr) == len(MODES) * 2 * len(PROTOCOL_POLICIES)
     assert (pr["offered_load"] == pr["offered_load"].iloc[0]).all()
     # the same jobs for every policy: FCFS and SJF finish the last job at the same time with
     # no batching (the server never idles while work waits)
@@ -106,7 +118,7 @@ def test_tables_end_to_end(tiny) -> None:  # type: ignore[no-untyped-def]
 def _frames(gain: float, ratio: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     prot, pois = [], []
     for setting in ("ssjf_cost", "a100"):
-        for mode in S.MODES:
+        for mode in MODES:
             for pol, j, t in (
                 ("FCFS", 100.0, 1.0),
                 ("SJF+guard", 50.0, 3.0),
@@ -126,7 +138,7 @@ def test_claim_rows_judge_the_published_ranges() -> None:
     book = ClaimBook(ref, CONFIG["claims"]["tolerances"])
     preds = pd.DataFrame([{"predictor": "learned:classifier", "kendall_tau": 0.6, "accuracy": 0.7}])
     prot, pois = _frames(35.0, 3.0)
-    rows = S.claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
+    rows = claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
     assert [r.id for r in rows] == list(ref["id"])
     verdict = {r.id: r.verdict for r in rows}
     assert verdict["10a"] == "reproduced"  # 35% in SSJF's protocol, inside 30.5-39.6
@@ -135,16 +147,16 @@ def test_claim_rows_judge_the_published_ranges() -> None:
     assert verdict["10d"] == "not_reproduced"  # steady state: the same rate, ratio 1
     assert "arrival rate" in rows[3].note and "learned classifier" in rows[3].note
     prot, pois = _frames(20.0, 1.5)
-    rows = S.claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
+    rows = claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
     assert (
         rows[0].verdict == "not_reproduced" and "SJF with true lengths gains 50.0%" in rows[0].note
     )
     pois.loc[pois["policy"] == "SJF+guard", "jct_mean"] = 80.0  # the guard gives back SJF's gain
-    rows = S.claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
+    rows = claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
     assert "with the starvation guard (60.0% without)" in rows[1].note  # 10b: no batching
     assert "serves several waiting requests at once" in rows[5].note  # 10f: dynamic batching
     with pytest.raises(InputError, match="claim-10 rows"):
-        S.claims_rows(book, prot, pois, preds, ["ssjf_cost"], "classifier", 0.9)
+        claims_rows(book, prot, pois, preds, ["ssjf_cost"], "classifier", 0.9)
 
 
 def test_shipped_config_passes_the_checks() -> None:

@@ -3,22 +3,6 @@
 # the simulation per (policy, lambda); lambda grids are fractions of each profile's best mu_b.
 BAT = config["batching"]
 BPROF = config.get("batch_profiles", {})
-BAT_CODE = (
-    lib(
-        "tokens.py",
-        "latency.py",
-        "grids.py",
-        "seeds.py",
-        "policy.py",
-        "analytic/batch_time.py",
-        "analytic/batch_chain.py",
-        "analytic/bulk.py",
-        "analytic/inoue.py",
-        "sim/batching.py",
-        "studies/batching.py",
-    )
-    + SIM_ENGINE
-)
 F3, F5, F6 = BAT["fig3"], BAT["fig5"], BAT["fig6"]
 FIG5_PANELS = list(F5["panels"])
 FIG6_PROFILES = list(F6["profiles"])
@@ -71,7 +55,7 @@ wildcard_constraints:
 rule batching_fig3_data:
     input:
         fits=[f for n in F3["profiles"] for f in bprof_fit(n)],
-        code=BAT_CODE,
+        code=script_code("batching_fig3.py"),
     output:
         fig3a="results/batching/fig3a_EL_Hb.csv",
         fig3b="results/batching/fig3b_miub.csv",
@@ -97,7 +81,7 @@ rule batching_sweep:
     """One lambda sweep: a Fig. 5 panel (sname = panel) or Fig. 6a / 6b (sname = profile)."""
     input:
         fit=lambda w: bprof_fit(SWEEP_PROFILE[w.sweep](w.sname)),
-        code=BAT_CODE,
+        code=script_code("batching_sweep.py"),
     output:
         "results/batching/{sweep}_{sname}.csv",
     log:
@@ -121,7 +105,7 @@ rule batching_kstar:
     """Claim 8: every fixed K of claim_K at claim_rate, one profile."""
     input:
         fit=lambda w: bprof_fit(w.bprofile),
-        code=BAT_CODE,
+        code=script_code("batching_kstar.py"),
     output:
         "results/batching/fig6a_kstar_{bprofile}.csv",
     log:
@@ -161,7 +145,7 @@ rule batching_claims:
                 for f in bprof_fit(n)
             }
         ),
-        code=BAT_CODE + lib("claims.py"),
+        code=script_code("batching_claims.py"),
     output:
         "results/claims/batching.csv",
     log:

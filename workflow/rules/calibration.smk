@@ -5,7 +5,7 @@
 rule fit_table1:
     input:
         table=config["data"]["table1"],
-        code=lib("latency.py"),
+        code=script_code("fit_table1.py"),
     output:
         "results/profiling/paper/llama2-7b-chat/fit.json",
     log:

@@ -4,7 +4,7 @@
 rule gather_claims:
     input:
         CLAIM_TABLES,
-        code=lib("claims.py"),
+        code=script_code("gather_claims.py"),
     output:
         "results/claims.csv",
     log:

@@ -5,8 +5,6 @@ import os
 import sys
 from pathlib import Path
 
-LIB = Path("src/llmqueue")
-
 # The environment, set once for the whole workflow:
 # - this Snakemake process and its jobs (and the notebooks' kernels) import this checkout's
 #   llmqueue (sys.path here, PYTHONPATH for the jobs), whatever llmqueue the interpreter has
@@ -25,29 +23,33 @@ os.environ.update(
     ),
 )
 
+from llmqueue.importgraph import graph as import_graph
 from llmqueue.profiles import fit_json_path, setting_fit_paths
 
 # Each study appends its final outputs (figures, tables, fits) and its claims CSV here.
 STUDY_TARGETS = {}
 CLAIM_TABLES = []
 
+# The library code a job runs is derived from the import graph (llmqueue.importgraph, read once
+# at parse time): a job depends on every library file its script imports, directly or not, so
+# editing any of them reruns exactly the jobs that import it. No rule lists files by hand.
+IMPORTS = import_graph(SRC)
 
-def lib(*modules):
-    """Library source files a job depends on (touching one reruns the job)."""
-    return [str(LIB / m) for m in modules]
+
+def script_code(*scripts):
+    """The library files that workflow/scripts/<script> (one or more) import, at any depth."""
+    paths = [Path(workflow.basedir) / "workflow" / "scripts" / s for s in scripts]
+    return IMPORTS.code_of(*paths, root=workflow.basedir)
 
 
-# The simulators' shared parts (llmqueue.sim): a job that simulates depends on them all.
-SIM_CORE = lib(
-    "sim/rng.py", "sim/laws.py", "sim/recorder.py", "sim/result.py", "sim/stats.py"
-)
-SIM_ENGINE = SIM_CORE + lib(
-    "sim/engine.py",
-    "sim/queue.py",
-    "sim/timelaw.py",
-    "sim/workload.py",
-    "sim/predictors.py",
-)
+def module_code(module):
+    """The library files that importing `module` (e.g. llmqueue.cli) runs."""
+    return IMPORTS.module_code(module, root=workflow.basedir)
+
+
+def notebook_code(path):
+    """The library files a notebook's code cells import, at any depth."""
+    return IMPORTS.code_of(Path(workflow.basedir) / path, root=workflow.basedir)
 
 
 def all_targets():
@@ -77,7 +79,6 @@ def declare_figure(
     plot=None,
     data=None,
     params=None,
-    helpers=(),
     panels=None,
     category=None,
     outputs=None,
@@ -88,7 +89,8 @@ def declare_figure(
     workflow/report/<plot>.rst) and its `data`: {input name: path} (a dict; for `panels`, a
     function of the panel returning one). `params`: {name: value} passed to the plot, one value
     per key, so editing one config key reruns only the plots that read it (a function of the
-    panel where it differs per panel). `helpers`: further library files the plot imports.
+    panel where it differs per panel). The library files the plot imports come from the import
+    graph.
     `panels`: names of the panels drawn as separate files <plot>_<panel>.{pdf,png}.
     A table written by a study rule instead names its `outputs` (caption workflow/report/<target>.rst).
     `claims`: the paper's claim numbers (docs/figures.md) whose verdicts its caption shows.
@@ -113,7 +115,6 @@ def declare_figure(
         "caption": f"workflow/report/{plot or target}.rst",
         "data": data or {},
         "params": params or {},
-        "helpers": list(helpers),
         "panels": list(panels or []),
         "category": category or study,
         "stems": stems,
@@ -142,7 +143,10 @@ def study_claims(study):
 # ---- the plot rules of a registered figure (figures.smk)
 def _plot_inputs(fig, panel):
     data = fig["data"](panel) if callable(fig["data"]) else fig["data"]
-    code = lib(f"plots/{fig['module']}.py", "plots/style.py", *fig["helpers"])
+    code = sorted(
+        set(script_code("plot_figure.py"))
+        | set(module_code(f"llmqueue.plots.{fig['module']}"))
+    )
     return dict(data, code=code)
 
 

@@ -158,7 +158,7 @@ rule docs:
     """Render every generated block of the documentation and splice it into its page."""
     input:
         DOC_SOURCES,
-        code=lib("docgen.py", "io.py", "claims.py"),
+        code=script_code("docs_blocks.py"),
     output:
         "results/docs/blocks.json",
     log:

@@ -43,6 +43,8 @@ for _fig in FIGURES.values():
 
 rule figure_list:
     """results/figures.tsv: every registered figure (`make figures` prints it)."""
+    input:
+        code=script_code("figure_list.py"),
     output:
         "results/figures.tsv",
     log:

@@ -15,29 +15,11 @@ if MB_RAW:
     MB_VS = MB["vs_continuous"]
     MB_BATCH_CFG = config["batch_profiles"][MB_VS["batch_profile"]]
     MB_STEP_CFG = config["step_profiles"][MB_VS["step_profile"]]
-    MB_CODE = (
-        lib(
-            "tokens.py",
-            "latency.py",
-            "policy.py",
-            "seeds.py",
-            "analytic/multibin.py",
-            "sim/multibin.py",
-            "sim/capacity.py",
-            "sim/continuous.py",
-            "sim/static.py",
-            "sim/state.py",
-            "studies/multibin.py",
-            "studies/multibin_spec.py",
-            "studies/serving.py",
-        )
-        + SIM_ENGINE
-    )
 
     rule multibin_synthetic:
         """Their synthetic setting: Theorem 4.2 against the simulated highest throughput."""
         input:
-            code=MB_CODE,
+            code=script_code("multibin_synthetic.py"),
         output:
             "results/multibin/synthetic.csv",
         log:
@@ -56,7 +38,7 @@ if MB_RAW:
         """Their simulated LLM: highest sustainable rate per k and prediction error p_e."""
         input:
             trace=mb_trace(MB["llm"]["tokens"]),
-            code=MB_CODE,
+            code=script_code("multibin_llm_capacity.py"),
         output:
             "results/multibin/llm_capacity.csv",
         log:
@@ -79,7 +61,7 @@ if MB_RAW:
             input:
                 model=f"results/ssjf/models/{MB_LEARNED}.model",
                 trace=config["ssjf"]["trace"],
-                code=MB_CODE + lib("predictor/model.py", "studies/ssjf.py"),
+                code=script_code("multibin_learned.py"),
             output:
                 "results/multibin/llm_learned.csv",
             log:
@@ -101,7 +83,7 @@ if MB_RAW:
         """Their simulated LLM: mean latency against k at several loads, Lemma 5.1 beside it."""
         input:
             trace=mb_trace(MB["llm"]["tokens"]),
-            code=MB_CODE,
+            code=script_code("multibin_llm_latency.py"),
         output:
             "results/multibin/llm_latency.csv",
         log:
@@ -121,7 +103,7 @@ if MB_RAW:
         input:
             fits=sorted({*fit_inputs(MB_BATCH_CFG), *fit_inputs(MB_STEP_CFG)}),
             trace=mb_trace(MB_VS["tokens"]),
-            code=MB_CODE,
+            code=script_code("multibin_vs_continuous.py"),
         output:
             table="results/multibin/vs_continuous.csv",
             laws="results/multibin/time_laws.csv",
@@ -145,7 +127,7 @@ if MB_RAW:
             synthetic="results/multibin/synthetic.csv",
             capacity="results/multibin/llm_capacity.csv",
             latency="results/multibin/llm_latency.csv",
-            code=MB_CODE + lib("claims.py"),
+            code=script_code("multibin_claims.py"),
         output:
             "results/claims/multibin.csv",
         log:
@@ -177,7 +159,6 @@ if MB_RAW:
                 else {}
             ),
         },
-        helpers=["studies/multibin_spec.py"],
         category=MB_CATEGORY,
     )
     declare_figure(

@@ -55,6 +55,12 @@ rule notebook:
         notebook="notebooks/{study}.ipynb",
         claims="results/claims.csv",
         shown=lambda wc: STUDY_SHOWN[wc.study],
+        code=lambda wc: sorted(
+            {
+                *script_code("notebook_run.py"),
+                *notebook_code(f"notebooks/{wc.study}.ipynb"),
+            }
+        ),
     output:
         ipynb="results/notebooks/{study}.ipynb",
         html=report(
@@ -79,6 +85,7 @@ rule notebook:
 rule report_claims:
     input:
         claims="results/claims.csv",
+        code=script_code("report_claims.py"),
     output:
         table=report(
             "results/report/claims.html",
@@ -112,6 +119,7 @@ rule provenance:
         "results/claims.csv",
         expand("results/notebooks/{study}.html", study=REPORT_STUDIES),
         config="config/config.yaml",
+        code=script_code("report_provenance.py"),
     output:
         json="results/report/provenance.json",
         html=report(

@@ -18,17 +18,6 @@ KERNEL_FITS = [
     f"results/profiling/{k}/{v['model']}/fit.json" for k, v in KERNELS.items()
 ]
 STEP_PROFILES = config.get("step_profiles", {})
-PROF_CODE = lib(
-    "profiling/__init__.py",
-    "profiling/models.py",
-    "profiling/devices.py",
-    "profiling/kvcache.py",
-    "profiling/roofline.py",
-    "profiling/fits.py",
-    "profiling/steplaw.py",
-    "latency.py",
-)
-KERNEL_CODE = PROF_CODE + lib("profiling/kernels.py")
 
 
 wildcard_constraints:
@@ -41,7 +30,7 @@ wildcard_constraints:
 rule profiling_roofline_fit:
     """Roofline-predicted latency profile of one model on one GPU spec (verdict 'predicted')."""
     input:
-        code=PROF_CODE,
+        code=script_code("profiling_roofline_fit.py"),
     output:
         "results/profiling/roofline-{gpu}/{pmodel}/fit.json",
     log:
@@ -67,7 +56,7 @@ rule profiling_kernel_fit:
     input:
         csv=lambda w: KERNELS[w.ksrc]["csv"],
         meta=lambda w: str(Path(KERNELS[w.ksrc]["csv"]).parent / "meta.json"),
-        code=KERNEL_CODE,
+        code=script_code("profiling_kernel_fit.py"),
     output:
         "results/profiling/{ksrc}/{pmodel}/fit.json",
     log:
@@ -97,7 +86,7 @@ rule profiling_measured_fit:
         step=lambda w: [
             p for p in [f"data/profiling/{w.hw}/step_law.csv"] if Path(p).is_file()
         ],
-        code=PROF_CODE,
+        code=script_code("profiling_measured_fit.py"),
     output:
         "results/profiling/{hw}/{pmodel}/fit.json",
     log:
@@ -118,7 +107,7 @@ rule profiling_measured_fit:
 rule profiling_kv_limit:
     """Claim 2: the KV-cache batch limit under each stated reading."""
     input:
-        code=PROF_CODE,
+        code=script_code("profiling_kv_limit.py"),
     output:
         "results/profiling/kv_limit.csv",
     log:
@@ -151,7 +140,7 @@ rule profiling_figure_data:
         meta=expand("data/profiling/{hw}/meta.json", hw=MEASURED),
         kernel_fits=KERNEL_FITS,
         kernel_csvs=[v["csv"] for v in KERNELS.values()],
-        code=KERNEL_CODE + lib("profiling/tables.py"),
+        code=script_code("profiling_figure_data.py"),
     output:
         fig2a_points="results/profiling/fig2a_points.csv",
         fig2a_lines="results/profiling/fig2a_lines.csv",
@@ -194,7 +183,7 @@ rule profiling_claims:
             "results/profiling/{hw}/llama2-7b-chat/fit.json", hw=MEASURED
         ),
         kernel_fits=KERNEL_FITS,
-        code=PROF_CODE + lib("claims.py", "profiling/claim_rows.py"),
+        code=script_code("profiling_claims.py"),
     output:
         "results/claims/profiling.csv",
     log:
@@ -220,7 +209,7 @@ rule profiling_step_laws:
             for p in STEP_PROFILES.values()
             if p.get("kind") == "fit"
         ],
-        code=PROF_CODE,
+        code=script_code("profiling_step_laws.py"),
     output:
         "results/profiling/step_laws.csv",
     log:
@@ -239,12 +228,7 @@ rule profiling_smoke:
     """Tiny-config smoke profile (CPU, <= 60 s): the harness runs here; its timings feed nothing."""
     input:
         trace=config["data"]["azure_trace"],
-        code=lib(
-            "profiling/harness.py",
-            "profiling/models.py",
-            "profiling/smoke.py",
-            "profiling/__main__.py",
-        ),
+        code=module_code("llmqueue.profiling.__main__"),
     output:
         "logs/profiling-smoke/meta.json",
     log:
@@ -260,6 +244,8 @@ rule profiling_smoke:
 # On-demand measurement (never in `rule all`): copy the result to data/profiling/<id>/ to commit it.
 # On CUDA, `measure` runs every part: timing, composition, Fig. 2a, and the serving step law.
 rule profile_cpu:
+    input:
+        code=module_code("llmqueue.profiling.__main__"),
     output:
         directory("results/profiling-runs/cpu-{hwid}"),
     log:
@@ -273,6 +259,8 @@ rule profile_cpu:
 
 
 rule profile_cuda:
+    input:
+        code=module_code("llmqueue.profiling.__main__"),
     output:
         directory("results/profiling-runs/cuda-{hwid}"),
     log:
@@ -336,6 +324,5 @@ declare_figure(
         throughput_output=PROF["fig2b"]["throughput_output_tokens"],
         timing_input=PROF["fig2b"]["timing_input_tokens"],
     ),
-    helpers=["plots/fig2a_time_token_line.py"],
     category="Profiling",
 )

@@ -8,17 +8,6 @@ if SERV:
     SERV_STATIC = SERV.get("static_law", "from_step")
     SERV_FITS = fit_inputs(config["step_profiles"][SERV["step_profile"]])
     SERV_STATIC_FITS = [] if SERV_STATIC == "from_step" else bprof_fit(SERV_STATIC)
-    SERV_CODE = lib(
-        "tokens.py",
-        "latency.py",
-        "policy.py",
-        "seeds.py",
-        "analytic/batch_time.py",
-        "analytic/priority.py",
-        "profiling/kvcache.py",
-        "studies/serving.py",
-        *sorted(f"sim/{p.name}" for p in (LIB / "sim").glob("*.py")),
-    )
     # one small dict per job: what serving_setup reads of the config for one policy
     SERV_SETUP = dict(
         step_profile=SERV["step_profile"],
@@ -44,7 +33,7 @@ if SERV:
         input:
             fits=SERV_FITS + SERV_STATIC_FITS,
             trace=config["data"]["azure_trace"],
-            code=SERV_CODE,
+            code=script_code("serving_capacity.py"),
         output:
             "results/serving/capacity_{spolicy}.csv",
         log:
@@ -68,7 +57,7 @@ if SERV:
             capacity="results/serving/capacity_{spolicy}.csv",
             fits=SERV_FITS + SERV_STATIC_FITS,
             trace=config["data"]["azure_trace"],
-            code=SERV_CODE,
+            code=script_code("serving_sweep.py"),
         output:
             "results/serving/sweep_{spolicy}.csv",
         log:
@@ -95,7 +84,7 @@ if SERV:
             reference=f"results/serving/capacity_{SERV['replay']['reference']}.csv",
             fits=SERV_FITS + SERV_STATIC_FITS,
             trace=config["data"]["azure_trace"],
-            code=SERV_CODE,
+            code=script_code("serving_replay.py"),
         output:
             "results/serving/replay_{spolicy}.csv",
         log:
@@ -119,7 +108,7 @@ if SERV:
         input:
             capacity=expand("results/serving/capacity_{p}.csv", p=SERV_POLICIES),
             replay=expand("results/serving/replay_{p}.csv", p=SERV_POLICIES),
-            code=lib("studies/serving.py"),
+            code=script_code("serving_tables.py"),
         output:
             capacity_csv="figures/serving_capacity.csv",
             capacity_md="figures/serving_capacity.md",

@@ -13,29 +13,6 @@ SSJF_FITS = sorted(
         for path in setting_fit_paths(cfg[key], key, config)
     }
 )
-SSJF_CODE = (
-    lib(
-        "tokens.py",
-        "latency.py",
-        "profiles.py",
-        "seeds.py",
-        "policy.py",
-        "claims.py",
-        "analytic/priority.py",
-        "analytic/batch_time.py",
-        "predictor/features.py",
-        "predictor/model.py",
-        "predictor/scoring.py",
-        "predictor/training.py",
-        "traces.py",
-        "sim/capacity.py",
-        "sim/static.py",
-        "sim/continuous.py",
-        "sim/state.py",
-        "studies/ssjf.py",
-    )
-    + SIM_ENGINE
-)
 SSJF_KINDS = list(SSJF["learned"]["kinds"])
 SSJF_MODEL = SSJF["learned"]["ssjf_model"]
 # what every job that reads the trace and the settings gets
@@ -59,7 +36,7 @@ rule ssjf_train:
     """A learned output-length predictor, trained on the first part of the trace."""
     input:
         trace=SSJF["trace"],
-        code=SSJF_CODE,
+        code=script_code("ssjf_train.py"),
     output:
         model="results/ssjf/models/{ssjf_kind}.model",
         score="results/ssjf/models/{ssjf_kind}.json",
@@ -82,7 +59,7 @@ rule ssjf_predictors:
     input:
         trace=SSJF["trace"],
         models=expand("results/ssjf/models/{kind}.model", kind=SSJF_KINDS),
-        code=SSJF_CODE,
+        code=script_code("ssjf_predictors.py"),
     output:
         "results/ssjf/predictors.csv",
     log:
@@ -103,7 +80,7 @@ rule ssjf_capacity:
     input:
         trace=SSJF["trace"],
         fits=SSJF_FITS,
-        code=SSJF_CODE,
+        code=script_code("ssjf_capacity.py"),
     output:
         "results/ssjf/capacity.csv",
     log:
@@ -128,7 +105,7 @@ rule ssjf_jct:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         model=f"results/ssjf/models/{SSJF_MODEL}.model",
-        code=SSJF_CODE,
+        code=script_code("ssjf_jct.py"),
     output:
         "results/ssjf/jct_{ssjf_arrivals}.csv",
     log:
@@ -157,7 +134,7 @@ rule ssjf_quality:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         models=expand("results/ssjf/models/{kind}.model", kind=SSJF_KINDS),
-        code=SSJF_CODE,
+        code=script_code("ssjf_quality.py"),
     output:
         "results/ssjf/quality.csv",
     log:
@@ -184,7 +161,7 @@ rule ssjf_starvation:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         model=f"results/ssjf/models/{SSJF_MODEL}.model",
-        code=SSJF_CODE,
+        code=script_code("ssjf_starvation.py"),
     output:
         "results/ssjf/starvation.csv",
     log:
@@ -208,7 +185,7 @@ rule ssjf_protocol:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         model=f"results/ssjf/models/{SSJF_MODEL}.model",
-        code=SSJF_CODE,
+        code=script_code("ssjf_protocol.py"),
     output:
         "results/ssjf/protocol.csv",
     log:
@@ -233,7 +210,7 @@ rule ssjf_claims:
         protocol="results/ssjf/protocol.csv",
         poisson="results/ssjf/jct_poisson.csv",
         predictors="results/ssjf/predictors.csv",
-        code=SSJF_CODE,
+        code=script_code("ssjf_claims.py"),
     output:
         "results/claims/ssjf.csv",
     log:

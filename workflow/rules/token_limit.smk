@@ -1,20 +1,6 @@
 # Token-limit study (paper Sec. III, V-B): Fig. 4a-4d and claims 3-5 (llmqueue.studies.token_limit).
 TL = config["token_limit"]
 TL_PROFILES = [TL["profile"], *TL.get("extra_profiles", [])]
-TL_CODE = (
-    lib(
-        "tokens.py",
-        "latency.py",
-        "grids.py",
-        "seeds.py",
-        "analytic/mg1.py",
-        "analytic/impatience.py",
-        "analytic/tradeoff.py",
-        "sim/mg1.py",
-        "studies/token_limit.py",
-    )
-    + SIM_CORE
-)
 TL_SCENARIO = {
     "patient": dict(rate_per_s=TL["patient"]["rate_per_s"], patience_s=None),
     "impatient": dict(
@@ -27,7 +13,7 @@ TL_SCENARIO = {
 rule token_limit_sweep:
     input:
         fit=lambda w: fit_inputs(config["latency_profiles"][w.profile]),
-        code=TL_CODE,
+        code=script_code("token_limit_sweep.py"),
     output:
         "results/token_limit/{profile}/{scenario}.csv",
     log:
@@ -59,7 +45,7 @@ rule token_limit_tradeoff:
     input:
         patient="results/token_limit/{profile}/patient.csv",
         impatient="results/token_limit/{profile}/impatient.csv",
-        code=TL_CODE,
+        code=script_code("token_limit_tradeoff.py"),
     output:
         tradeoff="results/token_limit/{profile}/tradeoff.csv",
         gamma_sweep="results/token_limit/{profile}/gamma_sweep.csv",
@@ -84,7 +70,7 @@ rule token_limit_claims:
         tradeoff=tl_tables("tradeoff"),
         gamma_sweep=tl_tables("gamma_sweep"),
         fits=[f for p in TL_PROFILES for f in fit_inputs(config["latency_profiles"][p])],
-        code=TL_CODE + lib("claims.py"),
+        code=script_code("token_limit_claims.py"),
     output:
         "results/claims/token_limit.csv",
     log:
@@ -128,7 +114,6 @@ declare_figure(
     plot="fig4a_mg1_EW",
     data=tl_figure_data("patient"),
     params=dict(TL_PLOT, rate_per_s=TL["patient"]["rate_per_s"]),
-    helpers=["plots/_token_limit.py"],
     category=TL_CATEGORY,
 )
 declare_figure(
@@ -138,7 +123,6 @@ declare_figure(
     plot="fig4b_mg1_EWqs",
     data=tl_figure_data("impatient"),
     params=TL_IMPATIENT,
-    helpers=["plots/_token_limit.py", "plots/_impatient.py"],
     category=TL_CATEGORY,
 )
 declare_figure(
@@ -148,7 +132,6 @@ declare_figure(
     plot="fig4c_mg1_pai",
     data=tl_figure_data("impatient"),
     params=TL_IMPATIENT,
-    helpers=["plots/_token_limit.py", "plots/_impatient.py"],
     category=TL_CATEGORY,
 )
 declare_figure(
@@ -167,6 +150,5 @@ declare_figure(
         paper_optimum_patient=TL["claim_limits"]["patient"],
         paper_optimum_impatient=TL["claim_limits"]["impatient"],
     ),
-    helpers=["plots/_token_limit.py", "analytic/tradeoff.py"],
     category=TL_CATEGORY,
 )

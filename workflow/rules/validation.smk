@@ -5,19 +5,6 @@
 # with vLLM's (llmqueue.studies.validation).
 VAL = config["validation"]["compare"]
 VAL_RUNS = list(VAL["runs"])
-VAL_CODE = (
-    lib(
-        "latency.py",
-        "policy.py",
-        "seeds.py",
-        "studies/validation.py",
-        "validation/calibration.py",
-        "sim/continuous.py",
-        "sim/state.py",
-        "sim/jit.py",
-    )
-    + SIM_ENGINE
-)
 VAL_CATEGORY = "Validation against vLLM"
 
 
@@ -38,7 +25,7 @@ rule validation_compare:
     """One run folder: every table replayed (prediction + diagnostic variants), errors per load."""
     input:
         data=lambda w: [f"{VAL['dir']}/{w.vrun}/{n}" for n in VAL_FILES],
-        code=VAL_CODE,
+        code=script_code("validation_compare.py"),
     output:
         comparison="results/validation/{vrun}/comparison.csv",
         predictions="results/validation/{vrun}/predictions.csv",
@@ -61,7 +48,7 @@ rule validation_table:
     input:
         comparisons=expand("results/validation/{vrun}/comparison.csv", vrun=VAL_RUNS),
         settings=[f"{VAL['dir']}/{r}/settings.json" for r in VAL_RUNS],
-        code=VAL_CODE,
+        code=script_code("validation_table.py"),
     output:
         csv=report(
             "figures/table_vllm_validation.csv",

@@ -7,7 +7,7 @@ from llmqueue.io import write_csv
 from llmqueue.predictor.model import load_model
 from llmqueue.sim.predictors import Learned
 from llmqueue.studies.multibin import LLMSpec, learned_capacity_table
-from llmqueue.studies.ssjf import load_trace, row_predictions
+from llmqueue.studies.ssjf.tables import load_trace, row_predictions
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

@@ -1,7 +1,8 @@
-"""FCFS capacity of every (setting, batching mode) (llmqueue.studies.ssjf.capacity_table)."""
+"""FCFS capacity of every (setting, batching mode) (llmqueue.studies.ssjf.tables.capacity_table)."""
 
 from llmqueue.io import read_json, write_csv
-from llmqueue.studies.ssjf import capacity_table, load_trace, settings_from_config
+from llmqueue.studies.ssjf.spec import settings_from_config
+from llmqueue.studies.ssjf.tables import capacity_table, load_trace
 
 sm = snakemake  # noqa: F821
 P = sm.params

@@ -1,10 +1,10 @@
-"""Claim 10 from the SSJF tables (llmqueue.studies.ssjf.claims_rows)."""
+"""Claim 10 from the SSJF tables (llmqueue.studies.ssjf.claims.claims_rows)."""
 
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import write_csv
-from llmqueue.studies.ssjf import claims_rows
+from llmqueue.studies.ssjf.claims import claims_rows
 
 sm = snakemake  # noqa: F821
 P = sm.params

@@ -1,4 +1,4 @@
-"""JCT and wait of every policy against load, Poisson or replay (llmqueue.studies.ssjf.jct_table)."""
+"""JCT and wait of every policy against load, Poisson or replay (llmqueue.studies.ssjf.tables.jct_table)."""
 
 import logging
 
@@ -7,7 +7,8 @@ import pandas as pd
 from llmqueue.io import read_json, write_csv
 from llmqueue.predictor.model import load_model
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.ssjf import jct_table, load_trace, settings_from_config
+from llmqueue.studies.ssjf.spec import settings_from_config
+from llmqueue.studies.ssjf.tables import jct_table, load_trace
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

@@ -1,8 +1,8 @@
-"""Every predictor scored on the held-out rows (llmqueue.studies.ssjf.predictor_table)."""
+"""Every predictor scored on the held-out rows (llmqueue.studies.ssjf.tables.predictor_table)."""
 
 from llmqueue.io import write_csv
 from llmqueue.predictor.model import load_model
-from llmqueue.studies.ssjf import load_trace, predictor_table
+from llmqueue.studies.ssjf.tables import load_trace, predictor_table
 
 sm = snakemake  # noqa: F821
 P = sm.params

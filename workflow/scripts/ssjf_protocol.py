@@ -1,10 +1,11 @@
-"""SSJF's own protocol: short runs of jobs in whole-second slots (llmqueue.studies.ssjf.protocol_table)."""
+"""SSJF's own protocol: short runs of jobs in whole-second slots (llmqueue.studies.ssjf.tables.protocol_table)."""
 
 import pandas as pd
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.predictor.model import load_model
-from llmqueue.studies.ssjf import load_trace, protocol_table, settings_from_config
+from llmqueue.studies.ssjf.spec import settings_from_config
+from llmqueue.studies.ssjf.tables import load_trace, protocol_table
 
 sm = snakemake  # noqa: F821
 P = sm.params

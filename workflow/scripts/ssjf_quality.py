@@ -1,4 +1,4 @@
-"""JCT gain over FCFS against predictor quality (llmqueue.studies.ssjf.quality_table)."""
+"""JCT gain over FCFS against predictor quality (llmqueue.studies.ssjf.tables.quality_table)."""
 
 import logging
 
@@ -7,7 +7,8 @@ import pandas as pd
 from llmqueue.io import read_json, write_csv
 from llmqueue.predictor.model import load_model
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.ssjf import load_trace, quality_table, settings_from_config
+from llmqueue.studies.ssjf.spec import settings_from_config
+from llmqueue.studies.ssjf.tables import load_trace, quality_table
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

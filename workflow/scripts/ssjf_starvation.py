@@ -1,11 +1,12 @@
-"""Mean vs max wait with and without the starvation guard (llmqueue.studies.ssjf.starvation_table)."""
+"""Mean vs max wait with and without the starvation guard (llmqueue.studies.ssjf.tables.starvation_table)."""
 
 import pandas as pd
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.predictor.model import load_model
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.ssjf import load_trace, settings_from_config, starvation_table
+from llmqueue.studies.ssjf.spec import settings_from_config
+from llmqueue.studies.ssjf.tables import load_trace, starvation_table
 
 sm = snakemake  # noqa: F821
 P = sm.params

@@ -1,9 +1,9 @@
-"""One learned output-length predictor (llmqueue.studies.ssjf.train_model), saved with its
+"""One learned output-length predictor (llmqueue.studies.ssjf.tables.train_model), saved with its
 held-out score."""
 
 from llmqueue.io import write_json
 from llmqueue.predictor.model import save_model
-from llmqueue.studies.ssjf import load_trace, train_model
+from llmqueue.studies.ssjf.tables import load_trace, train_model
 
 sm = snakemake  # noqa: F821
 P = sm.params

@@ -69,7 +69,5 @@ def check_config(config: Mapping[str, Any], base_dir: str | Path) -> None:
     import importlib
     import pkgutil
 
-    import llmqueue.checks as package
-
-    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        importlib.import_module(f"llmqueue.checks.{info.name}").check(config, Path(base_dir))
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        importlib.import_module(f"{__name__}.{info.name}").check(config, Path(base_dir))

@@ -15,9 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
-
-CLAIM_QUANTITIES = 4  # llmqueue.studies.ssjf.QUANTITIES (kept import-free here)
-MODES = ("none", "dynamic", "continuous")
+from llmqueue.studies.ssjf.spec import MODES, QUANTITIES
 
 
 def _setting(name: str, cfg: Mapping[str, Any], config: Mapping[str, Any]) -> None:
@@ -89,10 +87,10 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     ids = reference_claims(base_dir, "ssjf")
     check_tolerance_classes(config, ids)
     tens = [c for c in ids if c.startswith("10")]
-    want = len(sec["claim_settings"]) * len(MODES) * CLAIM_QUANTITIES
+    want = len(sec["claim_settings"]) * len(MODES) * len(QUANTITIES)
     if ids and len(tens) != want:
         raise InputError(
             f"ssjf.claim_settings: {len(sec['claim_settings'])} settings x {len(MODES)} modes x "
-            f"{CLAIM_QUANTITIES} quantities need {want} claim-10 rows in "
+            f"{len(QUANTITIES)} quantities need {want} claim-10 rows in "
             f"data/reference/claims_ssjf.csv, which has {len(tens)}"
         )

@@ -1,34 +1,6 @@
-"""The SSJF study (issue 14): ordering the queue by a predicted output length, as typed builders.
-
-Speculative shortest-job-first (Qiu et al., arXiv 2404.08509) orders waiting requests by an
-output length a proxy model predicts; it reports a 30.5-39.6% lower mean job completion time
-(JCT) than FCFS and 2.2-3.6x its "throughput", under no, dynamic and continuous batching. We
-rebuild it in the serving engine (:mod:`llmqueue.sim.engine`) on the Azure conversation trace:
-
-- **Predictors** (:mod:`llmqueue.sim.predictors`): the oracle (SJF), noisy and k-class ones of a
-  chosen quality, and two scikit-learn models (:mod:`llmqueue.predictor`) trained on the first
-  part of the trace; every one scored by :func:`~llmqueue.predictor.scoring.score_predictions` on
-  the held-out rows (:func:`predictor_table`). Every simulation draws its lengths from the
-  held-out rows only, so the learned predictor never ranks a request it was trained on.
-- **Policies**: FCFS, SJF (true length), SSJF (the learned predictor), SJF and SSJF with SSJF's
-  starvation guard (a request that has waited longer than ``guard_s`` is served by age first).
-- **Settings** (:class:`Setting`): SSJF's own cost model (a job of n output tokens takes
-  0.1 s + 0.02 s x n; the batch law T_b = 0.1 + 0.02 max n for dynamic batching; a 0.02 s
-  iteration for continuous batching) and LLaMA-2-7B's A100 profiles of this project, each with
-  the three batching modes ``none``, ``dynamic`` (a small b_max) and ``continuous``.
-- **Arrivals**: Poisson at loads relative to each mode's FCFS capacity
-  (:func:`~llmqueue.sim.capacity.max_rate`), and the held-out rows replayed at their own
-  timestamps, time-scaled to the same rates (:func:`jct_table`); SSJF's own protocol, 50 jobs
-  arriving in whole-second slots, averaged over runs (:func:`protocol_table`).
-- **Exact values**: with no batching the mean wait of every order is Cobham's non-preemptive
-  priority formula with classes by the sort key (:mod:`llmqueue.analytic.priority`), written
-  beside the simulation in the tables.
-- **Claims** (:func:`claims_rows`): SSJF's two headline numbers per setting and batching mode,
-  each read two ways: SSJF's protocol and the steady state.
-
-Units: seconds, requests/s, tokens. Every point draws its own stream
-``SeedSequence(seed, spawn_key=("ssjf", table, ...))`` (:mod:`llmqueue.seeds`); the policies of
-one point share it (the same requests), so their differences are paired.
+"""The SSJF study's tables (:mod:`llmqueue.studies.ssjf`): the held-out trace rows, the predictors
+scored alike, FCFS capacity per batching mode, JCT against load, the gain against predictor
+quality, the starvation guard and SSJF's own protocol. Units: s, requests/s, tokens.
 """
 
 from __future__ import annotations
@@ -41,7 +13,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmqueue.claims import ClaimBook, ClaimRow
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.policy import Policy
@@ -49,21 +20,22 @@ from llmqueue.predictor.features import FeatureSpec, split_index
 from llmqueue.predictor.model import LengthModel
 from llmqueue.predictor.scoring import score_predictions
 from llmqueue.predictor.training import train_length_model
-from llmqueue.profiles import law_of_setting
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.exact import row_mean_wait
 from llmqueue.sim.predictors import Learned, Predictor, parse_predictor
 from llmqueue.sim.result import SimResult
 from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.ssjf.spec import (
+    ARRIVALS,
+    MODES,
+    POLICIES,
+    PROTOCOL_POLICIES,
+    PolicySpec,
+    Setting,
+)
 from llmqueue.traces import TraceColumns, TraceRows, read_trace
 
 __all__ = [
-    "MODES",
-    "POLICIES",
-    "PolicySpec",
-    "Setting",
-    "resolve_setting",
-    "settings_from_config",
     "StudyTrace",
     "load_trace",
     "train_model",
@@ -75,108 +47,14 @@ __all__ = [
     "starvation_table",
     "protocol_throughput",
     "protocol_table",
-    "claim_values",
-    "claims_rows",
 ]
 
-MODES = ("none", "dynamic", "continuous")
-ARRIVALS = ("poisson", "replay")
+
 Progress = Callable[[str], None]
 
 
 def _quiet(_: str) -> None:
     return None
-
-
-@dataclass(frozen=True)
-class PolicySpec:
-    """A policy of the study: queue order, whether it reads the learned predictor, guard."""
-
-    order: str
-    learned: bool
-    guard: bool
-
-
-POLICIES: dict[str, PolicySpec] = {
-    "FCFS": PolicySpec("fcfs", False, False),
-    "SJF": PolicySpec("sjf", False, False),
-    "SSJF": PolicySpec("spjf", True, False),
-    "SJF+guard": PolicySpec("sjf", False, True),
-    "SSJF+guard": PolicySpec("spjf", True, True),
-}
-
-
-# ---- settings -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Setting:
-    """A cost model with its three batching modes: the batch law (Eq. 18; ``none`` serves one
-    request, T_1 = t1(1) + t2(1) n) and the continuous-batching step law, with b_max."""
-
-    name: str
-    description: str
-    batch: BatchLatency
-    step: StepLaw
-    dynamic_bmax: int
-    continuous_max_batch: int
-
-    def latency(self, mode: str) -> BatchLatency | StepLaw:
-        return self.step if mode == "continuous" else self.batch
-
-    def policy(self, mode: str, order: str = "fcfs", guard_s: float | None = None) -> Policy:
-        if mode == "none":
-            return Policy("none", order=order, guard_s=guard_s)
-        if mode == "dynamic":
-            return Policy("dynamic", bmax=self.dynamic_bmax, order=order, guard_s=guard_s)
-        if mode == "continuous":
-            return Policy(
-                "continuous", bmax=self.continuous_max_batch, order=order, guard_s=guard_s
-            )
-        raise InputError(f"batching mode must be one of {', '.join(MODES)}, got {mode!r}")
-
-    def service_s(self, output_tokens: np.ndarray) -> np.ndarray:
-        """One request's service time with no batching, S = t1(1) + t2(1) n (s)."""
-        return float(self.batch.t1(1)) + float(self.batch.t2(1)) * np.asarray(output_tokens)
-
-
-def resolve_setting(
-    name: str,
-    cfg: Mapping[str, Any],
-    batch_profiles: Mapping[str, Any],
-    step_profiles: Mapping[str, Any],
-    fits: Mapping[str, Any],
-) -> Setting:
-    """The :class:`Setting` config ``ssjf.settings.<name>`` names: ``batch`` ({k1..k4} or a
-    ``batch_profiles`` name) and ``step`` ({c0_s, c_tok_s, c_ctx_s} or a ``step_profiles``
-    name); `fits` maps fit.json paths to their parsed contents."""
-    where = f"ssjf.settings.{name}"
-    config = {"batch_profiles": batch_profiles, "step_profiles": step_profiles}
-    batch = law_of_setting(
-        cfg["batch"], "batch", config, where=f"{where}.batch", name=f"{name}_batch", fits=fits
-    )
-    step = law_of_setting(
-        cfg["step"], "step", config, where=f"{where}.step", name=f"{name}_step", fits=fits
-    )
-    assert isinstance(batch, BatchLatency) and isinstance(step, StepLaw)
-    return Setting(
-        name,
-        str(cfg.get("description", name)),
-        batch,
-        step,
-        int(cfg["dynamic_bmax"]),
-        int(cfg["continuous_max_batch"]),
-    )
-
-
-def settings_from_config(
-    settings: Mapping[str, Any],
-    batch_profiles: Mapping[str, Any],
-    step_profiles: Mapping[str, Any],
-    fits: Mapping[str, Any],
-    names: Sequence[str] | None = None,
-) -> list[Setting]:
-    """The :class:`Setting` s of config ``ssjf.settings`` (those in `names`, in that order)."""
-    chosen = list(settings) if names is None else list(names)
-    return [resolve_setting(n, settings[n], batch_profiles, step_profiles, fits) for n in chosen]
 
 
 # ---- the trace and the predictors ------------------------------------------------------------------
@@ -556,12 +434,6 @@ def starvation_table(
     return pd.DataFrame(rows)
 
 
-# ---- SSJF's own protocol ----------------------------------------------------------------------
-# SSJF's public scheduler always applies its starvation guard, so its protocol and the claim rows
-# compare SJF and SSJF *with* the guard against FCFS.
-PROTOCOL_POLICIES = ("FCFS", "SJF+guard", "SSJF+guard")
-
-
 def protocol_throughput(finish_s: np.ndarray, percentile: float = 25.0) -> float:
     """SSJF's "throughput": pos / finish_time[pos], finish times sorted (s from the start of the
     run), pos = int(percentile of the indices 0..n-1): jobs done per second early in the run."""
@@ -658,174 +530,3 @@ def protocol_table(
                         }
                     )
     return pd.DataFrame(rows)
-
-
-# ---- claims ----------------------------------------------------------------------------------
-QUANTITIES = ("jct_protocol", "jct_steady", "thr_protocol", "thr_steady")
-
-
-def claim_values(
-    protocol: pd.DataFrame, poisson: pd.DataFrame, setting: str, mode: str, load: float
-) -> dict[str, float]:
-    """SSJF (with its starvation guard) vs FCFS for one (setting, mode): mean-JCT reduction (%)
-    and throughput ratio, by SSJF's protocol (means over runs) and in steady state (Poisson at
-    `load`); SJF's reduction (with the guard) beside them (``sjf_*``) and the protocol's
-    offered load."""
-    pr = protocol[(protocol["setting"] == setting) & (protocol["mode"] == mode)]
-    runs = pr.groupby("policy")[["jct_mean", "throughput_per_s"]].mean()
-    ps = poisson[
-        (poisson["setting"] == setting)
-        & (poisson["mode"] == mode)
-        & np.isclose(poisson["load"], load)
-    ].set_index("policy")
-    if runs.empty or ps.empty:
-        raise InputError(f"no results for setting {setting!r}, mode {mode!r} at load {load:g}")
-
-    def at(df: pd.DataFrame, policy: str, col: str) -> float:
-        return float(df.loc[policy, col])  # type: ignore[arg-type]
-
-    def gain(df: pd.DataFrame, policy: str) -> float:
-        return 100.0 * (1.0 - at(df, policy, "jct_mean") / at(df, "FCFS", "jct_mean"))
-
-    def ratio(df: pd.DataFrame) -> float:
-        return at(df, "SSJF+guard", "throughput_per_s") / at(df, "FCFS", "throughput_per_s")
-
-    return {
-        "jct_protocol": gain(runs, "SSJF+guard"),
-        "jct_steady": gain(ps, "SSJF+guard"),
-        "thr_protocol": ratio(runs),
-        "thr_steady": ratio(ps),
-        "offered_load": float(pr["offered_load"].iloc[0]),
-        "mode_load": float(pr["mode_load"].iloc[0]),
-        "batched_padding": float(mode == "dynamic"),
-        "batched": float(mode != "none"),
-        "sjf_unguarded_steady": gain(ps, "SJF"),
-        "sjf_jct_protocol": gain(runs, "SJF+guard"),
-        "sjf_jct_steady": gain(ps, "SJF+guard"),
-    }
-
-
-def claim_tag(setting: str, mode: str) -> str:
-    """The tag a reference claim's text starts with, naming its setting and batching mode."""
-    return f"[{setting}, {mode}]"
-
-
-def _miss(quantity: str, ours: float, lo: float, hi: float, v: Mapping[str, float]) -> str:
-    """One line: why our number falls outside the published range."""
-    load = v["mode_load"]
-    if quantity == "thr_steady":
-        return (
-            "below capacity every order completes what arrives, so the steady-state rate is the "
-            "arrival rate and the ratio is 1 (SSJF's 2.2-3.6x counts early completions)"
-        )
-    if quantity == "thr_protocol":
-        if load < 1:
-            return (
-                f"the 50 jobs arrive at {load:.2f}x this mode's capacity: few wait, so every "
-                "order finishes them alike"
-            )
-        return (
-            f"SSJF's reading counts jobs done by the 25th-percentile completion of a run "
-            f"{load:.1f}x over capacity; with these lengths putting short jobs first gains "
-            f"{ours:.2f}x, not 2.2-3.6x"
-        )
-    what = "SSJF's protocol" if quantity == "jct_protocol" else "steady state"
-    sjf = v["sjf_jct_protocol"] if quantity == "jct_protocol" else v["sjf_jct_steady"]
-    if ours < lo and sjf < lo:
-        if load < 1 and quantity == "jct_protocol":
-            return (
-                f"the jobs arrive at {load:.2f}x this mode's capacity, so little waits to be "
-                f"reordered: even SJF with true lengths gains {sjf:.1f}%"
-            )
-        if v["batched"]:
-            nog = (
-                f" ({v['sjf_unguarded_steady']:.1f}% without the guard)"
-                if quantity == "jct_steady"
-                else ""
-            )
-            return (
-                f"even SJF with true lengths gains only {sjf:.1f}%{nog} in {what}: a batching "
-                "server serves several waiting requests at once, so fewer are left to reorder"
-            )
-        if quantity == "jct_steady":
-            return (
-                f"even SJF with true lengths gains only {sjf:.1f}% with the starvation guard "
-                f"({v['sjf_unguarded_steady']:.1f}% without): at this load the guard often "
-                "serves by age"
-            )
-        return f"even SJF with true lengths gains only {sjf:.1f}% in {what}"
-    if ours < lo:
-        return (
-            f"SJF with true lengths gains {sjf:.1f}% in {what}; the learned predictor recovers "
-            "only part of it"
-        )
-    return (
-        f"larger gain in {what} (SJF with true lengths: {sjf:.1f}%): in a batch that lasts its "
-        "longest job, ordering by length also pairs similar lengths, which cuts padding"
-        if v["batched_padding"]
-        else f"larger gain in {what} (SJF with true lengths: {sjf:.1f}%)"
-    )
-
-
-def claims_rows(
-    book: ClaimBook,
-    protocol: pd.DataFrame,
-    poisson: pd.DataFrame,
-    predictors: pd.DataFrame,
-    settings: Sequence[str],
-    ssjf_model: str,
-    load: float,
-) -> list[ClaimRow]:
-    """Claim 10: per setting and batching mode, SSJF's mean-JCT reduction and throughput ratio
-    over FCFS by SSJF's protocol and in steady state, judged against the published ranges
-    (reference rows ``10a`` .. in the order settings x :data:`MODES` x :data:`QUANTITIES`)."""
-    ids = book.ids("10")
-    want = len(settings) * len(MODES) * len(QUANTITIES)
-    if len(ids) != want:
-        raise InputError(
-            f"data/reference/claims_ssjf.csv has {len(ids)} claim-10 rows; the config's "
-            f"{len(settings)} settings x {len(MODES)} modes x {len(QUANTITIES)} quantities "
-            f"need {want}"
-        )
-    pr = predictors[predictors["predictor"] == f"learned:{ssjf_model}"]
-    if pr.empty:
-        raise InputError(f"no score for the learned {ssjf_model} in the predictor table")
-    q = pr.iloc[0]
-    guard = poisson.loc[poisson["policy"] == "SSJF+guard", "guard_s"]
-    pred_note = (
-        f"SSJF = learned {ssjf_model} predictor (held-out Kendall tau {q['kendall_tau']:.2f}, "
-        f"5-class accuracy {q['accuracy']:.2f}) with the {float(guard.iloc[0]):g}-s "
-        "starvation guard"
-    )
-    rows = []
-    it = iter(ids)
-    for setting in settings:
-        for mode in MODES:
-            v = claim_values(protocol, poisson, setting, mode, load)
-            for quantity in QUANTITIES:
-                cid = next(it)
-                tag = claim_tag(setting, mode)
-                if not book.claim(cid).startswith(tag):
-                    raise InputError(
-                        f"claim {cid}: its text must start with {tag!r} (settings x modes x "
-                        f"quantities order), got {book.claim(cid)[:40]!r}"
-                    )
-                tol = book.tolerance(cid)
-                paper = book.paper(cid)
-                lo, hi = paper - tol.value, paper + tol.value
-                ours = float(v[quantity])
-                how = (
-                    f"SSJF's protocol ({int(protocol['jobs'].iloc[0])} jobs x "
-                    f"{int(protocol['run'].max()) + 1} runs at {v['mode_load']:.2f}x this mode's capacity)"
-                    if quantity.endswith("protocol")
-                    else f"steady state, Poisson at load {load:g}"
-                )
-                rows.append(
-                    book.judge(
-                        cid,
-                        ours,
-                        f"{pred_note}; {how}; published range {lo:g}-{hi:g}",
-                        miss=_miss(quantity, ours, lo, hi, v),
-                    )
-                )
-    return rows
