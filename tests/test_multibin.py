@@ -28,8 +28,9 @@ from llmqueue.sim.capacity import THEOREM_4_2, max_rate, saturated_rate
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Buckets, Noisy
 from llmqueue.sim.workload import PoissonWorkload
-from llmqueue.studies import multibin as study
-from llmqueue.studies import multibin_spec as spec_mod
+from llmqueue.studies.multibin import spec as spec_mod
+from llmqueue.studies.multibin.claims import claims_rows
+from llmqueue.studies.multibin.tables import llm_capacity_table, llm_latency_table, synthetic_table
 from llmqueue.tokens import DeterministicLaw, EmpiricalLaw, LogNormalLaw, UniformLaw
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -285,7 +286,7 @@ def test_small_study_tables_and_claims() -> None:
     syn = spec_mod.SyntheticSpec.from_config(
         {"batch": 16, "bins": [1, 2], "capacity": {"requests": 20000, "replications": 2}}
     )
-    tab = study.synthetic_table(syn, 1)
+    tab = synthetic_table(syn, 1)
     np.testing.assert_allclose(
         tab["theorem_rate"], [mb.theorem_4_2(16, k, 1, 20) for k in (1, 2)], rtol=1e-12
     )
@@ -300,14 +301,14 @@ def test_small_study_tables_and_claims() -> None:
             "simulation": {"requests": 4000, "warmup": 400, "batches": 10},
         }
     )
-    cap = study.llm_capacity_table(llm_spec, 1)
+    cap = llm_capacity_table(llm_spec, 1)
     assert list(cap["pe"]) == [0.0] * 3 + [0.25] * 3
     assert cap["exact_gain"].iloc[0] == 0 and (cap["exact_rate_per_s"] > 0).all()
-    lat = study.llm_latency_table(llm_spec, 1)
+    lat = llm_latency_table(llm_spec, 1)
     assert len(lat) == 3 and (lat["bound_s"] > 0).all()
     ref = pd.read_csv(ROOT / "data/reference/claims_multibin.csv", dtype={"id": str})
     tol = yaml.safe_load((ROOT / "config/config.yaml").read_text())["claims"]["tolerances"]
-    rows = {r.id: r for r in study.claims_rows(ClaimBook(ref, tol), tab, cap, lat)}
+    rows = {r.id: r for r in claims_rows(ClaimBook(ref, tol), tab, cap, lat)}
     assert rows["11m"].verdict == "not_reproduced" and rows["11m"].ours == "not run"
     assert rows["11h"].paper == pytest.approx(mb.theorem_4_2(128, 1, 1, 20), rel=1e-5)
     assert "11a" in rows and "11c" in rows and "11d" not in rows and "11g" not in rows
@@ -350,7 +351,7 @@ def test_schema_and_checks_stop_bad_config(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_bin_accuracy_of_perfect_reversed_and_blind_predictions() -> None:
-    from llmqueue.studies.multibin import bin_accuracy
+    from llmqueue.studies.multibin.tables import bin_accuracy
 
     rng = np.random.default_rng(3)
     true = rng.lognormal(5, 1, 40_000)
@@ -363,7 +364,8 @@ def test_bin_accuracy_of_perfect_reversed_and_blind_predictions() -> None:
 
 def test_learned_bins_table_with_perfect_predictions_equals_true_bins() -> None:
     from llmqueue.sim.predictors import Noisy
-    from llmqueue.studies.multibin import LLMSpec, learned_capacity_table
+    from llmqueue.studies.multibin.spec import LLMSpec
+    from llmqueue.studies.multibin.tables import learned_capacity_table
 
     rng = np.random.default_rng(4)
     out = np.maximum(1.0, np.round(rng.lognormal(5, 0.9, 6_000)))

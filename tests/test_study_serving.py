@@ -14,11 +14,19 @@ import yaml
 
 from llmqueue.checks.serving import check
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, StepLaw
-from llmqueue.policy import Policy
+from llmqueue.latency import BatchLatency, StepLaw, batch_law_from_step
+from llmqueue.policy import Policy, policy_spec
 from llmqueue.sim.settings import SimSettings
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload
-from llmqueue.studies import serving as sv
+from llmqueue.studies.serving.spec import serving_setup
+from llmqueue.studies.serving.tables import (
+    SWEEP_COLUMNS,
+    capacity_table,
+    geometric_rates,
+    policy_sweep,
+    replay_markdown,
+    replay_table,
+)
 from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,7 +40,7 @@ def config() -> dict:
 
 
 def test_batch_law_from_step_prices_one_prefill_and_decode_steps() -> None:
-    law = sv.batch_law_from_step(STEP, 1000.0, 1100.0)
+    law = batch_law_from_step(STEP, 1000.0, 1100.0)
     b = 8
     # t1(b): one iteration prefilling b prompts of 1000 tokens, each reading its own 1000 tokens
     assert math.isclose(law.t1(b), STEP.step(0, b * 1000, b * 1000))
@@ -40,7 +48,7 @@ def test_batch_law_from_step_prices_one_prefill_and_decode_steps() -> None:
     assert math.isclose(law.t2(b), STEP.step(b, 0, b * 1100))
     assert law.verdict == "measured-kernels" and "Eq. (18)" in law.name
     with pytest.raises(InputError):
-        sv.batch_law_from_step(STEP, -1.0, 10.0)
+        batch_law_from_step(STEP, -1.0, 10.0)
 
 
 POLICIES = {"none": Policy("none"), "elastic": Policy("elastic", bmax=8)}
@@ -50,20 +58,20 @@ LAW = BatchLatency(0.0, 0.05, 1e-4, 0.01)
 def test_sweep_marks_rates_beyond_capacity_and_is_reproducible() -> None:
     w = PoissonWorkload(parse_law("lognormal:mu=4,sigma=0.8,cap=1024"), 1.0)
     lats = dict.fromkeys(POLICIES, LAW)
-    caps = sv.capacity_table(POLICIES, lats, w, requests=20_000, seed=3)
+    caps = capacity_table(POLICIES, lats, w, requests=20_000, seed=3)
     assert list(caps["method"]) == ["formula", "formula"]
     cap = dict(zip(caps["policy"], caps["max_rate_per_s"], strict=True))
-    rates = sv.geometric_rates(0.2, 3.0, 4)
+    rates = geometric_rates(0.2, 3.0, 4)
     sim = SimSettings(20_000, 2_000, 20)
-    df = sv.policy_sweep(POLICIES, lats, w, rates, cap, sim, seed=3)
-    assert list(df.columns) == sv.SWEEP_COLUMNS and len(df) == 8
+    df = policy_sweep(POLICIES, lats, w, rates, cap, sim, seed=3)
+    assert list(df.columns) == SWEEP_COLUMNS and len(df) == 8
     over = df["rate_per_s"] >= 0.97 * df["policy"].map(cap)
     assert over.any() and df.loc[over, "unstable"].all()
     assert df.loc[over, "jct_mean_s"].isna().all()  # never a mean beyond the max rate
     ok = df[~df["unstable"].astype(bool)]
     assert (ok["jct_p99_s"] > ok["jct_mean_s"]).all()
     assert np.allclose(ok["throughput_per_s"], ok["rate_per_s"], rtol=0.05)
-    again = sv.policy_sweep(POLICIES, lats, w, rates, cap, sim, seed=3)
+    again = policy_sweep(POLICIES, lats, w, rates, cap, sim, seed=3)
     pd.testing.assert_frame_equal(df, again)
 
 
@@ -77,16 +85,16 @@ def test_replay_table_and_markdown() -> None:
     )
     lats = dict.fromkeys(POLICIES, LAW)
     caps = {"none": 0.4, "elastic": 8.0}
-    df = sv.replay_table(
+    df = replay_table(
         POLICIES, lats, replay, [0.5], caps, reference_rate_per_s=2.0, reference_name="elastic",
         warmup=100, seed=1,
     )  # fmt: skip
     assert len(df) == 2 and set(df["replay_load"]) == {0.5}
     assert np.allclose(df["rate_per_s"], 1.0)
-    md = sv.replay_markdown(df, "elastic")
+    md = replay_markdown(df, "elastic")
     assert "over capacity" in md  # none runs at 2.5 x its own max rate
     with pytest.raises(InputError, match="warmup"):
-        sv.replay_table(
+        replay_table(
             POLICIES, lats, replay, [0.5], caps, reference_rate_per_s=2.0, reference_name="x",
             warmup=n, seed=1,
         )  # fmt: skip
@@ -108,13 +116,12 @@ def test_serving_setup_with_fixed_step_profile(config: dict) -> None:
         },
         "policies": {"a": "dynamic:bmax=8", "b": "continuous:max_batch=16"},
     }
-    st = sv.serving_setup(section, profiles, None, None, TRACE)
+    st = serving_setup(section, profiles, None, None, TRACE)
     assert st.policies["b"].kv_tokens == 50_000 and st.policies["a"].kind == "dynamic"
     assert isinstance(st.latencies["b"], StepLaw) and isinstance(st.latencies["a"], BatchLatency)
     assert math.isclose(st.latencies["a"].k2, 0.01)
     assert (
-        sv.policy_spec(st.policies["b"])
-        == "continuous:max_batch=16,kv_tokens=50000,admission=reserve"
+        policy_spec(st.policies["b"]) == "continuous:max_batch=16,kv_tokens=50000,admission=reserve"
     )
 
 

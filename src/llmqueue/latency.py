@@ -35,6 +35,7 @@ __all__ = [
     "BatchLatency",
     "StepLaw",
     "parse_step_law",
+    "batch_law_from_step",
     "StepLawFit",
     "fit_step_law",
     "LinearFit",
@@ -178,6 +179,34 @@ class StepLaw:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def batch_law_from_step(
+    step: StepLaw, mean_prompt_tokens: float, mean_context_tokens: float, name: str = ""
+) -> BatchLatency:
+    """Eq. (18) coefficients of a static batch priced by step law `step`, so that static batches
+    and continuous batching stand on one hardware law: t1(b) = c0 + (c_tok + c_ctx) P b (one
+    prefill iteration of b prompts of P tokens), t2(b) = c0 + (c_tok + c_ctx C) b (one decode step
+    of b sequences at a mean context of C tokens), i.e. k1 = (c_tok + c_ctx) P, k2 = c0,
+    k3 = c_tok + c_ctx C, k4 = c0. Eq. (18) has no prompt term, so a batch law fitted at 64 input
+    tokens would price a 1,155-token prompt as a 64-token one; this one does not."""
+    p, c = float(mean_prompt_tokens), float(mean_context_tokens)
+    if not (p >= 0 and c >= 0 and math.isfinite(p) and math.isfinite(c)):
+        raise InputError(f"batch_law_from_step: prompt and context must be >= 0, got {p}, {c}")
+    return BatchLatency(
+        (step.c_tok_s + step.c_ctx_s) * p,
+        step.c0_s,
+        step.c_tok_s + step.c_ctx_s * c,
+        step.c0_s,
+        name=name or f"{step.name} as Eq. (18)",
+        source=(
+            f"step law {step.name} ({step.source}) written as Eq. (18) at prompt {p:.0f} and "
+            f"decode context {c:.0f} tokens"
+        ),
+        verdict=step.verdict
+        if step.verdict in ("predicted", "measured", "measured-kernels")
+        else "independent",
+    )
 
 
 def parse_step_law(text: str) -> StepLaw:

@@ -47,6 +47,7 @@ __all__ = [
     "former_code",
     "order_code",
     "parse_policy",
+    "policy_spec",
 ]
 
 NO_CAP = 1 << 40  # "b_max = infinity"
@@ -271,3 +272,30 @@ def parse_policy(spec: str) -> Policy:
                 "flush_s"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
+
+
+def policy_spec(p: Policy) -> str:
+    """A policy back as a spec string that :func:`parse_policy` reads back to the same policy
+    (``continuous:max_batch=256,admission=on_demand``)."""
+    parts = []
+    if p.kind in ("dynamic", "elastic", "continuous") and p.bmax is not None:
+        parts.append(f"{'max_batch' if p.kind == 'continuous' else 'bmax'}={p.bmax}")
+    if p.kind in ("fixed", "multibin"):
+        parts.append(f"K={p.K}")
+    if p.kind == "multibin":
+        parts.append(f"bins={p.bins}")
+    if p.kind == "continuous":
+        if p.kv_tokens is not None:
+            parts.append(f"kv_tokens={p.kv_tokens}")
+        parts.append(f"admission={p.admission}")
+        if p.max_batched_tokens is not None:
+            parts.append(f"max_batched_tokens={p.max_batched_tokens}")
+        if p.block_size != 1:
+            parts.append(f"block_size={p.block_size}")
+    if p.order != "fcfs":
+        parts.append(f"order={p.order}")
+    if p.guard_s is not None:
+        parts.append(f"guard_s={p.guard_s:g}")
+    if p.servers != 1:
+        parts.append(f"servers={p.servers}")
+    return p.kind + (":" + ",".join(parts) if parts else "")

@@ -3,8 +3,8 @@
 # Theorem 4.2 and its exact form for any length law and prediction errors) and simulated
 # (replicated saturated queues); latency against the number of bins with Lemma 5.1's bound;
 # Multi-Bin against continuous batching on the same measured kernels.
-from llmqueue.studies.multibin_spec import section as mb_section
-from llmqueue.studies.multibin_spec import trace_files as mb_trace
+from llmqueue.studies.multibin.spec import section as mb_section
+from llmqueue.studies.multibin.spec import trace_files as mb_trace
 
 MB_RAW = config.get("multibin") or {}
 if MB_RAW:

@@ -1,10 +1,10 @@
-"""Claim 11 (Multi-Bin Batching) from the study's tables (llmqueue.studies.multibin.claims_rows)."""
+"""Claim 11 (Multi-Bin Batching) from the study's tables (llmqueue.studies.multibin.claims.claims_rows)."""
 
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import write_csv
-from llmqueue.studies.multibin import claims_rows
+from llmqueue.studies.multibin.claims import claims_rows
 
 sm = snakemake  # noqa: F821
 book = ClaimBook(pd.read_csv(sm.input.reference, dtype={"id": str}), sm.params.tolerances)

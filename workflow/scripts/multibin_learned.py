@@ -1,12 +1,13 @@
 """Multi-Bin Batching with bins from the SSJF study's learned length model on its held-out rows
-(llmqueue.studies.multibin.learned_capacity_table)."""
+(llmqueue.studies.multibin.tables.learned_capacity_table)."""
 
 import logging
 
 from llmqueue.io import write_csv
 from llmqueue.predictor.model import load_model
 from llmqueue.sim.predictors import Learned
-from llmqueue.studies.multibin import LLMSpec, learned_capacity_table
+from llmqueue.studies.multibin.spec import LLMSpec
+from llmqueue.studies.multibin.tables import learned_capacity_table
 from llmqueue.studies.ssjf.tables import load_trace, row_predictions
 
 sm = snakemake  # noqa: F821

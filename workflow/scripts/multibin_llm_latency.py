@@ -1,10 +1,11 @@
 """Multi-Bin Batching, simulated LLM: mean latency against k at several loads beside Lemma 5.1
-(llmqueue.studies.multibin.llm_latency_table)."""
+(llmqueue.studies.multibin.tables.llm_latency_table)."""
 
 import logging
 
 from llmqueue.io import write_csv
-from llmqueue.studies.multibin import LLMSpec, llm_latency_table
+from llmqueue.studies.multibin.spec import LLMSpec
+from llmqueue.studies.multibin.tables import llm_latency_table
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

@@ -1,11 +1,12 @@
 """Multi-Bin Batching against continuous batching, and how their two time laws relate
-(llmqueue.studies.multibin.vs_continuous_tables)."""
+(llmqueue.studies.multibin.tables.vs_continuous_tables)."""
 
 import logging
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import fit_json_path, resolve_batch_profile, resolve_step_profile
-from llmqueue.studies.multibin import VsContinuousSpec, vs_continuous_tables
+from llmqueue.studies.multibin.spec import VsContinuousSpec
+from llmqueue.studies.multibin.tables import vs_continuous_tables
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

@@ -1,7 +1,8 @@
-"""The highest sustainable rate of one serving policy (llmqueue.studies.serving.capacity_table)."""
+"""The highest sustainable rate of one serving policy (llmqueue.studies.serving.tables.capacity_table)."""
 
 from llmqueue.io import write_csv
-from llmqueue.studies.serving import capacity_table, setup_for_rule
+from llmqueue.studies.serving.spec import setup_for_rule
+from llmqueue.studies.serving.tables import capacity_table
 
 sm = snakemake  # noqa: F821
 st = setup_for_rule(sm.params, sm.input, sm.wildcards.spolicy)

@@ -1,10 +1,11 @@
 """The trace replayed at its own timestamps through one serving policy
-(llmqueue.studies.serving.replay_table)."""
+(llmqueue.studies.serving.tables.replay_table)."""
 
 import pandas as pd
 
 from llmqueue.io import write_csv
-from llmqueue.studies.serving import replay_table, setup_for_rule
+from llmqueue.studies.serving.spec import setup_for_rule
+from llmqueue.studies.serving.tables import replay_table
 
 sm = snakemake  # noqa: F821
 P = sm.params

@@ -1,10 +1,11 @@
-"""Mean and p99 JCT of one serving policy over the rate grid (llmqueue.studies.serving.policy_sweep)."""
+"""Mean and p99 JCT of one serving policy over the rate grid (llmqueue.studies.serving.tables.policy_sweep)."""
 
 import pandas as pd
 
 from llmqueue.io import write_csv
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.serving import geometric_rates, policy_sweep, setup_for_rule
+from llmqueue.studies.serving.spec import setup_for_rule
+from llmqueue.studies.serving.tables import geometric_rates, policy_sweep
 
 sm = snakemake  # noqa: F821
 P = sm.params

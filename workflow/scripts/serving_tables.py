@@ -1,9 +1,9 @@
-"""The serving study's two tables (llmqueue.studies.serving.capacity_markdown, replay_markdown)."""
+"""The serving study's two tables (llmqueue.studies.serving.tables.capacity_markdown, replay_markdown)."""
 
 import pandas as pd
 
 from llmqueue.io import write_csv, write_text
-from llmqueue.studies.serving import capacity_markdown, replay_markdown
+from llmqueue.studies.serving.tables import capacity_markdown, replay_markdown
 
 sm = snakemake  # noqa: F821
 cap = pd.concat([pd.read_csv(p) for p in sm.input.capacity], ignore_index=True)

@@ -60,6 +60,7 @@ __all__ = [
     "BatchStats",
     "batch_stats",
     "rate_grid",
+    "decode_context",
 ]
 
 
@@ -208,3 +209,18 @@ def rate_grid(
     b_best, mu = best_throughput(profile, law, b_range)
     fr = arithmetic_grid(start, stop, step, what="rate fractions")
     return fr * mu, mu, b_best
+
+
+def decode_context(prompt_tokens: np.ndarray, output_tokens: np.ndarray, batch: int) -> float:
+    """Mean KV context (tokens) a decode step reads per sequence, for `batch` requests of rows
+    drawn from (prompt, output): the prompt plus the tokens decoded so far, averaged over the
+    decode steps. Without padding (batch 1, or replies that leave when done) a reply of n tokens
+    spends n steps at contexts P + 0..n-1: E[P] + E[N^2] / (2 E[N]). A padded batch decodes to its
+    longest reply L_b: E[P] + E[L_b^2] / (2 E[L_b]), with P(L_b <= x) = F(x)^b of the rows' law.
+    (Full batches of `batch`: at low load a dynamic batch is smaller and decodes less.)"""
+    n = np.asarray(output_tokens, dtype=float)
+    vals, counts = np.unique(n, return_counts=True)
+    cdf = np.cumsum(counts) / n.size
+    pmf = cdf ** int(batch) - np.concatenate([[0.0], cdf[:-1]]) ** int(batch)
+    m1, m2 = float(pmf @ vals), float(pmf @ (vals * vals))
+    return float(np.mean(prompt_tokens)) + m2 / (2.0 * m1)

@@ -22,7 +22,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     import math
 
     from llmqueue.checks import check_tolerance_classes, reference_claims
-    from llmqueue.studies.multibin_spec import LLMSpec, SyntheticSpec, VsContinuousSpec
+    from llmqueue.studies.multibin.spec import LLMSpec, SyntheticSpec, VsContinuousSpec
     from llmqueue.tokens import UniformLaw, parse_law
 
     check_tolerance_classes(config, reference_claims(base_dir, "multibin"))

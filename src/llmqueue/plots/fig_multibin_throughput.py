@@ -17,7 +17,7 @@ from llmqueue.plots import style
 
 def _paper_rates(ref) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]  # noqa: ANN001
     """(k, rate) of the six published rates (reference rows 11a-11f)."""
-    from llmqueue.studies.multibin_spec import CLAIM_RATE_IDS
+    from llmqueue.studies.multibin.spec import CLAIM_RATE_IDS
 
     by_id = dict(zip(ref["id"].astype(str), ref["paper"].astype(float), strict=True))
     ks = [k for k, cid in CLAIM_RATE_IDS.items() if cid in by_id]

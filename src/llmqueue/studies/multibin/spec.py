@@ -1,6 +1,6 @@
 """The settings of the Multi-Bin Batching study (config section ``multibin``) as typed specs.
 
-Kept apart from :mod:`llmqueue.studies.multibin` so the config check
+Kept apart from :mod:`llmqueue.studies.multibin.tables` so the config check
 (:mod:`llmqueue.checks.multibin`, run before every workflow run) reads them without importing
 the simulators. :data:`DEFAULTS` holds the defaults the schema
 (workflow/schemas/multibin.schema.yaml) states; a test keeps the two equal.

@@ -1,22 +1,6 @@
-"""The Multi-Bin Batching study (Guldogan et al., arXiv 2412.04504; claim 11) as typed builders.
-
-- :func:`synthetic_table`: their Sec. 6.1 setting (B = 128, U(1, 20), k = 1..5, batch time = the
-  longest length): Theorem 4.2, the exact value of :func:`llmqueue.analytic.multibin.capacity` and
-  the simulated highest sustainable throughput (a saturated queue, replicated);
-- :func:`llm_capacity_table`: their "simulated LLM" (0.0366 s per output token, B = 8, 8 servers,
-  k = 1, 2, 4, ..., 32): the highest sustainable rate per k, exact and simulated, with bins by the
-  true length and under the neighbour-bin error model (p_e each way). Their GSM8K answer lengths
-  are not available; the length law is a config token-law spec (by default the empirical law of
-  the Azure conv trace's GeneratedTokens, which a log-normal fits poorly: it is bimodal);
-- :func:`llm_latency_table`: mean latency against k at several loads (fractions of the k = 1
-  highest rate), simulated with Poisson arrivals, beside Lemma 5.1's lower bound; optionally with a
-  flush timeout for partly full bins;
-- :func:`vs_continuous_table` and :func:`time_law_table`: Multi-Bin (Eq. 18 batch law) against
-  continuous batching (the iteration step law of the same measured kernels) at the same loads;
-- :func:`claims_rows`: claim 11 through one :class:`llmqueue.claims.ClaimBook`.
-
-Units: seconds, requests/s, tokens (the synthetic setting: time = tokens, rates per time unit).
-Each simulated point draws its own stream, ``seed_sequence(seed, "multibin", part, ...)``.
+"""The Multi-Bin Batching study's tables (:mod:`llmqueue.studies.multibin`): highest sustainable
+rates exact and simulated, latency against the number of bins, Multi-Bin against continuous
+batching. Units: s, requests/s, tokens.
 """
 
 from __future__ import annotations
@@ -29,9 +13,8 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.analytic import multibin as mb
-from llmqueue.claims import ClaimBook, ClaimRow
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
+from llmqueue.latency import BatchLatency, LinearLatency, StepLaw, batch_law_from_step
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.predictors import Buckets, Oracle, Predictor
@@ -39,34 +22,18 @@ from llmqueue.sim.result import SimResult
 from llmqueue.sim.settings import SimSettings
 from llmqueue.sim.stats import Estimate, batch_means
 from llmqueue.sim.workload import PoissonWorkload
-from llmqueue.studies.multibin_spec import (
-    CLAIM_BOUND_ID,
-    CLAIM_GAIN_ID,
-    CLAIM_MONOTONE_ID,
-    CLAIM_RATE_IDS,
-    CLAIM_REAL_ID,
-    CLAIM_SYNTHETIC_IDS,
-    DEFAULTS,
+from llmqueue.studies.multibin.spec import (
     CapacitySettings,
     ContinuousVariant,
     LLMSpec,
     SyntheticSpec,
     VsContinuousSpec,
-    section,
 )
-from llmqueue.studies.serving import batch_law_from_step
 from llmqueue.tokens import DeterministicLaw, TokenLaw, UniformLaw, parse_law
 
 __all__ = [
-    "DEFAULTS",
     "bin_accuracy",
     "learned_capacity_table",
-    "section",
-    "CapacitySettings",
-    "SyntheticSpec",
-    "LLMSpec",
-    "ContinuousVariant",
-    "VsContinuousSpec",
     "load_law",
     "synthetic_table",
     "llm_capacity_table",
@@ -76,13 +43,15 @@ __all__ = [
     "mid_reply_context",
     "time_law_table",
     "batch_memory_tokens",
-    "CLAIM_RATE_IDS",
-    "REAL_SERVING_REASON",
-    "claims_rows",
 ]
 
+
 Progress = Callable[[str], None]
+
+
 NAN = math.nan
+
+
 STUDY = "multibin"
 
 
@@ -90,7 +59,7 @@ def _quiet(_: str) -> None:
     return None
 
 
-# ---- settings (llmqueue.studies.multibin_spec) -----------------------------------------------
+# ---- settings (llmqueue.studies.multibin.spec) -----------------------------------------------
 def load_law(spec: str, base_dir: str = ".") -> TokenLaw:
     """The token law of a config spec (a trace path resolves from `base_dir`)."""
     return parse_law(spec, base_dir)
@@ -407,7 +376,7 @@ _SIM_COLUMNS = (
 
 def mid_reply_context(law: TokenLaw, prompt_tokens: int) -> float:
     """prompt + E[N]/2 (tokens): the context of a sequence halfway through a mean reply, the
-    decode context at which :func:`llmqueue.studies.serving.batch_law_from_step` writes the step
+    decode context at which :func:`llmqueue.latency.batch_law_from_step` writes the step
     law as Eq. (18) (k1 = (c_tok + c_ctx) p, k2 = c0, k3 = c_tok + c_ctx c, k4 = c0)."""
     return prompt_tokens + law.mean() / 2
 
@@ -572,128 +541,7 @@ def vs_continuous_tables(
     return table, laws
 
 
-# ---- claim 11 -------------------------------------------------------------------------------
-
-
-def _rel_ci(est: float, ci: float) -> float:
-    return ci / abs(est) if est else math.inf
-
-
-REAL_SERVING_REASON = (
-    "needs a real LLM server: Phi-3.5-mini-instruct on an A100-80G serving GSM8K prompts with "
-    "true lengths, all requests at t = 0; this pipeline runs on CPU without model weights, and "
-    "the simulated rows above stand for it"
-)
-
-
-def _by_bins(df: pd.DataFrame) -> dict[int, dict[str, Any]]:
-    return {int(r["bins"]): {str(c): v for c, v in r.items()} for r in df.to_dict("records")}
-
-
 # Lemma 5.1 is judged with about 4 standard errors of each simulated mean (2 x the 95% half-width):
 # at low load the bound is tight (no wait for a server), so a 95% interval alone would miss it
 # by chance at some of the points.
 BOUND_SIGMAS_CI95 = 2.0
-
-
-def claims_rows(
-    book: ClaimBook,
-    synthetic: pd.DataFrame,
-    llm: pd.DataFrame,
-    latency: pd.DataFrame,
-) -> list[ClaimRow]:
-    """Claim 11 (rows 11a-11o) from the study's tables."""
-    rows: list[ClaimRow] = []
-    oracle = _by_bins(llm[llm["pe"] == 0])
-    first = next(iter(oracle.values()))
-    law_note = (
-        f"lengths: {first['tokens']} (mean {float(first['mean_tokens']):.1f} tokens), "
-        "not the paper's GSM8K answers (not available)"
-    )
-    incomparable = (
-        "a different length law than the paper's (Azure conv trace instead of Phi-3.5 answers to "
-        "GSM8K): the absolute rate depends on the mean and spread of the lengths"
-    )
-    for k, cid in CLAIM_RATE_IDS.items():
-        if k not in oracle:
-            continue
-        r = oracle[k]
-        note = (
-            f"simulated, {int(r['replications'])} saturated queues of {int(r['sim_requests'])} "
-            f"requests (95% CI +-{float(r['sim_ci95']):.3g}); exact "
-            f"{float(r['exact_rate_per_s']):.5g}; {law_note}"
-        )
-        rows.append(book.judge(cid, float(r["sim_rate_per_s"]), note, incomparable=incomparable))
-    k_lo, k_hi = min(CLAIM_RATE_IDS), max(CLAIM_RATE_IDS)
-    if k_lo in oracle and k_hi in oracle:
-        lo, hi = oracle[k_lo], oracle[k_hi]
-        ratio = float(hi["sim_rate_per_s"]) / float(lo["sim_rate_per_s"])
-        rel = math.hypot(
-            _rel_ci(float(lo["sim_rate_per_s"]), float(lo["sim_ci95"])),
-            _rel_ci(float(hi["sim_rate_per_s"]), float(hi["sim_ci95"])),
-        )
-        exact = float(hi["exact_rate_per_s"]) / float(lo["exact_rate_per_s"])
-        note = (
-            f"simulated k = {k_lo} -> {k_hi}: {100 * (ratio - 1):.1f}% (95% CI "
-            f"+-{100 * rel * ratio:.1f} points), exact {100 * (exact - 1):.1f}%; {law_note}"
-        )
-        rows.append(
-            book.judge(
-                CLAIM_GAIN_ID,
-                100.0 * (ratio - 1.0),
-                note,
-                miss="the gain depends on the spread of the length law: the bimodal Azure "
-                "conv lengths gain more from bins than the paper's GSM8K answers",
-            )
-        )
-    syn = _by_bins(synthetic)
-    for k, cid in CLAIM_SYNTHETIC_IDS.items():
-        if k not in syn:
-            continue
-        r = syn[k]
-        note = (
-            f"ours = simulated highest throughput ({int(r['replications'])} saturated queues of "
-            f"{int(r['sim_requests'])} requests, 95% CI +-{float(r['sim_ci95']):.2g}); Theorem "
-            f"4.2 computed here: {float(r['theorem_rate']):.6g}"
-        )
-        rows.append(book.judge(cid, float(r["sim_rate"]), note))
-    rows.append(
-        ClaimRow(
-            CLAIM_REAL_ID,
-            book.claim(CLAIM_REAL_ID),
-            book.paper(CLAIM_REAL_ID),
-            "not run",
-            book.unit(CLAIM_REAL_ID),
-            str(book.tolerance(CLAIM_REAL_ID)),
-            "not_reproduced",
-            REAL_SERVING_REASON,
-        )
-    )
-    ks = sorted(oracle)
-    sims = np.array([float(oracle[k]["sim_rate_per_s"]) for k in ks])
-    rising = bool(np.all(np.diff(sims) > 0))
-    rows.append(
-        book.judge(
-            CLAIM_MONOTONE_ID,
-            1.0 if rising else 0.0,
-            f"k = {', '.join(str(k) for k in ks)}: {', '.join(f'{x:.3g}' for x in sims)} "
-            f"requests/s; {law_note}",
-            miss="the simulated rate does not rise at every step of k",
-        )
-    )
-    lat = latency[latency["flush_s"].isna() & ~latency["unstable"].astype(bool)]
-    sim = lat["sim_response_s"].to_numpy(dtype=float)
-    ci = lat["sim_response_ci95"].to_numpy(dtype=float)
-    bound = lat["bound_s"].to_numpy(dtype=float)
-    above = sim.size > 0 and bool(np.all(sim + BOUND_SIGMAS_CI95 * ci >= bound))
-    worst = float(np.min(sim / bound)) if sim.size else math.nan
-    rows.append(
-        book.judge(
-            CLAIM_BOUND_ID,
-            1.0 if above else 0.0,
-            f"{sim.size} (k, load) points, each within {BOUND_SIGMAS_CI95:g} x its 95% half-width; "
-            f"smallest ratio simulated / bound {worst:.4f} (the bound is tight at low load)",
-            miss="a simulated mean latency lies below Lemma 5.1's bound",
-        )
-    )
-    return rows
