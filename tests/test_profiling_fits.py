@@ -261,17 +261,22 @@ def test_config_checks(prof: dict, tmp_path: Path) -> None:
 
 
 def test_cli_errors_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    from llmqueue.profiling.__main__ import main
+    from llmqueue.cli import main
 
-    assert main(["kv-limit", "--model", "llama2-7b-chat", "--gpu", "a100-80gb"]) == 0
+    assert main(["profile", "kv-limit", "--model", "llama2-7b-chat", "--gpu", "a100-80gb"]) == 0
     assert json.loads(capsys.readouterr().out)["max_batch"] == 107
-    assert main(["kv-limit", "--model", "nope", "--gpu", "a100-80gb"]) == 2
-    assert "unknown model" in capsys.readouterr().err
-    assert main(["roofline", "--model", "llama2-7b-chat", "--gpu", "tpu"]) == 2
+    assert main(["profile", "kv-limit", "--model", "nope", "--gpu", "a100-80gb"]) == 2
+    assert "llmqueue profile: error: " in capsys.readouterr().err
+    assert main(["profile", "roofline", "--model", "llama2-7b-chat", "--gpu", "tpu"]) == 2
 
 
 def test_measured_fit_json_contract_and_table1(prof: dict) -> None:
-    from llmqueue.profiling.tables import fig2a_data, fig2b_data, table1_frame, table1_markdown
+    from llmqueue.studies.profiling.tables import (
+        fig2a_data,
+        fig2b_data,
+        table1_frame,
+        table1_markdown,
+    )
 
     model = "llama2-7b-chat"
     rows = []
@@ -396,7 +401,7 @@ def test_committed_cpu_sweeps_pass_the_depth_check(prof: dict) -> None:
 
 
 def test_harness_imports_only_what_the_gpu_machine_has() -> None:
-    """`python -m llmqueue.profiling` must run with torch, transformers, numpy, scipy, pandas, pyyaml only."""
+    """`python -m llmqueue profile` must run with torch, transformers, numpy, scipy, pandas, pyyaml only."""
     import subprocess
     import sys
 
@@ -407,9 +412,10 @@ def test_harness_imports_only_what_the_gpu_machine_has() -> None:
         "        if name.split('.')[0] in {'numba', 'matplotlib', 'seaborn', 'snakemake', 'hypothesis'}:\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "import llmqueue.profiling.__main__ as m, llmqueue.profiling.sweeps, llmqueue.profiling.fits\n"
-        "import llmqueue.profiling.smoke, llmqueue.profiling.tables, llmqueue.checks.profiling\n"
-        "sys.exit(m.main(['kv-limit', '--model', 'chatglm3-6b', '--gpu', 'h100']))\n"
+        "import llmqueue.cli.profile, llmqueue.profiling.sweeps, llmqueue.profiling.fits\n"
+        "import llmqueue.profiling.smoke, llmqueue.studies.profiling.tables, llmqueue.checks.profiling\n"
+        "from llmqueue.cli import main\n"
+        "sys.exit(main(['profile', 'kv-limit', '--model', 'chatglm3-6b', '--gpu', 'h100']))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],

@@ -120,9 +120,9 @@ def test_bad_csvs_fail_with_clear_errors(tmp_path: Path) -> None:
 
 
 def test_kernel_fit_json_table1_and_claim_rows(prof: dict, a100) -> None:
-    from llmqueue.profiling.claim_rows import kernel_table1_claims
     from llmqueue.profiling.fits import kernel_fit_json
-    from llmqueue.profiling.tables import table1_frame
+    from llmqueue.studies.profiling.claims import kernel_table1_claims
+    from llmqueue.studies.profiling.tables import table1_frame
 
     meta = json.loads((ROOT / "data/profiling/vidur-a100/meta.json").read_text())
     f = kernel_fit_json(a100, meta, prof)

@@ -141,7 +141,7 @@ def _gpu_timing(model: str = "llama2-7b-chat") -> pd.DataFrame:
 
 
 def test_source_without_fig2a_runs_has_no_fig2a_fit_but_a_composed_law(config: dict) -> None:
-    from llmqueue.profiling.tables import fig2a_data
+    from llmqueue.studies.profiling.tables import fig2a_data
 
     prof = config["profiling"]
     timing = _gpu_timing()
@@ -288,11 +288,10 @@ def test_kv_tokens_budget() -> None:
 
 
 def test_measure_knows_the_step_law_part(capsys: pytest.CaptureFixture[str]) -> None:
-    from llmqueue.profiling.__main__ import main
+    from llmqueue.cli import main
 
-    assert (
-        main(["measure", "--device", "cpu", "--hardware-id", "x", "--parts", "timing,bogus"]) == 2
-    )
+    args = ["measure", "--device", "cpu", "--hardware-id", "x", "--parts", "timing,bogus"]
+    assert main(["profile", *args]) == 2
     err = capsys.readouterr().err
     assert "unknown ['bogus']" in err and "step_law" in err
 

@@ -17,7 +17,15 @@ from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency
 from llmqueue.policy import Policy
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies import batching as sb
+from llmqueue.studies.batching.claims import (
+    claim6_rows,
+    claim7_rows,
+    claim8_bound_rows,
+    claim8_kstar_rows,
+    claim9_rows,
+)
+from llmqueue.studies.batching.spec import ChainSettings, SweepSpec, sweep_law
+from llmqueue.studies.batching.tables import evaluate_point, sweep_curves, sweep_table
 from llmqueue.tokens import ClippedLaw, parse_law
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,13 +47,13 @@ def book() -> ClaimBook:
 
 
 # ---- curves ---------------------------------------------------------------------------------
-def spec(curves: str, **kw) -> sb.SweepSpec:
+def spec(curves: str, **kw) -> SweepSpec:
     base = dict(curves=curves, tokens="x", b_range=16, rates=(0.1, 0.5, 0.2), stream=1)
-    return sb.SweepSpec(**{**base, **kw})
+    return SweepSpec(**{**base, **kw})
 
 
 def test_fig5_curves_carry_eq20_and_fitted_bounds_on_uniform_from_zero() -> None:
-    curves = sb.sweep_curves(spec("dynamic_vs_elastic", bound_fit_range=(1, 8)), T1, UNI)
+    curves = sweep_curves(spec("dynamic_vs_elastic", bound_fit_range=(1, 8)), T1, UNI)
     assert [(c.label, c.policy, c.fixed_time) for c in curves] == [
         ("dynamic", Policy("dynamic"), False),
         ("elastic", Policy("elastic"), False),
@@ -55,18 +63,18 @@ def test_fig5_curves_carry_eq20_and_fitted_bounds_on_uniform_from_zero() -> None
     assert curves[0].fitted_bound == pytest.approx(bt.fit_alpha_tau(T1, UNI, 1, 8))
     assert curves[1].fitted_bound == pytest.approx(bt.fit_alpha_tau(T1, UNI, 1, 8, elastic=True))
     # no Eq. (20) for a law that is not U(0, m2)
-    assert sb.sweep_curves(spec("dynamic_vs_elastic"), T1, LOGN)[0].bound is None
+    assert sweep_curves(spec("dynamic_vs_elastic"), T1, LOGN)[0].bound is None
 
 
 def test_fig6_curves() -> None:
-    fixed = sb.sweep_curves(spec("fixed_batch", fixed_K=(2, 8)), K8, LOGN)
+    fixed = sweep_curves(spec("fixed_batch", fixed_K=(2, 8)), K8, LOGN)
     assert [(c.label, c.policy.k, c.fixed_time) for c in fixed] == [
         ("fixed K=2", 2, False),
         ("fixed K=2 fixed-T", 2, True),
         ("fixed K=8", 8, False),
         ("fixed K=8 fixed-T", 8, True),
     ]
-    bmax = sb.sweep_curves(spec("bmax", bmax=(8, None)), K8, LOGN)
+    bmax = sweep_curves(spec("bmax", bmax=(8, None)), K8, LOGN)
     assert [c.label for c in bmax] == ["dynamic b_max=8", "dynamic b_max=inf", "elastic"]
     assert [c.policy.bmax for c in bmax] == [8, None, None]
     assert all(c.bound is None and c.fitted_bound is None for c in fixed + bmax)
@@ -79,7 +87,7 @@ def test_sweep_spec_is_checked_and_built_from_a_rule_dict() -> None:
         spec("fixed_batch")
     with pytest.raises(InputError, match="b_max"):
         spec("bmax")
-    s = sb.SweepSpec.from_dict(
+    s = SweepSpec.from_dict(
         dict(
             curves="bmax",
             tokens="lognormal:mu=7,sigma=0.7",
@@ -93,16 +101,16 @@ def test_sweep_spec_is_checked_and_built_from_a_rule_dict() -> None:
 
 
 def test_tail_cap_applies_to_unbounded_laws_only() -> None:
-    assert isinstance(sb.sweep_law("lognormal:mu=7,sigma=0.7", 4096), ClippedLaw)
-    assert sb.sweep_law("uniform:low=0,high=1000", 4096).spec == "uniform:low=0,high=1000"
-    assert sb.sweep_law("lognormal:mu=7,sigma=0.7", None).spec == "lognormal:mu=7,sigma=0.7"
+    assert isinstance(sweep_law("lognormal:mu=7,sigma=0.7", 4096), ClippedLaw)
+    assert sweep_law("uniform:low=0,high=1000", 4096).spec == "uniform:low=0,high=1000"
+    assert sweep_law("lognormal:mu=7,sigma=0.7", None).spec == "lognormal:mu=7,sigma=0.7"
 
 
 # ---- one point --------------------------------------------------------------------------------
 def test_fixed_batch_point_matches_eq25_check_value() -> None:
     """K = 8, lambda = 0.43, T = 10 s: Eq. (25) gives 8.279 s (docs/equations.md); with a
     deterministic law the batch time is fixed, so the exact chain must agree."""
-    pt = sb.evaluate_point(Policy("fixed", K=8), TEN, DET, 0.43)
+    pt = evaluate_point(Policy("fixed", K=8), TEN, DET, 0.43)
     assert pt.formula_wait == pytest.approx(8.279, abs=5e-4)
     assert pt.formula_response == pytest.approx(pt.formula_wait + 10.0)
     assert pt.exact is not None and pt.exact.wait == pytest.approx(pt.formula_wait, rel=1e-6)
@@ -112,14 +120,14 @@ def test_fixed_batch_point_matches_eq25_check_value() -> None:
 def test_paper_k8_point_eq25_and_random_batch_times() -> None:
     """docs/equations.md: the back-solved profile gives W = 13.3 s at K = 8 by Eq. (25); random
     batch times wait about twice as long."""
-    pt = sb.evaluate_point(Policy("fixed", K=8), K8, LOGN, 0.43)
+    pt = evaluate_point(Policy("fixed", K=8), K8, LOGN, 0.43)
     assert pt.formula_wait == pytest.approx(13.31, abs=0.01)
     assert 1.7 < pt.exact.wait / pt.formula_wait < 2.3
 
 
 def test_dynamic_point_bound_is_above_the_exact_response() -> None:
     a, t = bt.uniform_linear_bound(T1, 1000)
-    pt = sb.evaluate_point(Policy("dynamic"), T1, UNI, 0.05, bound=(a, t))
+    pt = evaluate_point(Policy("dynamic"), T1, UNI, 0.05, bound=(a, t))
     assert pt.bound_response >= pt.exact.response
     assert math.isnan(pt.formula_wait)
     row = pt.row()
@@ -127,21 +135,21 @@ def test_dynamic_point_bound_is_above_the_exact_response() -> None:
 
 
 def test_unstable_point_has_no_numbers() -> None:
-    pt = sb.evaluate_point(Policy("fixed", K=1), K8, LOGN, 0.43, sim=SimSettings(2000, 100, 10))
+    pt = evaluate_point(Policy("fixed", K=1), K8, LOGN, 0.43, sim=SimSettings(2000, 100, 10))
     assert pt.unstable and "K = 1" in pt.note
     row = pt.row()
     assert all(math.isnan(row[k]) for k in ("formula_wait", "exact_wait", "sim_wait"))
 
 
 def test_row_columns_are_the_sweep_csv_columns() -> None:
-    cols = list(sb.evaluate_point(Policy("elastic"), T1, UNI, 0.05).row())
+    cols = list(evaluate_point(Policy("elastic"), T1, UNI, 0.05).row())
     assert cols[:4] == ["policy", "K", "bmax", "rate_per_s"]
     assert cols[-1] == "sim_mean_batch" and len(cols) == 24
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_simulated_point_within_4_sigma_of_the_exact_chain(seed: int) -> None:
-    pt = sb.evaluate_point(
+    pt = evaluate_point(
         Policy("fixed", K=4),
         TEN,
         DET,
@@ -158,8 +166,8 @@ def test_simulated_point_within_4_sigma_of_the_exact_chain(seed: int) -> None:
 def test_sweep_table_rows_and_seeds() -> None:
     sp = spec("fixed_batch", fixed_K=(2,), rates=(0.2, 0.4, 0.2))
     sim = SimSettings(4_000, 200, 10)
-    a = sb.sweep_table(sp, TEN, DET, sim, sb.ChainSettings(), 7)
-    b = sb.sweep_table(sp, TEN, DET, sim, sb.ChainSettings(), 7)
+    a = sweep_table(sp, TEN, DET, sim, ChainSettings(), 7)
+    b = sweep_table(sp, TEN, DET, sim, ChainSettings(), 7)
     assert len(a) == 4 and list(a["curve"]) == ["fixed K=2"] * 2 + ["fixed K=2 fixed-T"] * 2
     assert list(a["mode"]) == ["random_T"] * 2 + ["fixed_T"] * 2
     pd.testing.assert_frame_equal(a, b)  # the same seed gives the same table
@@ -186,7 +194,7 @@ def test_claim6_rows_judge_shapes_and_name_the_back_solved_profile() -> None:
             fig3b_frame("table1_consistent", {"u": [1, 2, 3], "tn": [2, 1, 3], "ln": [1, 2, 3]}),
         ]
     )
-    rows = {r.id: r for r in sb.claim6_rows(book(), df, [K8, T1], specs)}
+    rows = {r.id: r for r in claim6_rows(book(), df, [K8, T1], specs)}
     assert [rows[i].verdict for i in ("6a", "6b", "6c")] == ["reproduced"] * 3
     assert rows["6c"].ours == 1.0 and "argmax_b mu_b = 2 on b = 1..3" in rows["6c"].note
     assert "back-solved from claim(s) 8a" in rows["6a"].note  # judged, the profile named
@@ -223,7 +231,7 @@ def test_claim7_rows_report_the_gap_by_rate() -> None:
     df = fig5_frame(bound=[15.0, 11.0, 12.2], sim_d=[10.0, 10.5, 12.0], sim_e=[9.0, 9.0, 9.5])
     rows = {
         r.id: r
-        for r in sb.claim7_rows(
+        for r in claim7_rows(
             book(), {"llama": df}, {"llama": T1}, {"start": 0.1, "stop": 0.9}, 49, [1, 49]
         )
     }
@@ -237,7 +245,7 @@ def test_claim7_rows_report_the_gap_by_rate() -> None:
     df2 = fig5_frame(bound=[10, 10.5, 12], sim_d=[10.0, 10.5, 12.0], sim_e=[9.0, 10.0, 11.9])
     rows2 = {
         r.id: r
-        for r in sb.claim7_rows(
+        for r in claim7_rows(
             book(), {"alpaca": df2}, {"alpaca": T1}, {"start": 0.1, "stop": 0.9}, 49, None
         )
     }
@@ -268,7 +276,7 @@ def test_claim8_kstar_rows() -> None:
         [False] * 8,
     )
     dead = kstar_frame({}, [True] * 3)
-    rows = {r.id: r for r in sb.claim8_kstar_rows(book(), [k8, dead], [K8, T1], 0.43)}
+    rows = {r.id: r for r in claim8_kstar_rows(book(), [k8, dead], [K8, T1], 0.43)}
     assert rows["8a"].ours == 4.0 and rows["8a"].verdict == "back_solved"  # solved from 8a
     assert rows["8b"].ours == 7.0 and rows["8b"].verdict == "not_reproduced"  # judged
     assert "K within the CIs of the minimum: [3, 4, 5, 7]" in rows["8b"].note
@@ -280,7 +288,7 @@ def test_claim8_kstar_rows() -> None:
 def test_claim8_bound_rows_under_paper_k8() -> None:
     """docs/equations.md: no natural reading of Eq. (16) gives 125 s; the fit over b = 1..8
     gives 19.85 s (judged, not back-solved: the profile was solved from 8a only)."""
-    rows = sb.claim8_bound_rows(book(), [K8], LOGN, 0.43, [[1, 8]], sb.ChainSettings())
+    rows = claim8_bound_rows(book(), [K8], LOGN, 0.43, [[1, 8]], ChainSettings())
     (r,) = rows
     assert r.id == "8d" and r.ours == pytest.approx(19.85, abs=0.01)
     assert r.verdict == "not_reproduced" and "about 125 s" in r.note
@@ -321,7 +329,7 @@ def fig6b_frame(v_inf_lo: float, inf_unstable_hi: bool) -> pd.DataFrame:
 def test_claim9_rows_use_the_same_delay_tolerance_and_say_when_true_by_construction() -> None:
     close = fig6b_frame(10.05, inf_unstable_hi=True)  # 0.5% apart at low lambda
     far = fig6b_frame(10.3, inf_unstable_hi=False)  # 3% apart
-    rows = {r.id: r for r in sb.claim9_rows(book(), [close, far], [K8, T1])}
+    rows = {r.id: r for r in claim9_rows(book(), [close, far], [K8, T1])}
     assert rows["9a"].ours == 1.0 and rows["9a"].verdict == "reproduced"
     assert "same_delay = rel=0.01" in rows["9a"].note
     assert rows["9d"].ours == 0.0 and rows["9d"].verdict == "not_reproduced"

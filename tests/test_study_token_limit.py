@@ -15,9 +15,9 @@ from llmqueue.grids import arithmetic_grid, grid_from_config, parse_range
 from llmqueue.io import write_csv
 from llmqueue.latency import LinearLatency
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.token_limit import (
-    claims_rows,
-    gamma_grid,
+from llmqueue.studies.token_limit.claims import claims_rows
+from llmqueue.studies.token_limit.spec import gamma_grid
+from llmqueue.studies.token_limit.tables import (
     gamma_sweep_table,
     impatient_table,
     patient_table,

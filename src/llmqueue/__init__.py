@@ -3,7 +3,7 @@
 Replicates Yang, Xu, Jiao, "A Queueing Theoretic Perspective on Low-Latency LLM Inference
 with Variable Token Length" (arXiv 2407.05347).
 
-This module deliberately imports nothing: `llmqueue.profiling` must run on a GPU machine that
+This module deliberately imports nothing: `llmqueue profile` must run on a GPU machine that
 has only torch, transformers, numpy, scipy, pandas and pyyaml.
 """
 

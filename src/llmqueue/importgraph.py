@@ -122,9 +122,7 @@ class ImportGraph:
         outside the package run when they import what they import."""
         direct = [i.module for s in scripts for i in imports_in(Path(s), self.files)]
         rootp = Path(root).resolve()
-        return sorted(
-            str(self.files[m].resolve().relative_to(rootp)) for m in self.closure(direct)
-        )
+        return sorted(str(self.files[m].resolve().relative_to(rootp)) for m in self.closure(direct))
 
     def module_code(self, module: str, root: str | Path = ".") -> list[str]:
         """The library files (relative to `root`, sorted) that importing `module` runs."""

@@ -8,7 +8,7 @@ FIG5_PANELS = list(F5["panels"])
 FIG6_PROFILES = list(F6["profiles"])
 
 
-# The sweeps (llmqueue.studies.batching.SweepSpec), one small dict per figure: `stream` keys each
+# The sweeps (llmqueue.studies.batching.spec.SweepSpec), one small dict per figure: `stream` keys each
 # figure's random streams apart.
 SWEEPS = {
     "fig5": dict(

@@ -228,7 +228,7 @@ rule profiling_smoke:
     """Tiny-config smoke profile (CPU, <= 60 s): the harness runs here; its timings feed nothing."""
     input:
         trace=config["data"]["azure_trace"],
-        code=module_code("llmqueue.profiling.__main__"),
+        code=module_code("llmqueue.cli.profile"),
     output:
         "logs/profiling-smoke/meta.json",
     log:
@@ -238,14 +238,14 @@ rule profiling_smoke:
     conda:
         "../../envs/profiling.yaml"
     shell:
-        "python -m llmqueue.profiling smoke --out logs/profiling-smoke > {log} 2>&1"
+        "python -m llmqueue profile smoke --out logs/profiling-smoke > {log} 2>&1"
 
 
 # On-demand measurement (never in `rule all`): copy the result to data/profiling/<id>/ to commit it.
 # On CUDA, `measure` runs every part: timing, composition, Fig. 2a, and the serving step law.
 rule profile_cpu:
     input:
-        code=module_code("llmqueue.profiling.__main__"),
+        code=module_code("llmqueue.cli.profile"),
     output:
         directory("results/profiling-runs/cpu-{hwid}"),
     log:
@@ -255,12 +255,12 @@ rule profile_cpu:
     conda:
         "../../envs/profiling.yaml"
     shell:
-        "python -m llmqueue.profiling measure --device cpu --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
+        "python -m llmqueue profile measure --device cpu --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
 
 rule profile_cuda:
     input:
-        code=module_code("llmqueue.profiling.__main__"),
+        code=module_code("llmqueue.cli.profile"),
     output:
         directory("results/profiling-runs/cuda-{hwid}"),
     log:
@@ -272,7 +272,7 @@ rule profile_cuda:
     resources:
         gpu=1,
     shell:
-        "python -m llmqueue.profiling measure --device cuda --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
+        "python -m llmqueue profile measure --device cuda --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
 
 STUDY_TARGETS.setdefault("profiling", []).extend(

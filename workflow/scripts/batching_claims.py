@@ -1,11 +1,12 @@
-"""Claims 6-9 from the batching tables (llmqueue.studies.batching.claims_rows)."""
+"""Claims 6-9 from the batching tables (llmqueue.studies.batching.claims.claims_rows)."""
 
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import fit_json_path, resolve_batch_profile
-from llmqueue.studies.batching import ChainSettings, ClaimsInputs, claims_rows, sweep_law
+from llmqueue.studies.batching.claims import ClaimsInputs, claims_rows
+from llmqueue.studies.batching.spec import ChainSettings, sweep_law
 
 sm = snakemake  # noqa: F821
 P = sm.params

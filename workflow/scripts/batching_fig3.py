@@ -2,7 +2,7 @@
 
 from llmqueue.io import write_csv
 from llmqueue.profiles import resolve_batch_profile
-from llmqueue.studies.batching import fig3a_table, fig3b_table
+from llmqueue.studies.batching.tables import fig3a_table, fig3b_table
 from llmqueue.tokens import parse_law
 
 sm = snakemake  # noqa: F821

@@ -1,10 +1,11 @@
 """Claim 8: every fixed batch size K at the claim rate for one profile
-(llmqueue.studies.batching.kstar_table)."""
+(llmqueue.studies.batching.tables.kstar_table)."""
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import resolve_batch_profile
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.batching import ChainSettings, kstar_table, sweep_law
+from llmqueue.studies.batching.spec import ChainSettings, sweep_law
+from llmqueue.studies.batching.tables import kstar_table
 
 sm = snakemake  # noqa: F821
 P = sm.params

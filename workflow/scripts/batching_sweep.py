@@ -1,12 +1,13 @@
 """One lambda sweep of the batching study (a Fig. 5 panel, or Fig. 6a / 6b for one profile):
-llmqueue.studies.batching.sweep_table with the rule's per-job spec."""
+llmqueue.studies.batching.tables.sweep_table with the rule's per-job spec."""
 
 import logging
 
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import resolve_batch_profile
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.batching import ChainSettings, SweepSpec, sweep_law, sweep_table
+from llmqueue.studies.batching.spec import ChainSettings, SweepSpec, sweep_law
+from llmqueue.studies.batching.tables import sweep_table
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

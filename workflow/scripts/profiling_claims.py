@@ -1,19 +1,19 @@
 """Claims 1a-1h (Table I) and 2a-2c (KV-cache limit) of the profiling study; rows 1a-<gpu-id> ..
-for every committed GPU measurement listed in profiling.measured (llmqueue.profiling.claim_rows)."""
+for every committed GPU measurement listed in profiling.measured (llmqueue.studies.profiling.claims)."""
 
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.hardware.roofline import roofline
 from llmqueue.io import read_json, write_csv
-from llmqueue.profiling.claim_rows import (
+from llmqueue.profiling.fits import is_gpu_source
+from llmqueue.studies.profiling.claims import (
     composition_caveat,
     kernel_table1_claims,
     kv_limit_claims,
     measured_gpu_table1_claims,
     roofline_table1_claims,
 )
-from llmqueue.profiling.fits import is_gpu_source
 
 sm = snakemake  # noqa: F821
 rp = sm.params.roofline

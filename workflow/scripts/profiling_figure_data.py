@@ -7,7 +7,7 @@ import pandas as pd
 from llmqueue.io import read_json, write_csv, write_text
 from llmqueue.profiling.fits import hardware_label, is_gpu_source, read_measured
 from llmqueue.profiling.kernels import load_kernel_profile
-from llmqueue.profiling.tables import (
+from llmqueue.studies.profiling.tables import (
     composition_frame,
     fig2a_data,
     fig2b_data,

@@ -1,12 +1,12 @@
 """Claims 3-5: the paper's numbers beside ours, per latency profile
-(llmqueue.studies.token_limit.claims_rows)."""
+(llmqueue.studies.token_limit.claims.claims_rows)."""
 
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import fit_json_path, resolve_linear_profile
-from llmqueue.studies.token_limit import claims_rows
+from llmqueue.studies.token_limit.claims import claims_rows
 from llmqueue.tokens import parse_law
 
 sm = snakemake  # noqa: F821

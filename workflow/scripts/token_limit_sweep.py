@@ -1,5 +1,5 @@
 """One token-limit sweep (a profile and a scenario): closed form, exact and simulated delay for
-every limit of the grid (llmqueue.studies.token_limit.sweep_table)."""
+every limit of the grid (llmqueue.studies.token_limit.tables.sweep_table)."""
 
 import logging
 
@@ -7,7 +7,7 @@ from llmqueue.grids import grid_from_config
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import resolve_linear_profile
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.token_limit import sweep_table
+from llmqueue.studies.token_limit.tables import sweep_table
 from llmqueue.tokens import parse_law
 
 sm = snakemake  # noqa: F821

@@ -3,7 +3,8 @@
 import pandas as pd
 
 from llmqueue.io import write_csv
-from llmqueue.studies.token_limit import gamma_grid, gamma_sweep_table, tradeoff_table
+from llmqueue.studies.token_limit.spec import gamma_grid
+from llmqueue.studies.token_limit.tables import gamma_sweep_table, tradeoff_table
 from llmqueue.tokens import parse_law
 
 sm = snakemake  # noqa: F821

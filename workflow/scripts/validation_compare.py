@@ -4,7 +4,8 @@ per-request predictions (llmqueue.studies.validation.compare_run)."""
 import logging
 
 from llmqueue.io import write_csv
-from llmqueue.studies.validation import CompareSettings, compare_run, read_run
+from llmqueue.studies.validation.spec import CompareSettings, read_run
+from llmqueue.studies.validation.tables import compare_run
 
 sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

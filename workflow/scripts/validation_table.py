@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from llmqueue.io import read_json, write_csv, write_text
-from llmqueue.studies.validation import markdown_table, settings_note
+from llmqueue.studies.validation.tables import markdown_table, settings_note
 
 sm = snakemake  # noqa: F821
 comparison = pd.concat([pd.read_csv(p) for p in sm.input.comparisons], ignore_index=True)

@@ -30,7 +30,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     ids = reference_claims(base_dir, "batching")
     check_solved_from("batch_profiles", profiles, ids)
     if config.get("batching"):
-        # same_delay: claim 9a's "a finite b_max equals b_max = inf" (studies/batching.py)
+        # same_delay: claim 9a's "a finite b_max equals b_max = inf" (llmqueue.studies.batching.claims)
         check_tolerance_classes(config, ids, ("same_delay",))
     for name, prof in profiles.items():
         if prof.get("kind", "fixed") == "fixed":

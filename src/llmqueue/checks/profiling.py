@@ -5,7 +5,7 @@ batch grids that do not fit a model's context or its depth check, committed meas
 (``profiling.measured``) that lack ``timing.csv`` / ``e2e.csv`` / ``meta.json``, kernel profiles
 (``profiling.kernel_profiles``) whose CSV is missing, and ``step_profiles`` that name a source,
 model or variant no fit.json will have.
-Imports nothing beyond what the GPU machine has (used by ``python -m llmqueue.profiling``).
+Imports nothing beyond what the GPU machine has (used by ``python -m llmqueue profile``).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def check_step_profiles(config: Mapping[str, Any], base_dir: Path) -> None:
             if not (Path(base_dir) / "data" / "profiling" / src / "step_law.csv").is_file():
                 raise InputError(
                     f"{key}.variant: step_graph needs data/profiling/{src}/step_law.csv "
-                    "(`python -m llmqueue.profiling step-law`)"
+                    "(`python -m llmqueue profile step-law`)"
                 )
 
 
@@ -215,7 +215,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
             if not (folder / name).is_file():
                 raise InputError(
                     f"profiling.measured: {hw!r} lacks {folder / name} (committed measurements: "
-                    f"timing.csv, e2e.csv, meta.json from `python -m llmqueue.profiling measure`)"
+                    f"timing.csv, e2e.csv, meta.json from `python -m llmqueue profile measure`)"
                 )
     for name, kc in (prof.get("kernel_profiles") or {}).items():
         if not (Path(base_dir) / kc["csv"]).is_file():

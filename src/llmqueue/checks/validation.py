@@ -4,7 +4,7 @@
 smaller than one request, a token budget below the context without chunked prefill), calibration
 batches that do not fit the engine, a model shape whose heads do not divide, warm-up requests that
 leave no request to measure. Imports nothing beyond numpy/pandas (used by
-``python -m llmqueue.validation`` in the vLLM environment too).
+``python -m llmqueue validate`` in the vLLM environment too).
 
 ``validation.compare`` (the prediction): every run folder exists and holds the files and columns
 the comparison reads, the figure's run is one of them, the settings are in range
@@ -22,7 +22,7 @@ from llmqueue.errors import InputError
 
 def check_validation_section(section: Mapping[str, Any]) -> None:
     """Semantic checks of config ``validation.vllm`` (no file access)."""
-    from llmqueue.validation.calibration import calibration_batches
+    from llmqueue.studies.validation.calibration import calibration_batches
     from llmqueue.validation.engine import EngineSettings
 
     where = "validation.vllm"
@@ -58,7 +58,7 @@ def check_compare_section(section: Mapping[str, Any], base_dir: Path, seed: int 
     """Semantic checks of config ``validation.compare``: the settings (CompareSettings), the
     figure's run among ``runs``, and each run folder under ``dir`` (relative to `base_dir`) with
     its files and columns (:func:`llmqueue.studies.validation.check_run_folder`)."""
-    from llmqueue.studies.validation import CompareSettings, check_run_folder
+    from llmqueue.studies.validation.spec import CompareSettings, check_run_folder
 
     cfg = CompareSettings.from_config(section, seed)
     runs = list(section["runs"])

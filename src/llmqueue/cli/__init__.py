@@ -1,7 +1,11 @@
-"""The operator CLI: ``llmqueue token-limit``, ``batching``, ``simulate``, ``predictor``.
+"""The command line: ``llmqueue token-limit``, ``batching``, ``simulate``, ``predictor`` (the
+operator commands), ``profile`` (the profiling harness) and ``validate`` (the vLLM measurement).
 
 Each subcommand lives in its own module (``llmqueue.cli.<name>``) exposing
-``register(subparsers)``; its handler returns an exit code. Bad input raises
+``register(subparsers)``; its handler returns an exit code. A module imports at its top only
+what registering its flags needs, and the rest inside its handler, so that every command runs
+where its own dependencies are: ``profile`` on a GPU machine with torch but no Numba, ``validate``
+in the vLLM environment without scikit-learn or matplotlib. Bad input raises
 :class:`llmqueue.errors.InputError`, which ends here as one line on stderr and exit code 2.
 """
 
@@ -9,14 +13,22 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from llmqueue.errors import InputError
 
-SUBCOMMANDS = ("token_limit", "batching", "simulate", "predictor")
+# The subcommands, by name (the module is llmqueue.cli.<name with - as _>), with the help line
+# `llmqueue --help` shows without importing them.
+SUBCOMMANDS = {
+    "token-limit": "the max-token limit of an M/G/1 server (paper Sec. III)",
+    "batching": "one batching policy by formula, bound, exact chain and simulation (Sec. IV)",
+    "simulate": "one serving policy (queue order, batch former, KV budget) under your load",
+    "predictor": "train or score an output-length predictor on a trace",
+    "profile": "measure and fit latencies (the profiling harness; a GPU machine as it is)",
+    "validate": "measure vLLM's CPU build for the validation (in .venv-vllm)",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,18 +38,36 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _module(name: str) -> str:
+    return f"llmqueue.cli.{name.replace('-', '_')}"
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; with `only`, only that subcommand's module is imported
+    (the others stay one help line), so a command runs where just its own dependencies are."""
     parser = _Parser(prog="llmqueue", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in SUBCOMMANDS:
-        if importlib.util.find_spec(f"llmqueue.cli.{name}") is not None:
-            importlib.import_module(f"llmqueue.cli.{name}").register(sub)
+    for name, help_line in SUBCOMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(_module(name)).register(sub)
+        else:
+            sub.add_parser(name, help=help_line)
     return parser
 
 
+def _command(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (its first word that is not a flag), if known."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    only = _command(words)
+    parser = build_parser(only if only is not None else "")
+    args = parser.parse_args(words)
     try:
         return int(args.handler(args))
     except InputError as err:

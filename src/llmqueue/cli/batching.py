@@ -31,7 +31,7 @@ from llmqueue.latency import BatchLatency
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.settings import SimSettings
-from llmqueue.studies.batching import evaluate_point
+from llmqueue.studies.batching.tables import evaluate_point
 from llmqueue.tokens import parse_law
 
 

@@ -101,7 +101,7 @@ def _simulate(
 ) -> Any:
     from llmqueue.seeds import seed_sequence
     from llmqueue.sim.settings import SimSettings
-    from llmqueue.studies.token_limit import simulate_point
+    from llmqueue.studies.token_limit.tables import simulate_point
 
     n = int(args.simulate)
     warm = args.warmup if args.warmup is not None else n // 20

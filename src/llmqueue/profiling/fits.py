@@ -139,7 +139,7 @@ def read_measured(folder: str | Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[
 
 
 def read_step_law(folder: str | Path) -> pd.DataFrame | None:
-    """``step_law.csv`` of a measurement folder (``python -m llmqueue.profiling step-law``), or
+    """``step_law.csv`` of a measurement folder (``python -m llmqueue profile step-law``), or
     None when the folder has none."""
     path = Path(folder) / "step_law.csv"
     if not path.exists():

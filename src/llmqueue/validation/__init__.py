@@ -9,9 +9,10 @@ imports this package without it):
   settings read back from it;
 - :mod:`.steplog` / :mod:`.probe`: the engine's per-iteration record (the probe is a vLLM
   scheduler subclass that runs in the engine-core process);
-- :mod:`.calibration`: the step-law fit from calibration iterations, the measured capacity;
 - :mod:`.model`: the random-weight Llama-shaped model, made locally;
 - :mod:`.record`: the run folder (per-request and per-iteration CSVs, settings, provenance);
-- ``python -m llmqueue.validation``: the driver (``check-env``, ``model``, ``measure``), run in
-  the separate vLLM environment by ``make validate-vllm``.
+- ``llmqueue validate`` (:mod:`llmqueue.cli.validate`): the driver (``check-env``, ``model``,
+  ``measure``), run in the separate vLLM environment by ``make validate-vllm``; the step-law fit
+  from calibration iterations and the measured capacity are the validation study's
+  (:mod:`llmqueue.studies.validation.calibration`).
 """

@@ -1,8 +1,8 @@
 """Driver of the vLLM validation measurements (runs in the vLLM environment, ``make validate-vllm``).
 
-    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue.validation check-env
-    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue.validation model   [--config FILE]
-    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue.validation measure [--config FILE] [--out DIR]
+    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate check-env
+    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate model   [--config FILE]
+    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate measure [--config FILE] [--out DIR]
         [--requests N] [--warmup-requests W] [--capacity-requests C]
 
 ``measure`` makes the model if needed, starts vLLM once and runs, in this order: the warm-up
@@ -22,6 +22,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -160,7 +161,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     import numpy as np
 
     from llmqueue.checks.validation import check_validation_section
-    from llmqueue.validation.calibration import calibration_batches
+    from llmqueue.studies.validation.calibration import calibration_batches
     from llmqueue.validation.engine import EngineSettings
     from llmqueue.validation.model import make_model
     from llmqueue.validation.record import cpu_name, hardware_id
@@ -235,7 +236,7 @@ async def _session(
     import pandas as pd
 
     from llmqueue.seeds import seed_sequence
-    from llmqueue.validation.calibration import saturation_capacity
+    from llmqueue.studies.validation.calibration import saturation_capacity
     from llmqueue.validation.client import check_complete, run_open_loop
     from llmqueue.validation.engine import (
         close_engine,
@@ -375,7 +376,7 @@ def _assemble(
     import pandas as pd
 
     from llmqueue.latency import fit_step_law
-    from llmqueue.validation.calibration import fit_calibration, fit_summary, slice_steps
+    from llmqueue.studies.validation.calibration import fit_calibration, fit_summary, slice_steps
     from llmqueue.validation.model import kv_bytes_per_token, param_count
     from llmqueue.validation.record import cpu_name, package_versions, request_rows
     from llmqueue.validation.steplog import core_facts_path
@@ -413,7 +414,7 @@ def _assemble(
         rows = request_rows(p["table"], p["records"], st)
         files[f"requests_{name}.csv"] = rows
         files[f"steps_{name}.csv"] = st
-        from llmqueue.validation.calibration import iteration_times
+        from llmqueue.studies.validation.calibration import iteration_times
 
         t_it = iteration_times(st, float(sec["calibration"]["max_gap_s"]))
         in_situ = fit_step_law(st["decode_seqs"], st["prefill_tokens"], st["context_tokens"], t_it)
@@ -555,11 +556,21 @@ def _loadavg() -> list[float] | None:
         return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m llmqueue.validation", description=__doc__.split("\n")[0]
+COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "check-env": cmd_check_env,
+    "model": cmd_model,
+    "measure": cmd_measure,
+}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "validate",
+        help="measure vLLM's CPU build for the validation (runs in .venv-vllm: make validate-vllm)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="cmd", required=True)
+    sub = parser.add_subparsers(dest="validate_command", required=True, parser_class=type(parser))
     sub.add_parser("check-env", help="is the vLLM environment usable (one line)")
     p_model = sub.add_parser("model", help="make the random-weight model")
     p_model.add_argument("--config", default="config/config.yaml")
@@ -571,14 +582,9 @@ def main(argv: list[str] | None = None) -> int:
     p_meas.add_argument("--requests", type=int, default=None, help="requests per load (trial runs)")
     p_meas.add_argument("--warmup-requests", type=int, default=None)
     p_meas.add_argument("--capacity-requests", type=int, default=None)
-    args = parser.parse_args(argv)
-    try:
-        {"check-env": cmd_check_env, "model": cmd_model, "measure": cmd_measure}[args.cmd](args)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    parser.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    COMMANDS[args.validate_command](args)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

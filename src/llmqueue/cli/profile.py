@@ -1,11 +1,11 @@
 """Command line of the profiling harness (runs as it is on a GPU machine with torch and transformers).
 
-    PYTHONPATH=src python3 -m llmqueue.profiling measure --device cuda --hardware-id h100 [--models M,..]
+    llmqueue profile measure --device cuda --hardware-id h100 [--models M,..]
         [--parts timing,composition,fig2a,depth,step_law] [--fig2a-requests N] [--out DIR] [--config FILE]
-    PYTHONPATH=src python3 -m llmqueue.profiling step-law --device cuda --hardware-id h100 [--out DIR]
-    python3 -m llmqueue.profiling smoke [--out logs/profiling-smoke]      # tiny model, CPU, <= 60 s
-    python3 -m llmqueue.profiling roofline --model llama2-7b-chat --gpu a100-80gb [--batch B --context C]
-    python3 -m llmqueue.profiling kv-limit --model llama2-7b-chat --gpu a100-80gb [--tokens 1280]
+    llmqueue profile step-law --device cuda --hardware-id h100 [--out DIR]
+    llmqueue profile smoke [--out logs/profiling-smoke]      # tiny model, CPU, <= 60 s
+    llmqueue profile roofline --model llama2-7b-chat --gpu a100-80gb [--batch B --context C]
+    llmqueue profile kv-limit --model llama2-7b-chat --gpu a100-80gb [--tokens 1280]
 
 ``step-law`` writes ``step_law.csv`` (decode steps and prefills of config ``profiling.step_law``)
 beside them and adds its run to ``meta.json``; on CUDA, ``measure`` runs it too (part ``step_law``,
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -253,11 +252,14 @@ def cmd_kv(args: argparse.Namespace) -> None:
     print(json.dumps(r.to_dict(), indent=2))
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(
-        prog="python -m llmqueue.profiling", description=__doc__.split("\n\n")[0]
+def register(subparsers: Any) -> None:
+    ap = subparsers.add_parser(
+        "profile",
+        help="measure and fit latencies (the profiling harness; runs on a GPU machine as it is)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = ap.add_subparsers(dest="cmd", required=True)
+    sub = ap.add_subparsers(dest="profile_command", required=True, parser_class=type(ap))
     m = sub.add_parser("measure", help="run the sweeps of the profiling config section")
     m.add_argument("--config", default="config/config.yaml")
     m.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
@@ -312,14 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     k.add_argument("--kv-dtype", default="float16")
     k.add_argument("--overhead-gib", type=float, default=0.0)
     k.set_defaults(func=cmd_kv)
-    args = ap.parse_args(argv)
-    try:
-        args.func(args)
-    except InputError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    ap.set_defaults(handler=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    args.func(args)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
