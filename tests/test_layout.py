@@ -1,5 +1,6 @@
-"""The shape of the code (issue 12): analytic/ never imports sim/, workflow scripts are glue,
-and every reference the code cites is in the repository."""
+"""The shape of the code: the layers of docs/architecture.md over the whole package (imports point
+down, no cycles, no study imports another, no private names across modules), workflow scripts
+are glue, and every reference the code cites is in the repository."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from llmqueue.importgraph import ImportGraph
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "llmqueue"
@@ -31,24 +34,110 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-@pytest.mark.parametrize("path", sorted((SRC / "analytic").glob("*.py")), ids=lambda p: p.name)
-def test_analytic_never_imports_sim_or_studies(path: Path) -> None:
-    bad = {
-        m
-        for m in imported_modules(path)
-        if m.startswith(("llmqueue.sim", "llmqueue.studies", "llmqueue.cli"))
-    }
-    assert not bad, f"{path.name} imports {sorted(bad)}"
+# ---- the layers of docs/architecture.md ---------------------------------------------------------
+def layers() -> dict[str, int]:
+    """{top-level module or package of llmqueue: its layer index (0 = foundation)}, read from the
+    table between the ``<!-- layers -->`` markers of docs/architecture.md (the one place)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text.split("<!-- layers -->", 1)[1].split("<!-- end layers -->", 1)[0]
+    rows = [r for r in block.strip().splitlines()[2:] if r.startswith("|")]
+    out: dict[str, int] = {}
+    for i, row in enumerate(rows):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for name in re.findall(r"`([\w.]+)`", cells[1]):
+            assert name not in out, f"{name} is in two layers"
+            out[name] = i
+    return out
+
+
+LAYERS = layers()
+GRAPH = ImportGraph.read(ROOT / "src")
+
+
+def top(module: str) -> str:
+    """The entry of the layer table a module belongs to (its first name below llmqueue)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = sorted({top(m) for m in GRAPH.files if m != "llmqueue"} - set(LAYERS))
+    assert not missing, f"add {missing} to the layer table of docs/architecture.md"
+    assert len(set(LAYERS.values())) >= 8
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH.files), ids=str)
+def test_imports_point_down_the_layers(module: str) -> None:
+    if module == "llmqueue":
+        return
+    here = LAYERS[top(module)]
+    up = sorted(
+        {
+            f"{i.module} (line {i.line})"
+            for i in GRAPH.edges[module]
+            if i.module != "llmqueue" and LAYERS[top(i.module)] > here
+        }
+    )
+    assert not up, f"{module} (layer {here}) imports a layer above it: {up}"
+
+
+def test_no_import_cycles() -> None:
+    assert GRAPH.cycles() == []
+
+
+def test_no_study_imports_another_study() -> None:
+    bad = []
+    for m, imports in GRAPH.edges.items():
+        parts = m.split(".")
+        if parts[1:2] != ["studies"] or len(parts) < 3:
+            continue
+        for i in imports:
+            other = i.module.split(".")
+            if other[1:2] == ["studies"] and len(other) > 2 and other[2] != parts[2]:
+                bad.append(f"{m} -> {i.module}")
+    assert not bad
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """``from a import _x`` only for a module _x of package a imported from inside a (a
+    package-private helper such as plots._token_limit); never a private function or constant."""
+    bad = []
+    for m, imports in GRAPH.edges.items():
+        package = m if GRAPH.files[m].name == "__init__.py" else m.rsplit(".", 1)[0]
+        for i in imports:
+            for name in i.names:
+                if name.startswith("_") and not name.startswith("__"):
+                    bad.append(f"{m} imports {name} from {i.module} (line {i.line})")
+            leaf = i.module.rsplit(".", 1)[-1]
+            if leaf.startswith("_") and not leaf.startswith("__"):
+                if i.module.rsplit(".", 1)[0] != package:
+                    bad.append(f"{m} imports the private module {i.module} (line {i.line})")
+    assert not bad, bad
+
+
+def test_the_import_graph_sees_function_level_and_package_imports(tmp_path: Path) -> None:
+    """What the layering and the rules' code inputs rest on: an import inside a function counts,
+    ``from pkg import module`` imports the module, and importing a module runs its packages."""
+    script = tmp_path / "s.py"
+    script.write_text(
+        "def f():\n    from llmqueue.sim import queue as Q\n"
+        "from llmqueue.traces import read_trace\n"
+    )
+    code = GRAPH.code_of(script, root=ROOT)
+    for f in ("sim/queue.py", "sim/__init__.py", "sim/heap.py", "policy.py", "traces.py"):
+        assert f"src/llmqueue/{f}" in code, f
+    assert "src/llmqueue/sim/engine.py" not in code
 
 
 def test_studies_call_each_simulator_in_one_place() -> None:
     """One small function per module calls a simulator, so a new simulator API changes one place."""
-    for name in ("token_limit.py", "batching.py"):
-        text = (SRC / "studies" / name).read_text()
+    for name in ("token_limit", "batching"):
+        text = (SRC / "studies" / name / "tables.py").read_text()
         calls = re.findall(r"from llmqueue\.sim\.(\w+) import", text)
-        assert len([m for m in calls if m != "result"]) == 1, name
+        assert len([m for m in calls if m not in ("result", "settings")]) == 1, name
     for name in ("token_limit.py", "batching.py"):
-        assert "llmqueue.sim" not in (SRC / "cli" / name).read_text(), name
+        sims = re.findall(r"llmqueue\.sim\.(\w+)", (SRC / "cli" / name).read_text())
+        assert set(sims) <= {"settings"}, name
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)

@@ -305,7 +305,7 @@ def test_small_study_tables_and_claims() -> None:
     assert list(cap["pe"]) == [0.0] * 3 + [0.25] * 3
     assert cap["exact_gain"].iloc[0] == 0 and (cap["exact_rate_per_s"] > 0).all()
     lat = llm_latency_table(llm_spec, 1)
-    assert len(lat) == 3 and (lat["bound_s"] > 0).all()
+    assert len(lat) == 3 and (lat["bound_jct_mean_s"] > 0).all()
     ref = pd.read_csv(ROOT / "data/reference/claims_multibin.csv", dtype={"id": str})
     tol = yaml.safe_load((ROOT / "config/config.yaml").read_text())["claims"]["tolerances"]
     rows = {r.id: r for r in claims_rows(ClaimBook(ref, tol), tab, cap, lat)}
@@ -380,6 +380,6 @@ def test_learned_bins_table_with_perfect_predictions_equals_true_bins() -> None:
     for k in (1, 2, 4):  # two independent estimates of the same highest rate
         a, b = by["true length"].loc[k], by["perfect"].loc[k]
         assert abs(a["sim_rate_per_s"] - b["sim_rate_per_s"]) < 2 * math.hypot(
-            a["sim_ci95"], b["sim_ci95"]
+            a["sim_rate_ci95"], b["sim_rate_ci95"]
         )
     assert by["perfect"].loc[4, "sim_gain"] > 0.2  # bins pay (gain over k = 1)

@@ -131,14 +131,16 @@ def test_dynamic_point_bound_is_above_the_exact_response() -> None:
     assert pt.bound_response >= pt.exact.response
     assert math.isnan(pt.formula_wait)
     row = pt.row()
-    assert row["bound_response"] == pt.bound_response and row["exact_mean_batch"] >= 1
+    assert row["bound_jct_mean_s"] == pt.bound_response and row["exact_mean_batch"] >= 1
 
 
 def test_unstable_point_has_no_numbers() -> None:
     pt = evaluate_point(Policy("fixed", K=1), K8, LOGN, 0.43, sim=SimSettings(2000, 100, 10))
     assert pt.unstable and "K = 1" in pt.note
     row = pt.row()
-    assert all(math.isnan(row[k]) for k in ("formula_wait", "exact_wait", "sim_wait"))
+    assert all(
+        math.isnan(row[k]) for k in ("formula_wait_mean_s", "exact_wait_mean_s", "sim_wait_mean_s")
+    )
 
 
 def test_row_columns_are_the_sweep_csv_columns() -> None:
@@ -213,10 +215,10 @@ def fig5_frame(bound: list[float], sim_d: list[float], sim_e: list[float]) -> pd
                     "policy": pol,
                     "rate_per_s": x,
                     "unstable": False,
-                    "sim_response": sim[i],
-                    "exact_response": sim[i],
-                    "bound_response": bound[i] if pol == "dynamic" else math.nan,
-                    "bound_fit_response": sim[i] * 1.01,
+                    "sim_jct_mean_s": sim[i],
+                    "exact_jct_mean_s": sim[i],
+                    "bound_jct_mean_s": bound[i] if pol == "dynamic" else math.nan,
+                    "bound_fit_jct_mean_s": sim[i] * 1.01,
                     "bound_alpha": 0.1,
                     "bound_tau0": 5.0,
                     "bound_fit_alpha": 0.1,
@@ -257,22 +259,25 @@ def kstar_frame(col_values: dict[str, list[float]], unstable: list[bool]) -> pd.
     n = len(unstable)
     df = pd.DataFrame({"K": range(1, n + 1), "unstable": unstable})
     for col in (
-        "formula_wait",
-        "formula_response",
-        "exact_wait",
-        "exact_response",
-        "sim_wait",
-        "sim_response",
+        "formula_wait_mean_s",
+        "formula_jct_mean_s",
+        "exact_wait_mean_s",
+        "exact_jct_mean_s",
+        "sim_wait_mean_s",
+        "sim_jct_mean_s",
     ):
         df[col] = col_values.get(col, [5.0] * n)
-    df["sim_wait_ci95"] = 0.5
-    df["sim_response_ci95"] = 0.5
+    df["sim_wait_ci95_s"] = 0.5
+    df["sim_jct_ci95_s"] = 0.5
     return df
 
 
 def test_claim8_kstar_rows() -> None:
     k8 = kstar_frame(
-        {"formula_wait": [9, 8, 7, 6, 7, 8, 9, 8.5], "sim_wait": [9, 8, 7, 6.2, 7, 8, 6.0, 9]},
+        {
+            "formula_wait_mean_s": [9, 8, 7, 6, 7, 8, 9, 8.5],
+            "sim_wait_mean_s": [9, 8, 7, 6.2, 7, 8, 6.0, 9],
+        },
         [False] * 8,
     )
     dead = kstar_frame({}, [True] * 3)
@@ -310,7 +315,7 @@ def fig6b_frame(v_inf_lo: float, inf_unstable_hi: bool) -> pd.DataFrame:
                     "rate_per_s": x,
                     "unstable": bool(math.isnan(val)),
                     "exact_mean_batch": 1.1,
-                    "exact_response": val,
+                    "exact_jct_mean_s": val,
                 }
             )
         rows.append(
@@ -320,7 +325,7 @@ def fig6b_frame(v_inf_lo: float, inf_unstable_hi: bool) -> pd.DataFrame:
                 "rate_per_s": x,
                 "unstable": False,
                 "exact_mean_batch": 1.0,
-                "exact_response": 5.0,
+                "exact_jct_mean_s": 5.0,
             }
         )
     return pd.DataFrame(rows)

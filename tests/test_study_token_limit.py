@@ -65,7 +65,7 @@ def test_sweep_table_routes_by_patience_and_records_the_profile():
     limits = np.array([800.0, 1600.0])
     pat = sweep_table(LN, FIT, limits, 1 / 40, None, None, 0)
     imp = sweep_table(LN, FIT, limits, 1 / 25, 60.0, None, 0, {"step_s": 0.05})
-    assert "wq_formula_s" in pat and "loss_exact" in imp and "loss_exact" not in pat
+    assert "formula_wait_mean_s" in pat and "exact_loss" in imp and "exact_loss" not in pat
     assert list(pat.columns[:3]) == ["limit_tokens", "a_s_per_token", "b0_s"]
     assert (imp["b0_s"] == FIT.b0_s).all()
 
@@ -79,14 +79,14 @@ def test_same_seed_gives_byte_identical_csv(tmp_path):
         write_csv(df, paths[-1])
     assert paths[0].read_bytes() == paths[1].read_bytes()
     other = impatient_table(LN, FIT, 0.04, 60.0, limits, SIM, seed_root=8)
-    assert not np.allclose(other["loss_sim"], pd.read_csv(paths[0])["loss_sim"])
+    assert not np.allclose(other["sim_loss"], pd.read_csv(paths[0])["sim_loss"])
 
 
 def test_unstable_points_get_no_numbers():
     df = patient_table(LN, FIT, 0.04, np.array([500.0, 3000.0]), SIM, seed_root=1)
     assert list(df["unstable"]) == [False, True]
-    assert math.isnan(df.loc[1, "wq_formula_s"]) and math.isnan(df.loc[1, "wq_sim_s"])
-    assert np.isfinite(df.loc[0, "wq_sim_s"])
+    assert math.isnan(df.loc[1, "formula_wait_mean_s"]) and math.isnan(df.loc[1, "sim_wait_mean_s"])
+    assert np.isfinite(df.loc[0, "sim_wait_mean_s"])
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])
@@ -95,14 +95,16 @@ def test_simulated_sweep_within_4_sigma_of_exact(seed):
     sim = SimSettings(requests=400_000, warmup=20_000, batches=40)
     pat = patient_table(LN, FIT, 1 / 40, limits, sim, seed_root=seed)
     assert np.all(
-        np.abs(pat["wq_sim_s"] - pat["wq_formula_s"]) < 4 * pat["wq_sim_ci95_s"] / 1.96 + 1e-9
+        np.abs(pat["sim_wait_mean_s"] - pat["formula_wait_mean_s"])
+        < 4 * pat["sim_wait_ci95_s"] / 1.96 + 1e-9
     )
     imp = impatient_table(LN, FIT, 1 / 25, 60.0, limits, sim, seed_root=seed)
     assert np.all(
-        np.abs(imp["loss_sim"] - imp["loss_exact"]) < 4 * imp["loss_sim_ci95"] / 1.96 + 1e-4
+        np.abs(imp["sim_loss"] - imp["exact_loss"]) < 4 * imp["sim_loss_ci95"] / 1.96 + 1e-4
     )
     assert np.all(
-        np.abs(imp["wqs_sim_s"] - imp["wqs_exact_s"]) < 4 * imp["wqs_sim_ci95_s"] / 1.96 + 1e-3
+        np.abs(imp["sim_served_wait_mean_s"] - imp["exact_served_wait_mean_s"])
+        < 4 * imp["sim_served_wait_ci95_s"] / 1.96 + 1e-3
     )
 
 

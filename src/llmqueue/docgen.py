@@ -574,15 +574,17 @@ def render_ssjf_gains(jct: pd.DataFrame, load: float) -> str:
     for (setting, mode), grp in at.groupby(["setting", "mode"], sort=False):
         by = {str(r["policy"]): r for _, r in grp.iterrows()}
         fcfs = by["FCFS"]
-        base = _float(fcfs["jct_mean"])
+        base = _float(fcfs["jct_mean_s"])
         cells = [md_cell(setting), md_cell(mode), fmt(base)]
         for p in orders:
             r = by.get(p)
             if r is None or _true(r["unstable"]):
                 cells.append("unstable")
             else:
-                cells.append(fmt_pct(1 - _float(r["jct_mean"]) / base, sign=False))
-        waits = [fmt(by[p]["wait_max"]) for p in ["FCFS", *orders] if "guard" not in p and p in by]
+                cells.append(fmt_pct(1 - _float(r["jct_mean_s"]) / base, sign=False))
+        waits = [
+            fmt(by[p]["wait_max_s"]) for p in ["FCFS", *orders] if "guard" not in p and p in by
+        ]
         cells.append(" / ".join(waits))
         rows.append(cells)
     return md_table(header, rows)
@@ -594,9 +596,9 @@ def render_ssjf_starvation(starvation: pd.DataFrame) -> str:
         [
             md_cell(r["policy"]),
             fmt_int(r["guard_s"]) if math.isfinite(_float(r["guard_s"])) else "none",
-            fmt(r["jct_mean"]),
-            fmt(r["wait_p99"]),
-            fmt(r["wait_max"]),
+            fmt(r["jct_mean_s"]),
+            fmt(r["wait_p99_s"]),
+            fmt(r["wait_max_s"]),
         ]
         for _, r in starvation.iterrows()
     ]
@@ -615,7 +617,7 @@ def render_multibin_synthetic(synthetic: pd.DataFrame) -> str:
             [
                 fmt_int(r["bins"]),
                 fmt(theorem, 6),
-                f"{fmt(sim, 6)} ± {fmt(r['sim_ci95'], 2)}",
+                f"{fmt(sim, 6)} ± {fmt(r['sim_rate_ci95'], 2)}",
                 fmt_pct(sim / theorem - 1, 2),
             ]
         )
@@ -639,7 +641,7 @@ def render_multibin_llm(capacity: pd.DataFrame) -> str:
         cells = [
             fmt_int(r["bins"]),
             fmt(r["exact_rate_per_s"]),
-            f"{fmt(r['sim_rate_per_s'])} ± {fmt(r['sim_ci95'], 2)}",
+            f"{fmt(r['sim_rate_per_s'])} ± {fmt(r['sim_rate_ci95'], 2)}",
             fmt_pct(r["sim_gain"], 0),
         ]
         for p in errors:
@@ -686,8 +688,8 @@ def render_multibin_latency(latency: pd.DataFrame) -> str:
         for x in loads:
             m = grp[(num(grp["load"]) - x).abs() < 1e-9]
             ok = not m.empty and not _true(m["unstable"].iloc[0])
-            cells.append(fmt(m["sim_response_s"].iloc[0]) if ok else "unstable")
-        gaps = num(grp["sim_response_s"]) / num(grp["bound_s"]) - 1
+            cells.append(fmt(m["sim_jct_mean_s"].iloc[0]) if ok else "unstable")
+        gaps = num(grp["sim_jct_mean_s"]) / num(grp["bound_jct_mean_s"]) - 1
         cells.append(fmt_pct(gaps.max(), 1))
         rows.append(cells)
     return md_table(header, rows)
@@ -706,7 +708,7 @@ def render_multibin_vs_continuous(vs: pd.DataFrame) -> str:
         for x in loads:
             m = grp[(num(grp["load"]) - x).abs() < 1e-9]
             ok = not m.empty and not _true(m["unstable"].iloc[0])
-            cells.append(fmt(m["sim_response_s"].iloc[0]) if ok else "unstable")
+            cells.append(fmt(m["sim_jct_mean_s"].iloc[0]) if ok else "unstable")
         rows.append(cells)
     return md_table(header, rows)
 

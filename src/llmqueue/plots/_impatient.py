@@ -14,25 +14,30 @@ from llmqueue.plots._token_limit import extra_tables, limits_axis, profile_label
 def plot_impatient(
     inputs: Mapping[str, Any], params: Mapping[str, Any], quantity: str, ylabel: str
 ) -> Figure:
+    """`quantity`: ``served_wait`` (the mean wait of users who stay, s) or ``loss`` (the lost
+    fraction); columns ``<source>_<quantity>[_mean_s]`` of the impatient table."""
     df = inputs["main_impatient"]
     main = params["main_profile"]
-    unit = "_s" if quantity != "loss" else ""
+
+    def col(source: str, stat: str = "mean") -> str:
+        if quantity == "loss":
+            return f"{source}_loss" + ("" if stat == "mean" else f"_{stat}")
+        return f"{source}_{quantity}_{stat}_s"
+
     fig, ax = style.new_figure()
     x = df["limit_tokens"]
     lab = profile_label(main, params, df)
     style.formula_line(
-        ax, x, df[f"{quantity}_interp{unit}"], "approx. Eq. (6)-(8) (De Kok-Tijms)", 0, ls=":"
+        ax, x, df[col("interp")], "approx. Eq. (6)-(8) (De Kok-Tijms)", 0, ls=":"
     )
-    style.formula_line(ax, x, df[f"{quantity}_exact{unit}"], f"exact M/G/1+D, {lab}", 0)
-    if f"{quantity}_sim{unit}" in df:
-        style.sim_points(
-            ax, x, df[f"{quantity}_sim{unit}"], df[f"{quantity}_sim_ci95{unit}"], "simulation", 0
-        )
+    style.formula_line(ax, x, df[col("exact")], f"exact M/G/1+D, {lab}", 0)
+    if col("sim") in df:
+        style.sim_points(ax, x, df[col("sim")], df[col("sim", "ci95")], "simulation", 0)
     for i, (p, t) in enumerate(extra_tables(inputs, params, "impatient"), start=1):
         style.formula_line(
             ax,
             t["limit_tokens"],
-            t[f"{quantity}_exact{unit}"],
+            t[col("exact")],
             f"exact, {profile_label(p, params, t)}",
             i,
             ls="--",

@@ -15,19 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from llmqueue.plots import style
+from llmqueue.plots._profiling import MARKERS, MODEL_NAMES, colour_index
 from llmqueue.profiling.fits import rows_of
-
-MODEL_ORDER = ["llama2-7b-chat", "chinese-alpaca-2-7b", "chatglm3-6b"]
-MODEL_NAMES = {
-    "llama2-7b-chat": "LLaMA-2-7B-chat",
-    "chinese-alpaca-2-7b": "Chinese-Alpaca-2-7B",
-    "chatglm3-6b": "ChatGLM3-6B",
-}
-MARKERS = {"llama2-7b-chat": "o", "chinese-alpaca-2-7b": "s", "chatglm3-6b": "^"}
-
-
-def _ci(model: str) -> int:
-    return MODEL_ORDER.index(model) if model in MODEL_ORDER else 3
 
 
 def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
@@ -41,7 +30,7 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
         xmax = max(520.0, float(pp["output_tokens"].max()) if not pp.empty else 0.0)
         x = np.linspace(0, xmax, 50)
         for r in rows_of(ll):
-            i = _ci(r.model)
+            i = colour_index(r.model)
             if r.kind == "reference":
                 ax.plot(
                     x,
@@ -91,7 +80,7 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
                     g["output_tokens"],
                     g["latency_s"],
                     MARKERS.get(model, "o"),
-                    color=style.color(_ci(model)),
+                    color=style.color(colour_index(model)),
                     mfc="none",
                     ls="none",
                     label=f"{MODEL_NAMES.get(model, model)}, measured end to end (n={len(g)})",

@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from llmqueue.plots import style
-from llmqueue.plots.fig2a_time_token_line import MARKERS, MODEL_NAMES, _ci
+from llmqueue.plots._profiling import MARKERS, MODEL_NAMES, colour_index
 from llmqueue.profiling.fits import rows_of
 
 KERNEL_COLOR = "k"
@@ -58,7 +58,7 @@ def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:
             kind = g["kind"].iloc[0]
             predicted = kind == "predicted"
             kernels = kind == "measured-kernels"
-            i, name = _ci(model), MODEL_NAMES.get(model, model)
+            i, name = colour_index(model), MODEL_NAMES.get(model, model)
             color = KERNEL_COLOR if kernels else style.color(i)
             tp = g[g["quantity"] == "throughput"].sort_values("batch")
             ax = axes[0, j]

@@ -17,13 +17,15 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     fig, ax = style.new_figure()
     x = df["limit_tokens"]
     lab = profile_label(main, params, df)
-    style.formula_line(ax, x, df["wq_formula_s"], f"Eq. (1)-(5), {lab}", 0)
-    style.sim_points(ax, x, df["wq_sim_s"], df["wq_sim_ci95_s"], "simulation", 0, marker="o")
+    style.formula_line(ax, x, df["formula_wait_mean_s"], f"Eq. (1)-(5), {lab}", 0)
+    style.sim_points(
+        ax, x, df["sim_wait_mean_s"], df["sim_wait_ci95_s"], "simulation", 0, marker="o"
+    )
     for i, (p, t) in enumerate(extra_tables(inputs, params, "patient"), start=1):
         style.formula_line(
             ax,
             t["limit_tokens"],
-            t["wq_formula_s"],
+            t["formula_wait_mean_s"],
             f"Eq. (1)-(5), {profile_label(p, params, t)}",
             i,
             ls="--",

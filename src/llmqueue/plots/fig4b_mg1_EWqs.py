@@ -11,4 +11,4 @@ from llmqueue.plots._impatient import plot_impatient
 
 
 def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
-    return plot_impatient(inputs, params, "wqs", "mean wait of served users $W_{qs}$ (s)")
+    return plot_impatient(inputs, params, "served_wait", "mean wait of served users $W_{qs}$ (s)")

@@ -17,22 +17,20 @@ def plot(inputs: dict, params: dict):
     for i, pol in enumerate(("dynamic", "elastic")):
         s = df[df["policy"] == pol].sort_values("rate_per_s")
         x = s["rate_per_s"]
-        style.formula_line(ax, x, s["exact_response"], f"{pol}: exact chain", i=i)
-        style.sim_points(
-            ax, x, s["sim_response"], s["sim_response_ci95"], f"{pol}: simulation", i=i
-        )
-        if pol == "dynamic" and np.isfinite(s["bound_response"]).any():
+        style.formula_line(ax, x, s["exact_jct_mean_s"], f"{pol}: exact chain", i=i)
+        style.sim_points(ax, x, s["sim_jct_mean_s"], s["sim_jct_ci95_s"], f"{pol}: simulation", i=i)
+        if pol == "dynamic" and np.isfinite(s["bound_jct_mean_s"]).any():
             ax.plot(
                 x,
-                s["bound_response"],
+                s["bound_jct_mean_s"],
                 "--",
                 color=style.color(i),
                 label="dynamic: bound (16), Eq. (20) alpha, tau0",
             )
-        if "bound_fit_response" in s:
+        if "bound_fit_jct_mean_s" in s:
             ax.plot(
                 x,
-                s["bound_fit_response"],
+                s["bound_fit_jct_mean_s"],
                 ":",
                 color=style.color(i),
                 label=f"{pol}: bound (16), fitted alpha, tau0",

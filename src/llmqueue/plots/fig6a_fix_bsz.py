@@ -22,15 +22,15 @@ def plot(inputs: dict, params: dict):
             s = s[ok]
             if s.empty:
                 continue
-            ax.plot(s["rate_per_s"], s["formula_wait"], "--", color=style.color(i), lw=1.0)
+            ax.plot(s["rate_per_s"], s["formula_wait_mean_s"], "--", color=style.color(i), lw=1.0)
             ft = df[(df["mode"] == "fixed_T") & (df["K"] == K) & ~df["unstable"].astype(bool)]
-            ax.plot(ft["rate_per_s"], ft["sim_wait"], "x", color=style.color(i), ms=3)
-            style.formula_line(ax, s["rate_per_s"], s["exact_wait"], f"K={int(K)}", i=i)
+            ax.plot(ft["rate_per_s"], ft["sim_wait_mean_s"], "x", color=style.color(i), ms=3)
+            style.formula_line(ax, s["rate_per_s"], s["exact_wait_mean_s"], f"K={int(K)}", i=i)
             style.sim_points(
                 ax,
                 s["rate_per_s"],
-                s["sim_wait"],
-                s["sim_wait_ci95"],
+                s["sim_wait_mean_s"],
+                s["sim_wait_ci95_s"],
                 f"K={int(K)} sim",
                 i=i,
                 marker="o",

@@ -21,9 +21,9 @@ def plot(inputs: dict, params: dict):
             meta = s["metastable"].astype(bool) & ~bad
             ok = s[~bad]
             lab = curve + (" (some points metastable)" if meta.any() else "")
-            style.formula_line(ax, ok["rate_per_s"], ok["exact_response"], lab, i=i)
+            style.formula_line(ax, ok["rate_per_s"], ok["exact_jct_mean_s"], lab, i=i)
             style.sim_points(
-                ax, ok["rate_per_s"], ok["sim_response"], ok["sim_response_ci95"], "", i=i
+                ax, ok["rate_per_s"], ok["sim_jct_mean_s"], ok["sim_jct_ci95_s"], "", i=i
             )
             if bad.any():
                 xs = s.loc[bad, "rate_per_s"]

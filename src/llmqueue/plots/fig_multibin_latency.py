@@ -25,19 +25,19 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
         base = df[(df["load"] == load) & df["flush_s"].isna()].sort_values("bins")
         ok = ~base["unstable"].astype(bool)
         rate = base["rate_per_s"].iloc[0]
-        ax.plot(base["bins"], base["bound_s"], "--", color=style.color(i), lw=1.0)
+        ax.plot(base["bins"], base["bound_jct_mean_s"], "--", color=style.color(i), lw=1.0)
         style.sim_points(
             ax,
             base["bins"][ok],
-            base["sim_response_s"][ok],
-            base["sim_response_ci95"][ok],
+            base["sim_jct_mean_s"][ok],
+            base["sim_jct_ci95_s"][ok],
             f"load {load:g} ({rate:.2f} req/s)",
             i=i,
         )
         for fl in flushes:
             s = df[(df["load"] == load) & (df["flush_s"] == fl)].sort_values("bins")
             s = s[~s["unstable"].astype(bool)]
-            ax.plot(s["bins"], s["sim_response_s"], ":s", color=style.color(i), mfc="none", ms=3)
+            ax.plot(s["bins"], s["sim_jct_mean_s"], ":s", color=style.color(i), mfc="none", ms=3)
     ax.plot([], [], "k--", lw=1.0, label="Lemma 5.1 lower bound")
     for fl in flushes:
         ax.plot([], [], "k:s", mfc="none", ms=3, label=f"flush after {fl:g} s (simulation)")

@@ -62,8 +62,8 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
             s = s[~s["unstable"].astype(bool)]
             b.errorbar(
                 s["bins"],
-                s["sim_response_s"],
-                yerr=s["sim_response_ci95"],
+                s["sim_jct_mean_s"],
+                yerr=s["sim_jct_ci95_s"],
                 fmt=LINESTYLES[j % 2],
                 marker="os"[j % 2],
                 mfc="none",
@@ -73,7 +73,7 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
             )
         c = cont[(cont["load"] == load) & ~cont["unstable"].astype(bool)]
         if not c.empty:
-            lo, hi = c["sim_response_s"].min(), c["sim_response_s"].max()
+            lo, hi = c["sim_jct_mean_s"].min(), c["sim_jct_mean_s"].max()
             b.axhspan(lo, hi, color=style.color(i), alpha=0.35, lw=0)
             b.axhline(hi, color=style.color(i), ls=":", lw=1.0)
         rate = df[df["load"] == load]["rate_per_s"].iloc[0]

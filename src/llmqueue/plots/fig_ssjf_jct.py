@@ -31,7 +31,7 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     for col, mode in enumerate(MODES):
         d = df[df["mode"] == mode]
         pol = str(d["batching"].iloc[0]) if len(d) else ""
-        for row, (metric, label) in enumerate((("jct_mean", "mean"), ("jct_p99", "p99"))):
+        for row, (metric, label) in enumerate((("jct_mean_s", "mean"), ("jct_p99_s", "p99"))):
             ax = axes[row, col]
             for i, name in enumerate(POLICIES):
                 for guard in (False, True):
@@ -39,15 +39,15 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
                     if s.empty:
                         continue
                     x, y = s["load"].to_numpy(), s[metric].to_numpy(float)
-                    ci = s["jct_ci95"] if metric == "jct_mean" else None
+                    ci = s["jct_ci95_s"] if metric == "jct_mean_s" else None
                     lab = f"{name} + {s['guard_s'].iloc[0]:g}-s guard" if guard else name
                     ok = np.isfinite(y)
                     ax.plot(x[ok], y[ok], ls=":" if guard else "-", lw=0.7, color=style.color(i))
                     style.sim_points(ax, x, y, ci, lab, i, marker="s" if guard else "o", band=False)
-                    if metric == "jct_mean" and not guard and s["exact_jct_mean"].notna().any():
+                    if metric == "jct_mean_s" and not guard and s["exact_jct_mean_s"].notna().any():
                         ax.plot(
                             x,
-                            s["exact_jct_mean"],
+                            s["exact_jct_mean_s"],
                             "-",
                             lw=2.2,
                             alpha=0.35,

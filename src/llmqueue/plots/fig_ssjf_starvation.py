@@ -25,7 +25,7 @@ MODE_NAMES = {
 def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     df = inputs["data"]
     fig, axes = style.new_figure((7.2, 3.0), ncols=2)
-    panels = (("wait_max", "largest"), ("wait_p99", "99th-percentile"))
+    panels = (("wait_max_s", "largest"), ("wait_p99_s", "99th-percentile"))
     for ax, (col, label) in zip(axes, panels, strict=True):
         for i, name in enumerate(POLICIES):
             s = df[df["policy"] == name].copy()
@@ -34,7 +34,7 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
             s["order_key"] = s["guard_s"].fillna(np.inf)
             s = s.sort_values("order_key", ascending=False)
             ax.plot(
-                s["wait_mean"],
+                s["wait_mean_s"],
                 s[col],
                 "-o" if name != "FCFS" else "D",
                 color=style.color(i),
@@ -47,7 +47,7 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
             points: dict[tuple[float, float], list[str]] = {}
             for _, r in s.iterrows():
                 g = "no guard" if not np.isfinite(r["guard_s"]) else f"{r['guard_s']:g} s"
-                key = (round(float(r["wait_mean"]), 6), round(float(r[col]), 6))
+                key = (round(float(r["wait_mean_s"]), 6), round(float(r[col]), 6))
                 points.setdefault(key, []).append("FCFS" if name == "FCFS" else g)
             for j, ((x, y), labs) in enumerate(points.items()):
                 ax.annotate(

@@ -38,20 +38,20 @@ CLAIM7_IDS = {  # bound (Eq. 20) tracks sim, elastic below dynamic, gap widens, 
 
 CLAIM8_COLUMNS = (  # K* of each column of the K* table
     {
-        "8a": "formula_wait",
-        "8b": "sim_wait",
-        "8c": "sim_response",
-        "8e": "formula_response",
-        "8f": "exact_wait",
-        "8g": "exact_response",
+        "8a": "formula_wait_mean_s",
+        "8b": "sim_wait_mean_s",
+        "8c": "sim_jct_mean_s",
+        "8e": "formula_jct_mean_s",
+        "8f": "exact_wait_mean_s",
+        "8g": "exact_jct_mean_s",
     },
     {
-        "8h": "formula_wait",
-        "8i": "sim_wait",
-        "8j": "sim_response",
-        "8k": "formula_response",
-        "8l": "exact_wait",
-        "8m": "exact_response",
+        "8h": "formula_wait_mean_s",
+        "8i": "sim_wait_mean_s",
+        "8j": "sim_jct_mean_s",
+        "8k": "formula_jct_mean_s",
+        "8l": "exact_wait_mean_s",
+        "8m": "exact_jct_mean_s",
     },
 )
 
@@ -147,10 +147,12 @@ def claim7_rows(
         src = df["profile_source"].iloc[0]
         lam = dyn["rate_per_s"].to_numpy()
         gaps = (
-            np.abs(dyn["bound_response"] - dyn["sim_response"]) / dyn["sim_response"]
+            np.abs(dyn["bound_jct_mean_s"] - dyn["sim_jct_mean_s"]) / dyn["sim_jct_mean_s"]
         ).to_numpy()
         gap_exact = float(
-            np.max(np.abs(dyn["bound_response"] - dyn["exact_response"]) / dyn["exact_response"])
+            np.max(
+                np.abs(dyn["bound_jct_mean_s"] - dyn["exact_jct_mean_s"]) / dyn["exact_jct_mean_s"]
+            )
         )
         rows.append(
             _profile_row(
@@ -167,7 +169,7 @@ def claim7_rows(
             )
         )
         gaps_fit = (
-            np.abs(dyn["bound_fit_response"] - dyn["sim_response"]) / dyn["sim_response"]
+            np.abs(dyn["bound_fit_jct_mean_s"] - dyn["sim_jct_mean_s"]) / dyn["sim_jct_mean_s"]
         ).to_numpy()
         rows.append(
             _profile_row(
@@ -185,8 +187,8 @@ def claim7_rows(
         )
         m = dyn.merge(ela, on="rate_per_s", suffixes=("_d", "_e"))
         below = bool(
-            np.all(m["exact_response_e"] < m["exact_response_d"])
-            and np.all(m["sim_response_e"] < m["sim_response_d"])
+            np.all(m["exact_jct_mean_s_e"] < m["exact_jct_mean_s_d"])
+            and np.all(m["sim_jct_mean_s_e"] < m["sim_jct_mean_s_d"])
         )
         rows.append(
             _profile_row(
@@ -198,7 +200,7 @@ def claim7_rows(
                 "elastic is not below dynamic at every lambda",
             )
         )
-        widths = (m["exact_response_d"] - m["exact_response_e"]).to_numpy()
+        widths = (m["exact_jct_mean_s_d"] - m["exact_jct_mean_s_e"]).to_numpy()
         rows.append(
             _profile_row(
                 book,
@@ -244,8 +246,9 @@ def claim8_kstar_rows(
             k = int(best["K"])
             note = f"{krange}; min {col} = {s[col].min():.4g} s"
             if col.startswith("sim"):
-                ci = best[col + "_ci95"]
-                close = s[(s[col] - s[col].min()) <= ci + s[col + "_ci95"]]["K"].astype(int)
+                ci_col = col.replace("_mean_s", "_ci95_s")  # its batch-means half-width
+                ci = best[ci_col]
+                close = s[(s[col] - s[col].min()) <= ci + s[ci_col]]["K"].astype(int)
                 note += f" (+-{ci:.2g}); K within the CIs of the minimum: {close.tolist()}"
             rows.append(_profile_row(book, cid, float(k), note, prof, f"K* = {k} on this grid"))
     return rows
@@ -334,14 +337,14 @@ def claim9_rows(
         dyn = df[df["policy"] == "dynamic"]
         inf = dyn[dyn["bmax"].isna()]
         fin = dyn[dyn["bmax"].notna()]
-        inf_resp, inf_unstable_at = _by_rate(inf, "exact_response"), _by_rate(inf, "unstable")
+        inf_resp, inf_unstable_at = _by_rate(inf, "exact_jct_mean_s"), _by_rate(inf, "unstable")
         lo = float(lams[0])
         q = _by_rate(inf, "exact_mean_batch")[lo]
         v_inf = inf_resp[lo]
         gaps = []
         for bm in sorted(fin["bmax"].unique()):
             if bm >= q:
-                v = _by_rate(fin[fin["bmax"] == bm], "exact_response")[lo]
+                v = _by_rate(fin[fin["bmax"] == bm], "exact_jct_mean_s")[lo]
                 gaps.append((int(bm), abs(v - v_inf) / v_inf, same.holds(v_inf, v)))
         ok = bool(gaps) and all(g[2] for g in gaps)
         rows.append(
@@ -359,8 +362,8 @@ def claim9_rows(
         fin_ok = _stable(fin)
         hi = float(fin_ok["rate_per_s"].max())  # highest lambda where some finite b_max is stable
         at_hi = fin_ok[fin_ok["rate_per_s"] == hi]
-        i_best = int(np.argmin(at_hi["exact_response"].to_numpy()))
-        best_fin = float(at_hi["exact_response"].iloc[i_best])
+        i_best = int(np.argmin(at_hi["exact_jct_mean_s"].to_numpy()))
+        best_fin = float(at_hi["exact_jct_mean_s"].iloc[i_best])
         best_bm = int(at_hi["bmax"].iloc[i_best])
         inf_unstable = bool(inf_unstable_at[hi])
         inf_val = math.inf if inf_unstable else inf_resp[hi]
@@ -389,7 +392,7 @@ def claim9_rows(
             )
         )
         ela = df[df["policy"] == "elastic"]
-        ela_resp, ela_unstable = _by_rate(ela, "exact_response"), _by_rate(ela, "unstable")
+        ela_resp, ela_unstable = _by_rate(ela, "exact_jct_mean_s"), _by_rate(ela, "unstable")
         both = [
             float(x) for x in lams if not inf_unstable_at[float(x)] and not ela_unstable[float(x)]
         ]

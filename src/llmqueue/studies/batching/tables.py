@@ -103,22 +103,22 @@ class PointResult:
             "unstable": self.unstable,
             "metastable": self.metastable,
             "note": self.note,
-            "formula_wait": self.formula_wait,
-            "formula_response": self.formula_response,
-            "bound_response": self.bound_response,
-            "exact_wait": ex.wait if ex else NAN,
-            "exact_response": ex.response if ex else NAN,
+            "formula_wait_mean_s": self.formula_wait,
+            "formula_jct_mean_s": self.formula_response,
+            "bound_jct_mean_s": self.bound_response,
+            "exact_wait_mean_s": ex.wait if ex else NAN,
+            "exact_jct_mean_s": ex.response if ex else NAN,
             "exact_mean_batch": ex.mean_batch if ex else NAN,
-            "sim_wait": s.wait.mean if s else NAN,
-            "sim_wait_ci95": s.wait.ci95 if s else NAN,
-            "sim_response": s.response.mean if s and s.response else NAN,
-            "sim_response_ci95": s.response.ci95 if s and s.response else NAN,
-            "sim_wait_p50": s.wait.p50 if s else NAN,
-            "sim_wait_p95": s.wait.p95 if s else NAN,
-            "sim_wait_p99": s.wait.p99 if s else NAN,
-            "sim_response_p50": s.response.p50 if s and s.response else NAN,
-            "sim_response_p95": s.response.p95 if s and s.response else NAN,
-            "sim_response_p99": s.response.p99 if s and s.response else NAN,
+            "sim_wait_mean_s": s.wait.mean if s else NAN,
+            "sim_wait_ci95_s": s.wait.ci95 if s else NAN,
+            "sim_jct_mean_s": s.response.mean if s and s.response else NAN,
+            "sim_jct_ci95_s": s.response.ci95 if s and s.response else NAN,
+            "sim_wait_p50_s": s.wait.p50 if s else NAN,
+            "sim_wait_p95_s": s.wait.p95 if s else NAN,
+            "sim_wait_p99_s": s.wait.p99 if s else NAN,
+            "sim_jct_p50_s": s.response.p50 if s and s.response else NAN,
+            "sim_jct_p95_s": s.response.p95 if s and s.response else NAN,
+            "sim_jct_p99_s": s.response.p99 if s and s.response else NAN,
             "sim_mean_batch": s.mean_batch if s else NAN,
         }
 
@@ -289,15 +289,15 @@ def sweep_table(
             if curve.fitted_bound is not None:
                 a, t = curve.fitted_bound
                 row["bound_fit_alpha"], row["bound_fit_tau0"] = a, t
-                row["bound_fit_response"] = _bound_or_nan(float(lam), (a, t))
+                row["bound_fit_jct_mean_s"] = _bound_or_nan(float(lam), (a, t))
             if curve.bound is not None:
                 row["bound_alpha"], row["bound_tau0"] = curve.bound
             rows.append(row)
             if progress:
                 progress(
                     f"{curve.label} lam={lam:.4g} unstable={row['unstable']} "
-                    f"exact={row['exact_response']:.4g} sim={row['sim_response']:.4g}"
-                    f"+-{row['sim_response_ci95']:.2g}"
+                    f"exact={row['exact_jct_mean_s']:.4g} sim={row['sim_jct_mean_s']:.4g}"
+                    f"+-{row['sim_jct_ci95_s']:.2g}"
                 )
     return pd.DataFrame(rows)
 

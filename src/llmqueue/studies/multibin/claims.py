@@ -64,7 +64,7 @@ def claims_rows(
         r = oracle[k]
         note = (
             f"simulated, {int(r['replications'])} saturated queues of {int(r['sim_requests'])} "
-            f"requests (95% CI +-{float(r['sim_ci95']):.3g}); exact "
+            f"requests (95% CI +-{float(r['sim_rate_ci95']):.3g}); exact "
             f"{float(r['exact_rate_per_s']):.5g}; {law_note}"
         )
         rows.append(book.judge(cid, float(r["sim_rate_per_s"]), note, incomparable=incomparable))
@@ -73,8 +73,8 @@ def claims_rows(
         lo, hi = oracle[k_lo], oracle[k_hi]
         ratio = float(hi["sim_rate_per_s"]) / float(lo["sim_rate_per_s"])
         rel = math.hypot(
-            _rel_ci(float(lo["sim_rate_per_s"]), float(lo["sim_ci95"])),
-            _rel_ci(float(hi["sim_rate_per_s"]), float(hi["sim_ci95"])),
+            _rel_ci(float(lo["sim_rate_per_s"]), float(lo["sim_rate_ci95"])),
+            _rel_ci(float(hi["sim_rate_per_s"]), float(hi["sim_rate_ci95"])),
         )
         exact = float(hi["exact_rate_per_s"]) / float(lo["exact_rate_per_s"])
         note = (
@@ -97,7 +97,7 @@ def claims_rows(
         r = syn[k]
         note = (
             f"ours = simulated highest throughput ({int(r['replications'])} saturated queues of "
-            f"{int(r['sim_requests'])} requests, 95% CI +-{float(r['sim_ci95']):.2g}); Theorem "
+            f"{int(r['sim_requests'])} requests, 95% CI +-{float(r['sim_rate_ci95']):.2g}); Theorem "
             f"4.2 computed here: {float(r['theorem_rate']):.6g}"
         )
         rows.append(book.judge(cid, float(r["sim_rate"]), note))
@@ -126,9 +126,9 @@ def claims_rows(
         )
     )
     lat = latency[latency["flush_s"].isna() & ~latency["unstable"].astype(bool)]
-    sim = lat["sim_response_s"].to_numpy(dtype=float)
-    ci = lat["sim_response_ci95"].to_numpy(dtype=float)
-    bound = lat["bound_s"].to_numpy(dtype=float)
+    sim = lat["sim_jct_mean_s"].to_numpy(dtype=float)
+    ci = lat["sim_jct_ci95_s"].to_numpy(dtype=float)
+    bound = lat["bound_jct_mean_s"].to_numpy(dtype=float)
     above = sim.size > 0 and bool(np.all(sim + BOUND_SIGMAS_CI95 * ci >= bound))
     worst = float(np.min(sim / bound)) if sim.size else math.nan
     rows.append(

@@ -149,7 +149,7 @@ def synthetic_table(spec: SyntheticSpec, seed: int, progress: Progress = _quiet)
                 "theorem_rate": theorem,
                 "exact_rate": exact.rate_per_s,
                 "sim_rate": est.mean,
-                "sim_ci95": est.ci95,
+                "sim_rate_ci95": est.ci95,
                 "limit_rate": spec.batch / (spec.constant + spec.time_per_token * law.mean()),
                 "sim_requests": spec.capacity.requests,
                 "replications": spec.capacity.replications,
@@ -204,7 +204,7 @@ def llm_capacity_table(
                     "exact_rate_per_s": exact.rate_per_s,
                     "exact_mean_batch_s": exact.mean_batch_s,
                     "sim_rate_per_s": est.mean,
-                    "sim_ci95": est.ci95,
+                    "sim_rate_ci95": est.ci95,
                     "tokens": spec.tokens,
                     "mean_tokens": law.mean(),
                     "sim_requests": spec.capacity.requests,
@@ -267,7 +267,7 @@ def learned_capacity_table(
                     "bins": k,
                     "bin_accuracy": acc,
                     "sim_rate_per_s": est.mean,
-                    "sim_ci95": est.ci95,
+                    "sim_rate_ci95": est.ci95,
                     "batch": spec.batch,
                     "servers": spec.servers,
                     "rows": int(output_tokens.size),
@@ -317,13 +317,13 @@ def llm_latency_table(
                         "batch": spec.batch,
                         "servers": spec.servers,
                         "capacity_per_s": exact.rate_per_s,
-                        "bound_s": mb.latency_lower_bound(
+                        "bound_jct_mean_s": mb.latency_lower_bound(
                             exact.mean_batch_s, spec.batch, exact.bins, rate
                         ),
-                        "sim_response_s": resp.mean,
-                        "sim_response_ci95": resp.ci95,
-                        "sim_response_p95": resp.p95,
-                        "sim_wait_s": res.wait.mean,
+                        "sim_jct_mean_s": resp.mean,
+                        "sim_jct_ci95_s": resp.ci95,
+                        "sim_jct_p95_s": resp.p95,
+                        "sim_wait_mean_s": res.wait.mean,
                         "sim_mean_batch": res.mean_batch,
                         "unstable": res.unstable,
                         "note": res.note,
@@ -365,10 +365,10 @@ def _continuous_policy(
 
 
 _SIM_COLUMNS = (
-    "sim_response_s",
-    "sim_response_ci95",
-    "sim_response_p95",
-    "sim_ttft_s",
+    "sim_jct_mean_s",
+    "sim_jct_ci95_s",
+    "sim_jct_p95_s",
+    "sim_ttft_mean_s",
     "sim_mean_batch",
     "preemptions",
 )
@@ -473,10 +473,10 @@ def vs_continuous_table(
             rows.append(
                 {
                     **row,
-                    "sim_response_s": resp.mean,
-                    "sim_response_ci95": resp.ci95,
-                    "sim_response_p95": resp.p95,
-                    "sim_ttft_s": res.ttft.mean if res.ttft is not None else NAN,
+                    "sim_jct_mean_s": resp.mean,
+                    "sim_jct_ci95_s": resp.ci95,
+                    "sim_jct_p95_s": resp.p95,
+                    "sim_ttft_mean_s": res.ttft.mean if res.ttft is not None else NAN,
                     "sim_mean_batch": res.mean_batch,
                     "preemptions": res.preemptions,
                     "unstable": res.unstable,

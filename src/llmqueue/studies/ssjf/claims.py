@@ -28,7 +28,7 @@ def claim_values(
     `load`); SJF's reduction (with the guard) beside them (``sjf_*``) and the protocol's
     offered load."""
     pr = protocol[(protocol["setting"] == setting) & (protocol["mode"] == mode)]
-    runs = pr.groupby("policy")[["jct_mean", "throughput_per_s"]].mean()
+    runs = pr.groupby("policy")[["jct_mean_s", "throughput_per_s"]].mean()
     ps = poisson[
         (poisson["setting"] == setting)
         & (poisson["mode"] == mode)
@@ -41,7 +41,7 @@ def claim_values(
         return float(df.loc[policy, col])  # type: ignore[arg-type]
 
     def gain(df: pd.DataFrame, policy: str) -> float:
-        return 100.0 * (1.0 - at(df, policy, "jct_mean") / at(df, "FCFS", "jct_mean"))
+        return 100.0 * (1.0 - at(df, policy, "jct_mean_s") / at(df, "FCFS", "jct_mean_s"))
 
     def ratio(df: pd.DataFrame) -> float:
         return at(df, "SSJF+guard", "throughput_per_s") / at(df, "FCFS", "throughput_per_s")

@@ -258,14 +258,14 @@ def _metrics(res: SimResult) -> dict[str, Any]:
     nan = math.nan
     bad = res.unstable
     return {
-        "jct_mean": nan if bad else jct.mean,
-        "jct_ci95": nan if bad else jct.ci95,
-        "jct_p99": nan if bad else jct.p99,
-        "jct_max": nan if bad else jct.max,
-        "wait_mean": nan if bad else res.wait.mean,
-        "wait_ci95": nan if bad else res.wait.ci95,
-        "wait_p99": nan if bad else res.wait.p99,
-        "wait_max": nan if bad else res.wait.max,
+        "jct_mean_s": nan if bad else jct.mean,
+        "jct_ci95_s": nan if bad else jct.ci95,
+        "jct_p99_s": nan if bad else jct.p99,
+        "jct_max_s": nan if bad else jct.max,
+        "wait_mean_s": nan if bad else res.wait.mean,
+        "wait_ci95_s": nan if bad else res.wait.ci95,
+        "wait_p99_s": nan if bad else res.wait.p99,
+        "wait_max_s": nan if bad else res.wait.max,
         "throughput_per_s": res.throughput_per_s,
         "unstable": bool(res.unstable),
         "note": res.note,
@@ -323,7 +323,7 @@ def jct_table(
                             "rate_per_s": rate,
                             "capacity_per_s": cap,
                             **_metrics(res),
-                            "exact_jct_mean": exact,
+                            "exact_jct_mean_s": exact,
                         }
                     )
                 progress(f"{arrivals} {s.name} {mode} load {load:g}: done")
@@ -371,7 +371,7 @@ def quality_table(
             if mode == "none":
                 exact = _exact_jct(setting, trace, PolicySpec(order, False, False), keys, rate)
             if name == "FCFS":
-                base, base_exact = m["jct_mean"], exact
+                base, base_exact = m["jct_mean_s"], exact
             score = _score(trace, keys) if keys is not None else {}
             rows.append(
                 {
@@ -387,8 +387,8 @@ def quality_table(
                     "load": float(load),
                     "rate_per_s": rate,
                     **m,
-                    "gain_pct": 100.0 * (1.0 - m["jct_mean"] / base),
-                    "exact_jct_mean": exact,
+                    "gain_pct": 100.0 * (1.0 - m["jct_mean_s"] / base),
+                    "exact_jct_mean_s": exact,
                     "exact_gain_pct": 100.0 * (1.0 - exact / base_exact),
                 }
             )
@@ -524,7 +524,7 @@ def protocol_table(
                             "slot_s": slot_s,
                             "offered_load": rate_per_s / slot_s / cap_none,
                             "mode_load": rate_per_s / slot_s / _capacity(capacity, s.name, mode),
-                            "jct_mean": float(np.mean(jct)),
+                            "jct_mean_s": float(np.mean(jct)),
                             "throughput_per_s": protocol_throughput(fin, percentile),
                             "makespan_s": float(np.max(fin)),
                         }

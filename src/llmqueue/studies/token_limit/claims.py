@@ -82,10 +82,10 @@ def claims_rows(
                 miss=f"with gamma = {gamma:g} fixed in advance F1 peaks at {o1.limit:g}; g is not given in the paper",
             )
         )
-        wq_p, wq_b = _at(pat, lp, "wq_formula_s"), _at(pat, lb, "wq_formula_s")
+        wq_p, wq_b = _at(pat, lp, "formula_wait_mean_s"), _at(pat, lb, "formula_wait_mean_s")
         sim_note = ""
-        if np.isfinite(_at(pat, lp, "wq_sim_s")):
-            sim_note = f"; simulation {_at(pat, lp, 'wq_sim_s'):.4g} +- {_at(pat, lp, 'wq_sim_ci95_s'):.2g} s"
+        if np.isfinite(_at(pat, lp, "sim_wait_mean_s")):
+            sim_note = f"; simulation {_at(pat, lp, 'sim_wait_mean_s'):.4g} +- {_at(pat, lp, 'sim_wait_ci95_s'):.2g} s"
         rows.append(
             row(
                 "3b",
@@ -126,10 +126,10 @@ def claims_rows(
                 miss=f"F2 peaks at {o2i.limit:g}: the loss cost c*pi dominates",
             )
         )
-        pi_p, pi_b = _at(imp, li, "loss_exact"), _at(imp, lb, "loss_exact")
-        note = f"exact M/G/1+D; interpolation (6)-(8) gives {_at(imp, li, 'loss_interp'):.4g}"
-        if "loss_sim" in imp and np.isfinite(_at(imp, li, "loss_sim")):
-            note += f"; simulation {_at(imp, li, 'loss_sim'):.4g} +- {_at(imp, li, 'loss_sim_ci95'):.2g}"
+        pi_p, pi_b = _at(imp, li, "exact_loss"), _at(imp, lb, "exact_loss")
+        note = f"exact M/G/1+D; interpolation (6)-(8) gives {_at(imp, li, 'interp_loss'):.4g}"
+        if "sim_loss" in imp and np.isfinite(_at(imp, li, "sim_loss")):
+            note += f"; simulation {_at(imp, li, 'sim_loss'):.4g} +- {_at(imp, li, 'sim_loss_ci95'):.2g}"
         rows.append(
             row(
                 "4b",
@@ -146,7 +146,7 @@ def claims_rows(
                 100 * (1 - pi_p / pi_b),
                 profile,
                 f"exact pi({li:g}) = {pi_p:.4g}, pi({lb:g}) = {pi_b:.4g}; interpolation gives "
-                f"{100 * (1 - _at(imp, li, 'loss_interp') / _at(imp, lb, 'loss_interp')):.4g}%",
+                f"{100 * (1 - _at(imp, li, 'interp_loss') / _at(imp, lb, 'interp_loss')):.4g}%",
                 suffix,
                 miss=PROFILE_MISS,
             )

@@ -77,10 +77,16 @@ def patient_table(
             "second_moment_s2": c.second_moment_s2,
             "rho": c.rho,
             "unstable": c.unstable,
-            "wq_formula_s": c.wq_s,
+            "formula_wait_mean_s": c.wq_s,
         }
     )
-    cols = ["wq_sim_s", "wq_sim_ci95_s", "wq_sim_p50_s", "wq_sim_p95_s", "wq_sim_p99_s"]
+    cols = [
+        "sim_wait_mean_s",
+        "sim_wait_ci95_s",
+        "sim_wait_p50_s",
+        "sim_wait_p95_s",
+        "sim_wait_p99_s",
+    ]
     for col in cols:
         df[col] = math.nan
     df["sim_requests"] = 0
@@ -136,13 +142,13 @@ def impatient_table(
             "rho": float(c.rho[i]),
             "mean_service_s": float(c.mean_service_s[i]),
             "scv": scv,
-            "loss_interp": interp.loss,
-            "wqs_interp_s": interp.wqs_s,
-            "w_all_interp_s": interp.w_all_s,
-            "loss_exact": exact.loss,
-            "loss_exact_err": exact.error_estimate,
-            "wqs_exact_s": exact.wqs_s,
-            "w_all_exact_s": exact.w_all_s,
+            "interp_loss": interp.loss,
+            "interp_served_wait_mean_s": interp.wqs_s,
+            "interp_wait_mean_s": interp.w_all_s,
+            "exact_loss": exact.loss,
+            "exact_loss_err": exact.error_estimate,
+            "exact_served_wait_mean_s": exact.wqs_s,
+            "exact_wait_mean_s": exact.w_all_s,
         }
         if sim is not None:
             r = simulate_point(
@@ -156,15 +162,15 @@ def impatient_table(
             )
             assert r.loss is not None and r.served_wait is not None  # patience given
             row.update(
-                loss_sim=r.loss.mean,
-                loss_sim_ci95=r.loss.ci95,
-                wqs_sim_s=r.served_wait.mean,
-                wqs_sim_ci95_s=r.served_wait.ci95,
-                w_all_sim_s=r.wait.mean,
-                w_all_sim_ci95_s=r.wait.ci95,
-                wait_p50_s=r.wait.p50,
-                wait_p95_s=r.wait.p95,
-                wait_p99_s=r.wait.p99,
+                sim_loss=r.loss.mean,
+                sim_loss_ci95=r.loss.ci95,
+                sim_served_wait_mean_s=r.served_wait.mean,
+                sim_served_wait_ci95_s=r.served_wait.ci95,
+                sim_wait_mean_s=r.wait.mean,
+                sim_wait_ci95_s=r.wait.ci95,
+                sim_wait_p50_s=r.wait.p50,
+                sim_wait_p95_s=r.wait.p95,
+                sim_wait_p99_s=r.wait.p99,
                 sim_requests=r.requests,
             )
             if progress:
@@ -230,18 +236,20 @@ def tradeoff_table(
             "limit_tokens": limits,
             "gamma": g,
             "utility": eu,
-            "f1": objective_patient(eu, patient["wq_formula_s"], float(cfg["alpha_patient"])),
+            "f1": objective_patient(
+                eu, patient["formula_wait_mean_s"], float(cfg["alpha_patient"])
+            ),
             "f2_exact": objective_impatient(
                 eu,
-                impatient["wqs_exact_s"],
-                impatient["loss_exact"],
+                impatient["exact_served_wait_mean_s"],
+                impatient["exact_loss"],
                 float(cfg["alpha_impatient"]),
                 float(cfg["loss_cost"]),
             ),
             "f2_interp": objective_impatient(
                 eu,
-                impatient["wqs_interp_s"],
-                impatient["loss_interp"],
+                impatient["interp_served_wait_mean_s"],
+                impatient["interp_loss"],
                 float(cfg["alpha_impatient"]),
                 float(cfg["loss_cost"]),
             ),
