@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
+from llmqueue.lazy import lazy_module
 from llmqueue.tokens import TokenLaw
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's

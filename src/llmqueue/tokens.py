@@ -37,8 +37,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
+from llmqueue.lazy import lazy_module
 from llmqueue.traces import TRACE_FORM, parse_trace_spec, read_column
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's

@@ -28,10 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
 from llmqueue.grids import arithmetic_grid
 from llmqueue.latency import BatchLatency, fit_linear_latency
+from llmqueue.lazy import lazy_module
 from llmqueue.tokens import (
     ClippedLaw,
     DeterministicLaw,

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency
+from llmqueue.lazy import lazy_module
 from llmqueue.tokens import EmpiricalLaw, TokenLaw, UniformLaw, check_batch_size
 
 integrate = lazy_module("scipy.integrate")

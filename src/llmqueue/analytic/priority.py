@@ -26,8 +26,8 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from llmqueue._lazy import lazy_module
 from llmqueue.errors import InputError, UnstableError
+from llmqueue.lazy import lazy_module
 from llmqueue.tokens import TokenLaw
 
 integrate = lazy_module("scipy.integrate")
