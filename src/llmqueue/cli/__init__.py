@@ -15,7 +15,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from llmqueue.errors import InputError
 
@@ -36,6 +36,18 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
+
+
+def add_command(subparsers: Any, name: str, doc: str | None) -> argparse.ArgumentParser:
+    """The parser of subcommand `name`: its help line from :data:`SUBCOMMANDS`, its module's
+    docstring `doc` as its description (each module's ``register`` starts with this)."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name,
+        help=SUBCOMMANDS[name],
+        description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    return parser
 
 
 def _module(name: str) -> str:

@@ -25,6 +25,7 @@ import sys
 from llmqueue.analytic import batch_chain as bc
 from llmqueue.analytic import batch_time as bt
 from llmqueue.analytic import bulk
+from llmqueue.cli import add_command
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.grids import parse_range
 from llmqueue.latency import BatchLatency
@@ -262,12 +263,7 @@ def _print_text(obj: dict, indent: str = "") -> None:
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "batching",
-        help="delay of dynamic / fixed / elastic batching (Sec. IV)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "batching", __doc__)
     p.add_argument("--policy", choices=["dynamic", "fixed", "elastic"], required=True)
     p.add_argument(
         "--tokens", required=True, help="output-token law, e.g. lognormal:mu=7,sigma=0.7"

@@ -32,6 +32,7 @@ import json
 import sys
 from typing import Any
 
+from llmqueue.cli import add_command
 from llmqueue.errors import InputError
 from llmqueue.predictor.features import FeatureSpec
 from llmqueue.predictor.model import KINDS, load_model, save_model
@@ -177,12 +178,7 @@ def _trace_args(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "predictor",
-        help="train / score an output-length predictor on a trace (SSJF)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "predictor", __doc__)
     sub = p.add_subparsers(dest="action", required=True, parser_class=type(p))
     t = sub.add_parser("train", help="train a model on a trace and save it")
     _trace_args(t)

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llmqueue.cli import add_command
 from llmqueue.errors import InputError
 from llmqueue.traces import read_table
 
@@ -253,12 +254,7 @@ def cmd_kv(args: argparse.Namespace) -> None:
 
 
 def register(subparsers: Any) -> None:
-    ap = subparsers.add_parser(
-        "profile",
-        help="measure and fit latencies (the profiling harness; runs on a GPU machine as it is)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    ap = add_command(subparsers, "profile", __doc__)
     sub = ap.add_subparsers(dest="profile_command", required=True, parser_class=type(ap))
     m = sub.add_parser("measure", help="run the sweeps of the profiling config section")
     m.add_argument("--config", default="config/config.yaml")

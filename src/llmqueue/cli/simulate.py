@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from llmqueue.cli import add_command
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
 from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, Policy
@@ -342,12 +343,7 @@ def _handler(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "simulate",
-        help="one serving policy (queue order, batch former, KV budget) under your load",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(subparsers, "simulate", __doc__)
     g = p.add_argument_group("workload")
     g.add_argument("--rate", type=float, help="Poisson arrival rate (requests/s)")
     g.add_argument(

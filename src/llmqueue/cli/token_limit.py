@@ -23,18 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from llmqueue.cli import add_command
 from llmqueue.errors import InputError
 
 _DEFAULT_ALPHA = {"patient": 119 / 120, "impatient": 0.95}
 
 
 def register(sub: Any) -> None:
-    p = sub.add_parser(
-        "token-limit",
-        help="delay and lost users under a max-token limit (M/G/1, M/G/1+D)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, "token-limit", __doc__)
     p.add_argument(
         "--tokens",
         required=True,

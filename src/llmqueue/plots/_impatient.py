@@ -27,9 +27,7 @@ def plot_impatient(
     fig, ax = style.new_figure()
     x = df["limit_tokens"]
     lab = profile_label(main, params, df)
-    style.formula_line(
-        ax, x, df[col("interp")], "approx. Eq. (6)-(8) (De Kok-Tijms)", 0, ls=":"
-    )
+    style.formula_line(ax, x, df[col("interp")], "approx. Eq. (6)-(8) (De Kok-Tijms)", 0, ls=":")
     style.formula_line(ax, x, df[col("exact")], f"exact M/G/1+D, {lab}", 0)
     if col("sim") in df:
         style.sim_points(ax, x, df[col("sim")], df[col("sim", "ci95")], "simulation", 0)

@@ -32,6 +32,7 @@ Data layout, chosen so that an event costs O(log B), not O(B), for a batch of B:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -504,7 +505,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
 NO_CAP_RUN = 1 << 30  # max_batch of a policy without one
 
 
-class ContinuousFormer:
+class ContinuousFormer(S.Former):
     """The driver of :func:`run_continuous` (module docstring): the servers' arrays, the policy's
     numbers, and the growth of the per-server arrays with the queue when the batch has no cap."""
 
@@ -541,18 +542,10 @@ class ContinuousFormer:
             int(policy.block_size),
         )
 
-    def step(
-        self,
-        run: S.Run,
-        arr: np.ndarray,
-        prompt: np.ndarray,
-        out: np.ndarray,
-        pred: np.ndarray,
-        final: bool,
-    ) -> int:
+    def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
         code = run_continuous(
-            arr, prompt, out, pred, final, run.sti, run.stf, run.qsamp,
+            *chunk, final, run.sti, run.stf, run.qsamp,
             run.pool, run.ring, run.heap, run.free, run.qi,
             self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.prm, self.step_law,
             run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec, run.id_cap,
@@ -570,6 +563,3 @@ class ContinuousFormer:
                 self.adm[:, : old[1].shape[1]] = old[1]
                 self.pref[:, : old[2].shape[1]] = old[2]
         return int(code)
-
-    def finish(self, run: S.Run) -> None:
-        """Continuous batching records every completion when it happens: nothing is pending."""

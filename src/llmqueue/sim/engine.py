@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -97,30 +97,9 @@ PER_REQUEST_COLUMNS = (
 _CHUNK_FIELDS = ("arrival_s", "prompt", "output", "pred")
 
 
-class Former(Protocol):
-    """A batch former's driver: built from the policy, the time law (checked: each former takes
-    its own kind of law), the workload and the run's arrays; ``step`` calls its compiled loop over
-    the arrivals in hand and returns its code (:mod:`llmqueue.sim.state`), having grown whatever
-    the loop asked for; ``finish`` settles what is still in service when the run ends."""
-
-    whole_tokens: bool  # requests carry whole token counts (iteration-level scheduling)
-    has_tpot: bool  # it records the time per output token
-
-    def step(
-        self,
-        run: S.Run,
-        arr: np.ndarray,
-        prompt: np.ndarray,
-        out: np.ndarray,
-        pred: np.ndarray,
-        final: bool,
-    ) -> int: ...
-
-    def finish(self, run: S.Run) -> None: ...
-
-
-# The driver of every batch former of the registry (llmqueue.policy.BATCHING), by name.
-FORMERS: dict[str, Any] = {
+# The driver (a llmqueue.sim.state.Former) of every batch former of the registry
+# (llmqueue.policy.BATCHING), by name.
+FORMERS: dict[str, type[S.Former]] = {
     "none": StaticFormer,
     "dynamic": StaticFormer,
     "fixed": StaticFormer,
@@ -130,7 +109,7 @@ FORMERS: dict[str, Any] = {
 }
 
 
-def _driver(kind: str) -> Any:
+def _driver(kind: str) -> type[S.Former]:
     if kind not in FORMERS:
         known = ", ".join(k for k in BATCHING if k in FORMERS)
         raise InputError(f"batching {kind!r} has no driver in llmqueue.sim.engine; known: {known}")
@@ -228,7 +207,7 @@ def run(
             raise InputError(f"last_arrival must be an integer >= warmup + requests = {total}")
         gen = _truncated(gen, int(last_arrival))
     nxt = next(gen, None)
-    former: Former = driver(policy, latency, batch_time_table, workload, seed, run_state)
+    former: S.Former = driver(policy, latency, batch_time_table, workload, seed, run_state)
     kept: list[Any] = []
     arrays = [np.zeros(0) for _ in range(4)]
     final = False
@@ -247,8 +226,7 @@ def run(
                 nxt = next(gen, None)
                 final = nxt is None
             sti[S.I_POS] = 0
-        arr, prm, out, pred = arrays
-        code = former.step(run_state, arr, prm, out, pred, final)
+        code = former.step(run_state, arrays, final)
         if code in (S.DONE, S.CAP):
             break
     former.finish(run_state)
@@ -256,7 +234,7 @@ def run(
 
 
 def _result(
-    rs: S.Run, policy: Policy, former: Former, code: int, kept: list[Any] | None
+    rs: S.Run, policy: Policy, former: S.Former, code: int, kept: list[Any] | None
 ) -> SimResult:
     """The :class:`SimResult` of a finished run (stability verdict, window rates, metrics)."""
     sti, stf, qi = rs.sti, rs.stf, rs.qi

@@ -17,6 +17,7 @@ starts (their reply time is known then), as in :mod:`llmqueue.sim.static`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from llmqueue.sim import fields as F
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
-from llmqueue.sim.static import count_pending, start_batch
+from llmqueue.sim.static import BatchServers, start_batch
 from llmqueue.sim.timelaw import StaticLaw, batch_time, static_settings
 
 __all__ = ["run_multibin", "new_bins", "grow_ready", "equal_probability_edges", "MultiBinFormer"]
@@ -189,12 +190,9 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             _form(bins, bcnt, jf, ready, rbatch, rs, t_flush)
 
 
-class MultiBinFormer:
+class MultiBinFormer(S.Former):
     """The driver of :func:`run_multibin` (module docstring): bins, the ready rings, the
     servers' pending batches, and their growth with the queue's pool."""
-
-    whole_tokens = False
-    has_tpot = False
 
     def __init__(
         self,
@@ -206,40 +204,26 @@ class MultiBinFormer:
         run: S.Run,
     ) -> None:
         self.law: StaticLaw = static_settings(policy, latency, batch_time_table)
-        c, b = int(policy.servers), policy.k
-        self.free_at = np.zeros(c)
-        self.pend_t = np.zeros((c, b))
-        self.pend_tok = np.zeros((c, b))
-        self.pend_n = np.zeros(c, dtype=np.int64)
-        self.slots = np.zeros(b, dtype=np.int64)
-        self.lengths, self.comp = np.zeros(b), np.zeros(b)
-        self.idx = np.zeros(b, dtype=np.int64)
+        self.b = BatchServers.new(int(policy.servers), policy.k)
         if policy.bin_edges is not None:
             self.edges = np.asarray(policy.bin_edges, dtype=float)
         else:
             self.edges = equal_probability_edges(workload, policy.bins, seed)
         self.bins, self.bcnt, self.ready, self.rbatch, self.rs = new_bins(
-            policy.bins, b, run.queue_cap
+            policy.bins, policy.k, run.queue_cap
         )
         self.flush = policy.flush_s if policy.flush_s is not None else math.inf
 
-    def step(
-        self,
-        run: S.Run,
-        arr: np.ndarray,
-        prompt: np.ndarray,
-        out: np.ndarray,
-        pred: np.ndarray,
-        final: bool,
-    ) -> int:
+    def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
+        b = self.b
         code = run_multibin(
-            arr, prompt, out, pred, final, run.sti, run.stf, run.qsamp,
+            *chunk, final, run.sti, run.stf, run.qsamp,
             run.pool, run.free, run.qi,
-            self.free_at, self.pend_t, self.pend_tok, self.pend_n,
+            b.free_at, b.pend_t, b.pend_tok, b.pend_n,
             self.edges, self.bins, self.bcnt, self.ready, self.rbatch, self.rs, self.flush,
             self.law.kind, self.law.kcoef, self.law.table,
-            self.lengths, self.comp, self.idx, self.slots,
+            b.lengths, b.comp, b.idx, b.slots,
             run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
             run.warmup, run.n_req, run.nbat, run.id_cap,
         )  # fmt: skip
@@ -249,4 +233,4 @@ class MultiBinFormer:
         return int(code)
 
     def finish(self, run: S.Run) -> None:
-        count_pending(run, self.pend_t, self.pend_tok, self.pend_n)
+        self.b.count_pending(run)

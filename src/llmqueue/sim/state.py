@@ -10,7 +10,9 @@ call again), ``BUF`` (a batch buffer is too small) or ``CAP`` (the run cannot fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -148,3 +150,32 @@ class Run:
     @property
     def queue_cap(self) -> int:
         return int(self.qi[Q.Q_CAP])
+
+
+class Former:
+    """Base of a batch former's driver (``llmqueue.sim.engine.FORMERS``; docs/architecture.md):
+    made from the policy, the time law (each former checks its own kind of law), the batch-time
+    table, the workload, the seed and the run's arrays; :meth:`step` calls its compiled loop
+    over the arrivals in hand, ``chunk`` = (arrival s, prompt, output, predicted tokens), grows
+    whatever the loop asked for and returns the loop's code; :meth:`finish` settles what is
+    still in service when the run ends."""
+
+    whole_tokens = False  # requests carry whole token counts (iteration-level scheduling)
+    has_tpot = False  # it records the time per output token
+
+    def __init__(
+        self,
+        policy: Any,
+        latency: Any,
+        batch_time_table: np.ndarray | None,
+        workload: Any,
+        seed: Any,
+        run: Run,
+    ) -> None:
+        raise NotImplementedError
+
+    def step(self, run: Run, chunk: Sequence[np.ndarray], final: bool) -> int:
+        raise NotImplementedError
+
+    def finish(self, run: Run) -> None:
+        """Nothing is pending unless a former keeps batches in service."""

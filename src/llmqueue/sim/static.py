@@ -10,6 +10,8 @@ member is recorded at formation (its reply time is known then) and its slot free
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,7 @@ from llmqueue.sim.timelaw import StaticLaw, batch_time, static_settings
 __all__ = [
     "run_static",
     "start_batch",
-    "count_pending",
+    "BatchServers",
     "StaticFormer",
     "NONE",
     "DYNAMIC",
@@ -182,23 +184,52 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         )  # fmt: skip
 
 
-def count_pending(run: S.Run, pend_t: np.ndarray, pend_tok: np.ndarray, pend_n: np.ndarray) -> None:
-    """At the end of a run: the completions of the batches still in service (their reply times
-    are known) that fall in the measured window."""
-    sti, stf = run.sti, run.stf
-    for s in range(pend_n.size):
-        for j in range(int(pend_n[s])):
-            if S.in_window(sti, stf, pend_t[s, j]):
-                sti[S.I_COMPLETED] += 1
-                stf[S.S_TOK] += pend_tok[s, j]
+@dataclass
+class BatchServers:
+    """The servers of a static former and the batches they have in service: when each frees
+    (``free_at``), the reply times and tokens of its current batch's members (``pend_t``,
+    ``pend_tok``, ``pend_n`` of them), and the scratch buffers of one batch (``slots``,
+    ``lengths``, ``comp``, ``idx``), for batches of up to ``width`` members."""
+
+    free_at: np.ndarray
+    pend_t: np.ndarray
+    pend_tok: np.ndarray
+    pend_n: np.ndarray
+    slots: np.ndarray
+    lengths: np.ndarray
+    comp: np.ndarray
+    idx: np.ndarray
+
+    @classmethod
+    def new(cls, servers: int, width: int) -> BatchServers:
+        z = np.zeros
+        return cls(
+            z(servers), z((servers, width)), z((servers, width)), z(servers, dtype=np.int64),
+            z(width, dtype=np.int64), z(width), z(width), z(width, dtype=np.int64),
+        )  # fmt: skip
+
+    def widen(self, width: int) -> None:
+        """Room for batches of `width` members (the kernel returned :data:`BUF`)."""
+        wider = BatchServers.new(self.free_at.size, width)
+        wider.free_at, wider.pend_n = self.free_at, self.pend_n
+        wider.pend_t[:, : self.pend_t.shape[1]] = self.pend_t
+        wider.pend_tok[:, : self.pend_tok.shape[1]] = self.pend_tok
+        self.__dict__.update(wider.__dict__)
+
+    def count_pending(self, run: S.Run) -> None:
+        """At the end of a run: the completions of the batches still in service (their reply
+        times are known) that fall in the measured window."""
+        sti, stf = run.sti, run.stf
+        for s in range(self.pend_n.size):
+            for j in range(int(self.pend_n[s])):
+                if S.in_window(sti, stf, self.pend_t[s, j]):
+                    sti[S.I_COMPLETED] += 1
+                    stf[S.S_TOK] += self.pend_tok[s, j]
 
 
-class StaticFormer:
+class StaticFormer(S.Former):
     """The driver of :func:`run_static` for the formers ``none``, ``dynamic``, ``fixed`` and
     ``elastic`` (module docstring): their buffers, growth and end-of-run accounting."""
-
-    whole_tokens = False
-    has_tpot = False
 
     def __init__(
         self,
@@ -216,52 +247,30 @@ class StaticFormer:
         self.guard_s = policy.guard_s if policy.guard_s is not None else math.inf
         self.threshold = policy.threshold
         self.cap_b = int(min(policy.cap, 1 << 30))
-        c = int(policy.servers)
-        nb0 = int(min(self.cap_b, 64)) if policy.kind != "fixed" else policy.k
-        self.free_at = np.zeros(c)
-        self.pend_t = np.zeros((c, nb0))
-        self.pend_tok = np.zeros((c, nb0))
-        self.pend_n = np.zeros(c, dtype=np.int64)
-        self._buffers(nb0)
+        width = int(min(self.cap_b, 64)) if policy.kind != "fixed" else policy.k
+        self.b = BatchServers.new(int(policy.servers), width)
 
-    def _buffers(self, nb: int) -> None:
-        self.slots = np.zeros(nb, dtype=np.int64)
-        self.lengths, self.comp = np.zeros(nb), np.zeros(nb)
-        self.idx = np.zeros(nb, dtype=np.int64)
-
-    def step(
-        self,
-        run: S.Run,
-        arr: np.ndarray,
-        prompt: np.ndarray,
-        out: np.ndarray,
-        pred: np.ndarray,
-        final: bool,
-    ) -> int:
+    def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
+        b = self.b
         code = run_static(
-            arr, prompt, out, pred, final, run.sti, run.stf, run.qsamp,
+            *chunk, final, run.sti, run.stf, run.qsamp,
             run.pool, run.ring, run.heap, run.free, run.qi,
-            self.free_at, self.pend_t, self.pend_tok, self.pend_n,
+            b.free_at, b.pend_t, b.pend_tok, b.pend_n,
             self.former, self.cap_b, self.threshold, self.order, self.guard, self.guard_s,
             self.law.kind, self.law.kcoef, self.law.table,
-            self.slots, self.lengths, self.comp, self.idx,
+            b.slots, b.lengths, b.comp, b.idx,
             run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
             run.warmup, run.n_req, run.nbat, run.id_cap,
         )  # fmt: skip
         if code == S.GROW:
             run.grow_queue()
         elif code == S.BUF:
-            nb = 2 * self.slots.size
+            nb = 2 * b.slots.size
             while nb < min(run.qi[Q.Q_LEN], self.cap_b):
                 nb *= 2
-            self._buffers(nb)
-            c = self.pend_t.shape[0]
-            pt, pk = np.zeros((c, nb)), np.zeros((c, nb))
-            pt[:, : self.pend_t.shape[1]] = self.pend_t
-            pk[:, : self.pend_tok.shape[1]] = self.pend_tok
-            self.pend_t, self.pend_tok = pt, pk
+            b.widen(nb)
         return int(code)
 
     def finish(self, run: S.Run) -> None:
-        count_pending(run, self.pend_t, self.pend_tok, self.pend_n)
+        self.b.count_pending(run)

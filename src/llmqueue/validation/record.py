@@ -31,7 +31,7 @@ import pandas as pd
 
 from llmqueue.errors import InputError
 from llmqueue.profiling.meta import cpu_name
-from llmqueue.traces import read_trace
+from llmqueue.traces import VLLM_REQUEST_COLUMNS, read_trace
 
 __all__ = [
     "REQUEST_COLUMNS",
@@ -44,14 +44,10 @@ __all__ = [
     "read_requests",
 ]
 
+# what a run's request table holds: the columns a replay and a comparison read
+# (llmqueue.traces.VLLM_REQUEST_COLUMNS), then the client's and the trace's own
 REQUEST_COLUMNS = [
-    "request_id",
-    "arrival_s",
-    "prompt_tokens",
-    "output_tokens",
-    "first_token_s",
-    "finish_s",
-    "warmup",
+    *VLLM_REQUEST_COLUMNS,
     "planned_s",
     "tokens_received",
     "chunks",
