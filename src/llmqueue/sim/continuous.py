@@ -33,12 +33,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 from numba import njit
 
-from llmqueue.policy import Policy
 from llmqueue.sim import fields as F
 from llmqueue.sim import heap as H
 from llmqueue.sim import queue as Q
@@ -512,16 +510,9 @@ class ContinuousFormer(S.Former):
     whole_tokens = True  # iterations generate whole tokens
     has_tpot = True
 
-    def __init__(
-        self,
-        policy: Policy,
-        latency: Any,
-        batch_time_table: np.ndarray | None,
-        workload: Any,
-        seed: Any,
-        run: S.Run,
-    ) -> None:
-        self.step_law = step_coefficients(latency, batch_time_table)
+    def __init__(self, setup: S.Setup, run: S.Run) -> None:
+        policy = setup.policy
+        self.step_law = step_coefficients(setup.latency, setup.batch_time_table)
         self.max_batch = policy.bmax if policy.bmax is not None else NO_CAP_RUN
         mb = self.max_batch if self.max_batch < NO_CAP_RUN else run.queue_cap
         self.c = int(policy.servers)

@@ -207,7 +207,8 @@ def run(
             raise InputError(f"last_arrival must be an integer >= warmup + requests = {total}")
         gen = _truncated(gen, int(last_arrival))
     nxt = next(gen, None)
-    former: S.Former = driver(policy, latency, batch_time_table, workload, seed, run_state)
+    setup = S.Setup(policy, latency, batch_time_table, workload, seed)
+    former: S.Former = driver(setup, run_state)
     kept: list[Any] = []
     arrays = [np.zeros(0) for _ in range(4)]
     final = False

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from llmqueue.policy import Policy
 from llmqueue.sim import fields as F
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
@@ -194,21 +193,14 @@ class MultiBinFormer(S.Former):
     """The driver of :func:`run_multibin` (module docstring): bins, the ready rings, the
     servers' pending batches, and their growth with the queue's pool."""
 
-    def __init__(
-        self,
-        policy: Policy,
-        latency: Any,
-        batch_time_table: np.ndarray | None,
-        workload: Any,
-        seed: Any,
-        run: S.Run,
-    ) -> None:
-        self.law: StaticLaw = static_settings(policy, latency, batch_time_table)
+    def __init__(self, setup: S.Setup, run: S.Run) -> None:
+        policy = setup.policy
+        self.law: StaticLaw = static_settings(policy, setup.latency, setup.batch_time_table)
         self.b = BatchServers.new(int(policy.servers), policy.k)
         if policy.bin_edges is not None:
             self.edges = np.asarray(policy.bin_edges, dtype=float)
         else:
-            self.edges = equal_probability_edges(workload, policy.bins, seed)
+            self.edges = equal_probability_edges(setup.workload, policy.bins, setup.seed)
         self.bins, self.bcnt, self.ready, self.rbatch, self.rs = new_bins(
             policy.bins, policy.k, run.queue_cap
         )

@@ -152,10 +152,22 @@ class Run:
         return int(self.qi[Q.Q_CAP])
 
 
+@dataclass(frozen=True)
+class Setup:
+    """What a batch former's driver is made from: the policy, its time law (each former checks
+    its own kind of law), the fixed batch-time table of static batches (or None), the workload
+    and the run's seed."""
+
+    policy: Any
+    latency: Any
+    batch_time_table: np.ndarray | None
+    workload: Any
+    seed: Any
+
+
 class Former:
     """Base of a batch former's driver (``llmqueue.sim.engine.FORMERS``; docs/architecture.md):
-    made from the policy, the time law (each former checks its own kind of law), the batch-time
-    table, the workload, the seed and the run's arrays; :meth:`step` calls its compiled loop
+    made from a :class:`Setup` and the run's arrays; :meth:`step` calls its compiled loop
     over the arrivals in hand, ``chunk`` = (arrival s, prompt, output, predicted tokens), grows
     whatever the loop asked for and returns the loop's code; :meth:`finish` settles what is
     still in service when the run ends."""
@@ -163,15 +175,7 @@ class Former:
     whole_tokens = False  # requests carry whole token counts (iteration-level scheduling)
     has_tpot = False  # it records the time per output token
 
-    def __init__(
-        self,
-        policy: Any,
-        latency: Any,
-        batch_time_table: np.ndarray | None,
-        workload: Any,
-        seed: Any,
-        run: Run,
-    ) -> None:
+    def __init__(self, setup: Setup, run: Run) -> None:
         raise NotImplementedError
 
     def step(self, run: Run, chunk: Sequence[np.ndarray], final: bool) -> int:

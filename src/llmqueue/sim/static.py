@@ -12,12 +12,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numba import njit
 
-from llmqueue.policy import Policy, former_code
+from llmqueue.policy import former_code
 from llmqueue.sim import fields as F
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
@@ -231,16 +230,9 @@ class StaticFormer(S.Former):
     """The driver of :func:`run_static` for the formers ``none``, ``dynamic``, ``fixed`` and
     ``elastic`` (module docstring): their buffers, growth and end-of-run accounting."""
 
-    def __init__(
-        self,
-        policy: Policy,
-        latency: Any,
-        batch_time_table: np.ndarray | None,
-        workload: Any,
-        seed: Any,
-        run: S.Run,
-    ) -> None:
-        self.law: StaticLaw = static_settings(policy, latency, batch_time_table)
+    def __init__(self, setup: S.Setup, run: S.Run) -> None:
+        policy = setup.policy
+        self.law: StaticLaw = static_settings(policy, setup.latency, setup.batch_time_table)
         self.former = former_code(policy.kind)
         self.order = Q.check_order(policy.order)
         self.guard = policy.guard_s is not None
