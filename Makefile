@@ -50,8 +50,10 @@ report-if-stale: $(STAMP)
 verify: $(STAMP) unlock
 	$(BIN)/python workflow/scripts/verify_checksums.py --cores $(CORES)
 
+# The suite runs on every core (pytest-xdist); TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 fig%: $(STAMP) unlock
 	$(SNAKEMAKE) $@
