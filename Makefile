@@ -15,7 +15,7 @@ REPORT := results/report.html
 # Figures and tables are declared once, in the study rule files (declare_figure in
 # workflow/rules/common.smk): `make fig4d` or `make table1` forwards to the Snakemake target rule
 # of that name, which rebuilds that figure only; `make figures` lists them all.
-.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm test-slurm
 
 install: $(STAMP)
 
@@ -54,6 +54,15 @@ verify: $(STAMP) unlock
 TEST_WORKERS ?= auto
 test: $(STAMP)
 	$(BIN)/python -m pytest -n $(TEST_WORKERS)
+
+# profiles/slurm on a throwaway single-node Slurm (root on Debian only; not part of `make test`):
+# fig3a fig3b fig4a built through sbatch and compared with a local build, then the daemons stopped
+# and the packages it installed purged (tools/slurm/local_slurm.py; docs/reproduce.md). It
+# refuses, in one line with exit status 2, before doing anything on another machine.
+test-slurm:
+	@$(PYTHON) tools/slurm/local_slurm.py --preflight
+	@$(MAKE) --no-print-directory install
+	$(BIN)/python tools/slurm/local_slurm.py
 
 fig%: $(STAMP) unlock
 	$(SNAKEMAKE) $@
