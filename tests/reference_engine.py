@@ -3,7 +3,10 @@ it: lists instead of heaps and rings, one iteration at a time instead of closed-
 
 It reads a request table (arrival, prompt, output, predicted) and returns, per request, the time
 it started (batch start / first admission), its first token and its finish (NaN if rejected).
-The rules are the engine's module docstring, re-implemented from that text.
+The rules are the engine's module docstring, re-implemented from that text; the options of
+SSJF's simulator (a batch timeout, the guard's run-time trigger, re-batching at the shortest
+member's end) from the docstrings of llmqueue.policy, llmqueue.sim.static and
+llmqueue.sim.rebatch.
 """
 
 from __future__ import annotations
@@ -32,6 +35,15 @@ class Req:
     held: float = 0.0
     decoding: bool = False
     front: bool = False
+    # the queue's view of it: its place among equal keys and the time it entered (its arrival,
+    # or its return to the queue), the run time it has left (s)
+    seq: float = -1.0
+    t_in: float = math.nan
+    work: float = math.nan
+
+    def __post_init__(self) -> None:
+        if self.seq < 0:
+            self.seq, self.t_in = float(self.i), self.arrival
 
 
 @dataclass
@@ -46,6 +58,8 @@ class RefPolicy:
     admission: str = "reserve"
     max_batched_tokens: float = math.inf
     block_size: int = 1
+    batch_timeout_s: float | None = None
+    guard_factor: float = math.inf
 
 
 @dataclass
@@ -62,11 +76,15 @@ class Waiting:
                 return fronts[-1]  # the most recently put back goes first
             return min(fronts, key=lambda r: (self._key(pol, r), r.i))
         if pol.order == "fcfs":
-            return min(self.reqs, key=lambda r: r.i)
-        oldest = min(self.reqs, key=lambda r: r.i)
-        if math.isfinite(pol.guard_s) and now - oldest.arrival > pol.guard_s:
-            return oldest
-        return min(self.reqs, key=lambda r: (self._key(pol, r), r.i))
+            return min(self.reqs, key=lambda r: r.seq)
+        oldest = min(self.reqs, key=lambda r: r.seq)
+        if math.isfinite(pol.guard_s):
+            waited = now - oldest.t_in
+            if waited > pol.guard_s or waited > pol.guard_factor * oldest.work:
+                return oldest
+        if pol.order == "sjf" and pol.kind == "rebatch":
+            return min(self.reqs, key=lambda r: (r.work, r.seq))  # the run time left
+        return min(self.reqs, key=lambda r: (self._key(pol, r), r.seq))
 
     @staticmethod
     def _key(pol: RefPolicy, r: Req) -> float:
@@ -103,6 +121,9 @@ def run_static(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, fl
     last_push = -math.inf
     threshold = pol.K if pol.kind == "fixed" else 1
     cap = pol.K if pol.kind == "fixed" else (1 if pol.kind == "none" else pol.bmax)
+    if math.isfinite(pol.guard_factor):
+        for r in reqs:  # its run time alone, for the guard's run-time trigger
+            r.work = k[0] + k[1] + (k[2] + k[3]) * r.output
     while True:
         s = min(range(pol.servers), key=lambda j: (free_at[j], j))
         t = free_at[s]
@@ -113,6 +134,14 @@ def run_static(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, fl
         if len(q.reqs) < threshold:
             return reqs
         start = t if last_push <= t else last_push
+        if pol.batch_timeout_s is not None and len(q.reqs) < cap:
+            # not full: wait for arrivals until full or the timeout (arrivals at its end count)
+            t_end = start + pol.batch_timeout_s
+            while nxt < n and len(q.reqs) < cap and reqs[nxt].arrival <= t_end:
+                q.reqs.append(reqs[nxt])
+                last_push = reqs[nxt].arrival
+                nxt += 1
+            start = max(start, last_push) if len(q.reqs) >= cap else t_end
         b = int(min(len(q.reqs), cap))
         members = []
         for _ in range(b):
@@ -123,6 +152,79 @@ def run_static(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, fl
         for r, cpl in zip(members, comp, strict=True):
             r.start, r.first, r.finish, r.server = start, start + t1, start + cpl, s
         free_at[s] = start + max(comp)
+
+
+def run_rebatch(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, float]) -> list[Req]:
+    """Re-batching at the shortest member's end: a batch of at most bmax runs until the member
+    with the least run time left finishes; those with that much left finish, the others go back
+    to the queue (as new entries at that moment; FCFS: at its head) with that much less to run.
+    Run time alone: k1 + k2 + (k3 + k4) n. Servers act in time order (ties: the lower index); at a
+    server's moment the arrivals up to it enter first, then its batch's members come back."""
+    nsrv = pol.servers
+    cap = pol.bmax
+    at = [0.0] * nsrv  # when each server next acts
+    members: list[list[Req]] = [[] for _ in range(nsrv)]
+    length = [0.0] * nsrv
+    q = Waiting()
+    n = len(reqs)
+    nxt = 0
+    entries = 0
+    last_push = -math.inf
+
+    def enter(r: Req, t: float) -> None:
+        nonlocal entries
+        r.seq, r.t_in = float(entries), t
+        entries += 1
+        q.reqs.append(r)
+
+    def arrive() -> None:
+        nonlocal nxt, last_push
+        r = reqs[nxt]
+        r.work = k[0] + k[1] + (k[2] + k[3]) * r.output
+        enter(r, r.arrival)
+        last_push = r.arrival
+        nxt += 1
+
+    while True:
+        s = min(range(nsrv), key=lambda j: (at[j], j))
+        t = at[s]
+        if t == math.inf or all(not math.isnan(r.finish) for r in reqs):
+            return reqs
+        while nxt < n and reqs[nxt].arrival <= t:
+            arrive()
+        if members[s]:
+            for r in members[s]:
+                if r.work <= length[s]:
+                    r.finish, r.server = t, s
+                else:
+                    r.work -= length[s]
+                    enter(r, t)
+                    r.front = pol.order == "fcfs"
+            members[s] = []
+            if q.reqs:
+                for j in range(nsrv):
+                    if not members[j] and at[j] > t:
+                        at[j] = t
+        if not q.reqs:
+            at[s] = reqs[nxt].arrival if nxt < n else math.inf
+            continue
+        start = t
+        if pol.batch_timeout_s is not None and len(q.reqs) < cap:
+            t_end = t + pol.batch_timeout_s
+            while nxt < n and len(q.reqs) < cap and reqs[nxt].arrival <= t_end:
+                arrive()
+            start = max(t, last_push) if len(q.reqs) >= cap else t_end
+        batch = []
+        for _ in range(int(min(len(q.reqs), cap))):
+            r = q.pick(pol, start)
+            assert r is not None
+            q.take(r)
+            batch.append(r)
+            if math.isnan(r.start):
+                r.start, r.server = start, s
+        members[s] = batch
+        length[s] = min(r.work for r in batch)
+        at[s] = start + length[s]
 
 
 def _slots(h: float, bs: int) -> float:

@@ -19,16 +19,33 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
   ``bins`` bins by their *predicted* output length (edges ``bin_edges``, tokens; None = the
   equal-probability quantiles of the predicted length law, set by the engine), each bin forms
   batches of exactly ``K`` (B), full batches wait in one FCFS queue for the ``servers``; with
-  ``flush_s`` a partly full bin whose oldest request has waited that long is sent as it is.
+  ``flush_s`` a partly full bin whose oldest request has waited that long is sent as it is;
+- ``rebatch``: the "continuous" batching of SSJF's simulator (arXiv 2404.08509, its public code):
+  a batch of at most ``bmax`` runs until its *shortest* member finishes; the finished leave, the
+  others go back to the queue with their remaining run time and the next batch is formed from the
+  queue in order. Each request's run time is its time alone on the server, T_1(n) = t1(1) +
+  t2(1) n of the batch law (SSJF's 0.1 s + 0.02 s per token, the 0.1 s counted once per
+  request), whatever the batch's size. A request put back re-enters the queue as at an arrival
+  at that moment (behind every waiting request of its key; FCFS: before every waiting request,
+  as SSJF's FCFS puts it back at the head), and under ``sjf`` it is ordered by its *remaining*
+  run time (so SJF preempts at batch ends); under ``spjf`` by its unchanged prediction.
 
 Queue orders (non-preemptive): ``fcfs``, ``sjf`` (true output length), ``spjf`` (predicted
 output length), ties by arrival; ``guard_s``: a request that has waited longer is served by age
-first (the starvation guard of SSJF, arXiv 2404.08509). ``servers``: identical servers sharing
+first (the starvation guard of SSJF, arXiv 2404.08509). ``guard_factor``: the guard also serves
+by age once the longest-waiting request has waited more than ``guard_factor`` times its own run
+time alone, T_1(n) (its remaining run time under ``rebatch``): the second trigger of SSJF's guard
+(10x in their code); it adds to ``guard_s`` (required with sjf / spjf) and applies to the static
+formers and ``rebatch``. ``batch_timeout_s`` (``dynamic``, ``elastic``, ``rebatch``; one server):
+a batch that is not full when it could start (server free, a request waiting) waits up to this
+long for more arrivals and starts when it is full or the time is up (SSJF's FCFS batching waits
+10 s, ``BATCH_WAIT_TIMEOUT``); 0 or none: it never waits. ``servers``: identical servers sharing
 the queue.
 
 Spec strings (config and CLI), parsed by :func:`parse_policy`, e.g. ``dynamic:bmax=16``,
-``fixed:K=8``, ``continuous:max_batch=64,kv_tokens=200000,admission=on_demand``, with the
-common keys ``order=sjf``, ``guard_s=100``, ``servers=8``.
+``fixed:K=8``, ``continuous:max_batch=64,kv_tokens=200000,admission=on_demand``,
+``rebatch:bmax=2,batch_timeout_s=10``, with the common keys ``order=sjf``, ``guard_s=100``,
+``guard_factor=10``, ``servers=8``.
 """
 
 from __future__ import annotations
@@ -44,6 +61,8 @@ __all__ = [
     "BATCHING",
     "ORDERS",
     "ADMISSIONS",
+    "TIMEOUT_FORMERS",
+    "GUARD_FACTOR_FORMERS",
     "former_code",
     "order_code",
     "parse_policy",
@@ -55,7 +74,10 @@ NO_CAP = 1 << 40  # "b_max = infinity"
 # The registries: every batch former and every queue order, declared once. A name's integer code
 # (what the compiled engine switches on) is its position here; adding one means an entry here and
 # its compiled branch (docs/architecture.md says where).
-BATCHING = ("none", "dynamic", "fixed", "elastic", "continuous", "multibin")
+BATCHING = ("none", "dynamic", "fixed", "elastic", "continuous", "multibin", "rebatch")
+# the formers that take the SSJF-simulator options: a batch timeout, the run-time guard trigger
+TIMEOUT_FORMERS = ("dynamic", "elastic", "rebatch")
+GUARD_FACTOR_FORMERS = ("none", "dynamic", "fixed", "elastic", "rebatch")
 ORDERS = ("fcfs", "sjf", "spjf")
 ADMISSIONS = ("reserve", "on_demand")
 
@@ -99,6 +121,8 @@ class Policy:
     bins: int = 1
     bin_edges: tuple[float, ...] | None = None
     flush_s: float | None = None
+    batch_timeout_s: float | None = None
+    guard_factor: float | None = None
 
     def __post_init__(self) -> None:
         former_code(self.kind)
@@ -160,6 +184,33 @@ class Policy:
             raise InputError(
                 f"max_batched_tokens must be an integer >= 1, got {self.max_batched_tokens!r}"
             )
+        if self.batch_timeout_s is not None:
+            if not (self.batch_timeout_s >= 0 and math.isfinite(self.batch_timeout_s)):
+                raise InputError(
+                    f"batch_timeout_s must be a finite time >= 0 s (or none), got "
+                    f"{self.batch_timeout_s!r}"
+                )
+            if self.kind not in TIMEOUT_FORMERS:
+                raise InputError(
+                    f"batch_timeout_s applies to {', '.join(TIMEOUT_FORMERS)} batching, not "
+                    f"{self.kind}"
+                )
+            if self.servers != 1:
+                raise InputError(f"batch_timeout_s needs one server, got servers={self.servers}")
+        if self.guard_factor is not None:
+            if not (self.guard_factor > 0 and math.isfinite(self.guard_factor)):
+                raise InputError(
+                    f"guard_factor must be a finite number > 0 (or none), got {self.guard_factor!r}"
+                )
+            if self.kind not in GUARD_FACTOR_FORMERS:
+                raise InputError(
+                    f"guard_factor applies to {', '.join(GUARD_FACTOR_FORMERS)} batching, not "
+                    f"{self.kind}"
+                )
+            if self.order != "fcfs" and self.guard_s is None:
+                raise InputError(
+                    "guard_factor is the second trigger of the starvation guard: give guard_s too"
+                )
         if not _posint(self.block_size):
             raise InputError(f"block_size must be an integer >= 1 token, got {self.block_size!r}")
         if self.kv_tokens is not None and self.kv_tokens % self.block_size:
@@ -215,8 +266,12 @@ class Policy:
             out = f"{self.kind} b_max={cap}"
         if self.order != "fcfs":
             out += f" {self.order}"
+        if self.batch_timeout_s is not None:
+            out += f" timeout={self.batch_timeout_s:g}s"
         if self.guard_s is not None:
             out += f" guard={self.guard_s:g}s"
+        if self.guard_factor is not None:
+            out += f" guard={self.guard_factor:g}x"
         if self.servers != 1:
             out += f" x{self.servers}"
         return out
@@ -253,7 +308,7 @@ def parse_policy(spec: str) -> Policy:
                 kw[_INT_KEYS[key]] = int(val)
             except ValueError:
                 raise InputError(f"policy {spec!r}: {key}={val!r} is not an integer") from None
-        elif key in ("guard_s", "flush_s"):
+        elif key in ("guard_s", "flush_s", "batch_timeout_s", "guard_factor"):
             try:
                 kw[key] = None if val.lower() == "none" else float(val)
             except ValueError:
@@ -268,8 +323,8 @@ def parse_policy(spec: str) -> Policy:
         else:
             raise InputError(
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
-                "servers, kv_tokens, admission, max_batched_tokens, block_size, bins, bin_edges, "
-                "flush_s"
+                "guard_factor, servers, kv_tokens, admission, max_batched_tokens, block_size, bins, "
+                "bin_edges, flush_s, batch_timeout_s"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
 
@@ -278,7 +333,7 @@ def policy_spec(p: Policy) -> str:
     """A policy back as a spec string that :func:`parse_policy` reads back to the same policy
     (``continuous:max_batch=256,admission=on_demand``)."""
     parts = []
-    if p.kind in ("dynamic", "elastic", "continuous") and p.bmax is not None:
+    if p.kind in ("dynamic", "elastic", "continuous", "rebatch") and p.bmax is not None:
         parts.append(f"{'max_batch' if p.kind == 'continuous' else 'bmax'}={p.bmax}")
     if p.kind in ("fixed", "multibin"):
         parts.append(f"K={p.K}")
@@ -294,8 +349,12 @@ def policy_spec(p: Policy) -> str:
             parts.append(f"block_size={p.block_size}")
     if p.order != "fcfs":
         parts.append(f"order={p.order}")
+    if p.batch_timeout_s is not None:
+        parts.append(f"batch_timeout_s={p.batch_timeout_s:g}")
     if p.guard_s is not None:
         parts.append(f"guard_s={p.guard_s:g}")
+    if p.guard_factor is not None:
+        parts.append(f"guard_factor={p.guard_factor:g}")
     if p.servers != 1:
         parts.append(f"servers={p.servers}")
     return p.kind + (":" + ",".join(parts) if parts else "")

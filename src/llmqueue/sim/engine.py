@@ -65,6 +65,7 @@ from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.continuous import ContinuousFormer
 from llmqueue.sim.multibin import MultiBinFormer
+from llmqueue.sim.rebatch import RebatchFormer
 from llmqueue.sim.recorder import finish
 from llmqueue.sim.result import SimResult
 from llmqueue.sim.rng import check_seed
@@ -106,6 +107,7 @@ FORMERS: dict[str, type[S.Former]] = {
     "elastic": StaticFormer,
     "continuous": ContinuousFormer,
     "multibin": MultiBinFormer,
+    "rebatch": RebatchFormer,
 }
 
 

@@ -13,7 +13,9 @@ preemption (:func:`push_front`) goes before every other waiting request whatever
 The optional **starvation guard** ``guard_s`` (SSJF's, arXiv 2404.08509): a request that has
 waited longer than ``guard_s`` is served by age first (oldest overdue first); the heap orders are
 then kept beside an arrival-order ring with lazy deletion (an entry is live while its slot still
-holds the same request id and that request still waits).
+holds the same request id and that request still waits). :func:`select_aged` adds the guard's
+second trigger (SSJF's ``guard_factor``): the longest-waiting request is also overdue once it has
+waited more than ``guard_x`` times its run time ``r0 + r1 * pool[slot, F_OUT]`` (s).
 
 The order codes are the positions of the names in :data:`llmqueue.policy.ORDERS`; the compiled
 branches below exist for :data:`COMPILED_ORDERS` only (the engine refuses any other code before a
@@ -70,6 +72,7 @@ __all__ = [
     "push",
     "push_front",
     "select",
+    "select_aged",
     "remove",
     "oldest_arrival",
 ]
@@ -167,8 +170,30 @@ def release(pool, free, qi, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _ring_compact(pool, ring, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Drop every stale entry of a full ring (live ones keep their order). Stale entries behind a
+    live head pile up when the heap orders serve requests past an old one (the guard's ring), or
+    when a request re-enters the queue; the live ones are at most the waiting requests, fewer than
+    the pool's slots, so a full ring always has room after this."""
+    cap = qi[Q_CAP]
+    head = qi[Q_HEAD]
+    k = 0
+    for i in range(qi[Q_RLEN]):
+        j = (head + i) % cap
+        s = ring[j, 0]
+        if pool[s, F_WAITING] == 1.0 and np.int64(pool[s, F_ID]) == ring[j, 1]:
+            jj = (head + k) % cap
+            ring[jj, 0] = s
+            ring[jj, 1] = ring[j, 1]
+            k += 1
+    qi[Q_RLEN] = k
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _ring_push_back(pool, ring, qi, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
     cap = qi[Q_CAP]
+    if qi[Q_RLEN] >= cap:
+        _ring_compact(pool, ring, qi)
     j = (qi[Q_HEAD] + qi[Q_RLEN]) % cap
     ring[j, 0] = s
     ring[j, 1] = np.int64(pool[s, F_ID])
@@ -178,6 +203,8 @@ def _ring_push_back(pool, ring, qi, s):  # type: ignore[no-untyped-def]  # noqa:
 @njit(cache=True, nogil=True, inline="always")
 def _ring_push_front(pool, ring, qi, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
     cap = qi[Q_CAP]
+    if qi[Q_RLEN] >= cap:
+        _ring_compact(pool, ring, qi)
     j = (qi[Q_HEAD] - 1 + cap) % cap
     ring[j, 0] = s
     ring[j, 1] = np.int64(pool[s, F_ID])
@@ -248,6 +275,26 @@ def select(pool, ring, heap, qi, order, guard, guard_s, now):  # type: ignore[no
             top = heap[0]
             if pool[top, F_FRONT] == 0.0:
                 return s
+    return heap[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def select_aged(pool, ring, heap, qi, order, guard, guard_s, guard_x, r0, r1, now):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """:func:`select` with the guard's run-time trigger: the longest-waiting request is overdue
+    when it has waited more than `guard_s` or more than `guard_x` times its run time
+    ``r0 + r1 * pool[slot, F_OUT]`` (s; `guard_x` = inf: never by run time, as :func:`select`)."""
+    if qi[Q_LEN] == 0:
+        return -1
+    if order == FCFS:
+        return _ring_clean(pool, ring, qi)
+    if guard:
+        s = _ring_clean(pool, ring, qi)
+        if s >= 0 and pool[s, F_FRONT] == 0.0:
+            w = now - pool[s, F_ARR]
+            if w > guard_s or (guard_x < np.inf and w > guard_x * (r0 + r1 * pool[s, F_OUT])):
+                top = heap[0]
+                if pool[top, F_FRONT] == 0.0:
+                    return s
     return heap[0]
 
 

@@ -5,6 +5,14 @@ queue order (:mod:`llmqueue.sim.queue`): ``none`` one, ``dynamic`` / ``elastic``
 ``cap_b`` (b_max), ``fixed`` waits until ``threshold`` = K wait and takes K; if too few wait it starts
 when enough have arrived. The batch lasts the time law's T_b (:mod:`llmqueue.sim.timelaw`); every
 member is recorded at formation (its reply time is known then) and its slot freed.
+
+Two options of SSJF's simulator (arXiv 2404.08509; :mod:`llmqueue.policy`), off by default:
+``batch_timeout_s`` (``dynamic``, ``elastic``; one server): a batch not full at the moment it
+could start, t0 = max(server free, first waiting arrival), takes the arrivals up to t0 + timeout
+(inclusive) until it is full, and starts when its last member arrives if it filled, else at
+t0 + timeout; ``guard_factor``: the starvation guard also fires when the longest-waiting request
+has waited more than that many times its run time alone, T_1(n) = t1(1) + t2(1) n
+(:func:`llmqueue.sim.queue.select_aged`).
 """
 
 from __future__ import annotations
@@ -22,13 +30,14 @@ from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
 from llmqueue.sim.recorder import record
-from llmqueue.sim.timelaw import StaticLaw, batch_time, static_settings
+from llmqueue.sim.timelaw import TABLE, StaticLaw, batch_time, static_settings
 
 __all__ = [
     "run_static",
     "start_batch",
     "BatchServers",
     "StaticFormer",
+    "run_time_law",
     "NONE",
     "DYNAMIC",
     "FIXED",
@@ -107,6 +116,12 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     order,
     guard,
     guard_s,
+    guard_x,
+    run0,
+    run1,
+    timeout,
+    timeout_s,
+    tw,
     law_kind,
     kcoef,
     table,
@@ -127,7 +142,8 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     id_cap,
 ):
     """Static batch formers over one chunk of arrivals; returns a code (S.NEED_MORE, S.DONE, S.GROW,
-    S.BUF, S.CAP). All state lives in the arrays, so a call resumes where the last one stopped."""
+    S.BUF, S.CAP). All state lives in the arrays, so a call resumes where the last one stopped
+    (``tw[0]``: the moment a batch started waiting to fill, NaN when none waits)."""
     n_avail = arr.size
     c = free_at.size
     elastic = former == ELASTIC
@@ -165,13 +181,46 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         if qi[Q.Q_LEN] < threshold:
             return S.DONE  # no arrivals left and too few wait to form a batch
         start = t_free if stf[S.S_TLAST] <= t_free else stf[S.S_TLAST]
+        if timeout:
+            if tw[0] == tw[0]:
+                start = tw[0]  # resume the batch that waits to fill
+            if qi[Q.Q_LEN] < cap_b:
+                tw[0] = start
+                t_end = start + timeout_s
+                while qi[Q.Q_LEN] < cap_b:
+                    pos = sti[S.I_POS]
+                    if pos >= n_avail:
+                        if not final:
+                            return S.NEED_MORE
+                        break
+                    a = arr[pos]
+                    if a > t_end:
+                        break
+                    if qi[Q.Q_NFREE] == 0:
+                        return S.GROW
+                    if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
+                        return S.CAP
+                    rid = sti[S.I_NEXT_ID]
+                    slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
+                    Q.push(pool, ring, heap, qi, slot, order, guard)
+                    S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
+                    stf[S.S_TLAST] = a
+                    sti[S.I_POS] = pos + 1
+                    sti[S.I_NEXT_ID] = rid + 1
+                if qi[Q.Q_LEN] >= cap_b:
+                    if stf[S.S_TLAST] > start:
+                        start = stf[S.S_TLAST]  # full when its last member arrived
+                else:
+                    start = t_end
         b = qi[Q.Q_LEN] if qi[Q.Q_LEN] < cap_b else cap_b
         if former == FIXED:
             b = threshold
         if b > slots.size:
             return S.BUF
         for i in range(b):
-            sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, start)
+            sl = Q.select_aged(
+                pool, ring, heap, qi, order, guard, guard_s, guard_x, run0, run1, start
+            )
             Q.remove(pool, ring, heap, qi, sl, order)
             slots[i] = sl
             lengths[i] = pool[sl, F.F_OUT]
@@ -181,6 +230,17 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             free_at, pend_t, pend_tok, pend_n,
             sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
         )  # fmt: skip
+        tw[0] = np.nan
+
+
+def run_time_law(law: StaticLaw) -> tuple[float, float]:
+    """(r0, r1) of a request's run time alone on a server, T_1(n) = r0 + r1 n (s): t1(1) and
+    t2(1) of an Eq. (18) law, or the fixed-T table's T_1 (the starvation guard's run-time
+    trigger and :mod:`llmqueue.sim.rebatch` read it)."""
+    if law.kind == TABLE:
+        return (float(law.table[1]) if law.table.size > 1 else math.nan), 0.0
+    k = law.kcoef
+    return float(k[0] + k[1]), float(k[2] + k[3])
 
 
 @dataclass
@@ -237,6 +297,11 @@ class StaticFormer(S.Former):
         self.order = Q.check_order(policy.order)
         self.guard = policy.guard_s is not None
         self.guard_s = policy.guard_s if policy.guard_s is not None else math.inf
+        self.guard_x = policy.guard_factor if policy.guard_factor is not None else math.inf
+        self.run0, self.run1 = run_time_law(self.law)
+        self.timeout = policy.batch_timeout_s is not None
+        self.timeout_s = policy.batch_timeout_s if policy.batch_timeout_s is not None else 0.0
+        self.tw = np.full(1, np.nan)
         self.threshold = policy.threshold
         self.cap_b = int(min(policy.cap, 1 << 30))
         width = int(min(self.cap_b, 64)) if policy.kind != "fixed" else policy.k
@@ -250,6 +315,7 @@ class StaticFormer(S.Former):
             run.pool, run.ring, run.heap, run.free, run.qi,
             b.free_at, b.pend_t, b.pend_tok, b.pend_n,
             self.former, self.cap_b, self.threshold, self.order, self.guard, self.guard_s,
+            self.guard_x, self.run0, self.run1, self.timeout, self.timeout_s, self.tw,
             self.law.kind, self.law.kcoef, self.law.table,
             b.slots, b.lengths, b.comp, b.idx,
             run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
