@@ -25,10 +25,14 @@ include: "workflow/rules/common.smk"
 from llmqueue.checks import check_config
 from llmqueue.errors import InputError
 
+# errors name the file(s) the config came from: config/config.yaml, or those given with --configfile
+CONFIG_FILES = (
+    ", ".join(str(p) for p in workflow.overwrite_configfiles) or "config/config.yaml"
+)
 try:
     check_config(config, workflow.basedir)
 except InputError as err:
-    raise WorkflowError(f"config/config.yaml: {err}")
+    raise WorkflowError(f"{CONFIG_FILES}: {err}")
 
 
 report: "workflow/report/workflow.rst"

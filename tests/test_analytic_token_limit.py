@@ -16,6 +16,7 @@ from llmqueue.analytic.impatience import (
 )
 from llmqueue.analytic.mg1 import pk_wait, token_limit_curve, token_limit_point
 from llmqueue.analytic.tradeoff import argmax_on_grid, expected_utility, objective_patient
+from llmqueue.limits import MAX_TOKENS
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import LinearLatency, fit_linear_latency, service_moments
 from llmqueue.tokens import (
@@ -196,7 +197,7 @@ def test_exact_mg1d_generic_tail():
 @pytest.mark.parametrize("limit", [300.0, 1600.0, 5000.0])
 def test_lognormal_utility_closed_form_matches_quadrature(gamma, limit):
     closed = expected_utility(LN, [limit], gamma)[0]
-    quad = expected_utility(ClippedLaw(LN, 1e12), [limit], gamma)[0]
+    quad = expected_utility(ClippedLaw(LN, MAX_TOKENS), [limit], gamma)[0]
     assert closed == pytest.approx(quad, rel=1e-6)
 
 

@@ -132,9 +132,9 @@ def test_text_output(capsys):
     "args, message",
     [
         (["--rate", "0.04", "--limit", "3000"], "rho"),
-        (["--rate", "0", "--limit", "1000"], "--rate must be > 0"),
-        (["--rate", "-1", "--limit", "1000"], "--rate must be > 0"),
-        (["--rate", "0.01", "--limit", "0"], "--limit must be > 0"),
+        (["--rate", "0", "--limit", "1000"], "--rate: value must be a number in (0, 1e+09]"),
+        (["--rate", "-1", "--limit", "1000"], "--rate: value must be a number in (0, 1e+09]"),
+        (["--rate", "0.01", "--limit", "0"], "--limit must lie in (0, 1e+09] tokens"),
         (["--rate", "0.01", "--limit", "5:1:1"], "START:STOP:STEP"),
         (["--rate", "0.01", "--limit", "abc"], "--limit"),
         (["--rate", "0.01", "--limit", "100", "--patience", "-3"], "--patience"),
@@ -168,5 +168,5 @@ def test_bad_input_from_the_command_line_exits_2():
         [sys.executable, "-m", "llmqueue", "token-limit", *argv], capture_output=True, text=True
     )
     assert proc.returncode == 2
-    assert "--rate must be > 0" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert "argument --rate: value must be a number in (0, 1e+09] requests/s" in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1

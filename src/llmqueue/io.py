@@ -68,3 +68,47 @@ def _json_default(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         return obj.tolist()
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+def _finite(obj: Any) -> Any:
+    """`obj` with every non-finite float (NaN, +-inf) as None and numpy values as Python ones."""
+    import math
+
+    import numpy as np
+
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return [_finite(v) for v in obj.tolist()]
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, float | np.floating):
+        x = float(obj)
+        return x if math.isfinite(x) else None
+    return obj
+
+
+def strict_json(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON text (RFC 8259): a number that is not finite is ``null``, never the bare
+    ``NaN`` or ``Infinity`` Python would write."""
+    return json.dumps(_finite(obj), indent=indent, allow_nan=False)
+
+
+def check_output_path(path: str | os.PathLike[str], where: str) -> Path:
+    """Refuse, before any long work, an output path that cannot be written: a directory, a file
+    in a folder that does not exist, or one this user may not write (InputError naming `where`)."""
+    from llmqueue.errors import InputError
+
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{where}: {str(p)!r} is a directory; give a file path")
+    parent = p.parent if str(p.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"{where}: the folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise InputError(f"{where}: {str(p)!r} cannot be written (permissions)")
+    return p

@@ -24,6 +24,7 @@ from numpy.typing import ArrayLike
 
 from llmqueue.errors import InputError
 from llmqueue.lazy import lazy_module
+from llmqueue.limits import MAX_TIME_S
 from llmqueue.tokens import TokenLaw
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
@@ -77,12 +78,15 @@ class LinearLatency:
 
     def __post_init__(self) -> None:
         _check_solved_from(self.name, self.verdict, self.solved_from)
-        if not (math.isfinite(self.a_s_per_token) and self.a_s_per_token >= 0):
+        if not (math.isfinite(self.a_s_per_token) and 0 <= self.a_s_per_token <= MAX_TIME_S):
             raise InputError(
-                f"latency profile {self.name!r}: a must be >= 0 s/token, got {self.a_s_per_token}"
+                f"latency profile {self.name!r}: a must lie in [0, {MAX_TIME_S:g}] s/token, got "
+                f"{self.a_s_per_token}"
             )
-        if not (math.isfinite(self.b0_s) and self.b0_s >= 0):
-            raise InputError(f"latency profile {self.name!r}: b0 must be >= 0 s, got {self.b0_s}")
+        if not (math.isfinite(self.b0_s) and 0 <= self.b0_s <= MAX_TIME_S):
+            raise InputError(
+                f"latency profile {self.name!r}: b0 must lie in [0, {MAX_TIME_S:g}] s, got {self.b0_s}"
+            )
         if self.a_s_per_token == 0 and self.b0_s == 0:
             raise InputError(f"latency profile {self.name!r}: a and b0 cannot both be 0")
 
@@ -119,9 +123,10 @@ class BatchLatency:
         _check_solved_from(self.name, self.verdict, self.solved_from)
         for key in ("k1", "k2", "k3", "k4"):
             v = getattr(self, key)
-            if not (math.isfinite(v) and v >= 0):
+            if not (math.isfinite(v) and 0 <= v <= MAX_TIME_S):
                 raise InputError(
-                    f"batch latency profile {self.name!r}: {key} must be >= 0 (a time), got {v}"
+                    f"batch latency profile {self.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] "
+                    f"(a time), got {v}"
                 )
         if self.k3 == 0 and self.k4 == 0:
             raise InputError(f"batch latency profile {self.name!r}: k3 and k4 cannot both be 0")
@@ -163,8 +168,10 @@ class StepLaw:
     def __post_init__(self) -> None:
         for key in ("c0_s", "c_tok_s", "c_ctx_s"):
             v = getattr(self, key)
-            if not (math.isfinite(v) and v >= 0):
-                raise InputError(f"step law {self.name!r}: {key} must be >= 0 (a time), got {v}")
+            if not (math.isfinite(v) and 0 <= v <= MAX_TIME_S):
+                raise InputError(
+                    f"step law {self.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] (a time), got {v}"
+                )
         if self.c0_s == 0 and self.c_tok_s == 0:
             raise InputError(f"step law {self.name!r}: c0 and c_tok cannot both be 0")
 
@@ -223,7 +230,10 @@ def parse_step_law(text: str) -> StepLaw:
             raise InputError(f"--step {text!r}: {key.strip()}={val!r} is not a number") from None
     if set(vals) != set(keys):
         raise InputError(f"--step {text!r}: expected all of c0=S,c_tok=S,c_ctx=S")
-    return StepLaw(vals["c0"], vals["c_tok"], vals["c_ctx"], name="cli", source="--step")
+    try:
+        return StepLaw(vals["c0"], vals["c_tok"], vals["c_ctx"], name="cli", source="--step")
+    except InputError as err:
+        raise InputError(f"--step {text!r}: {_reason(err)}") from None
 
 
 @dataclass(frozen=True)
@@ -381,4 +391,13 @@ def parse_linear_latency(text: str) -> LinearLatency:
             raise InputError(f"--latency {text!r}: {key.strip()}={val!r} is not a number") from None
     if set(vals) != {"a", "b0"}:
         raise InputError(f"--latency {text!r}: expected a=SECONDS_PER_TOKEN,b0=SECONDS (both)")
-    return LinearLatency(vals["a"], vals["b0"], name="cli", source="--latency")
+    try:
+        return LinearLatency(vals["a"], vals["b0"], name="cli", source="--latency")
+    except InputError as err:
+        raise InputError(f"--latency {text!r}: {_reason(err)}") from None
+
+
+def _reason(err: InputError) -> str:
+    """The message of a law's InputError without the law's own name (a flag names it instead)."""
+    text = str(err)
+    return text.split(": ", 1)[1] if ": " in text else text

@@ -39,6 +39,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from llmqueue.errors import InputError
 from llmqueue.lazy import lazy_module
+from llmqueue.limits import MAX_TOKENS
 from llmqueue.traces import TRACE_FORM, parse_trace_spec, read_column
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
@@ -174,6 +175,17 @@ def _require(cond: bool, spec: str, msg: str) -> None:
         raise InputError(f"token law {spec!r}: {msg}")
 
 
+# A law's token counts stay at most MAX_TOKENS (llmqueue.limits): its parameters, its mean and its
+# standard deviation; a law whose moments would overflow (e.g. lognormal:mu=700) is refused here.
+_TOK = f"{MAX_TOKENS:g} tokens"
+
+
+def _bounded(x: float, spec: str, what: str, lo: float = 0.0) -> None:
+    _require(
+        math.isfinite(x) and lo <= x <= MAX_TOKENS, spec, f"{what} must lie in [{lo:g}, {_TOK}]"
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LogNormalLaw(TokenLaw):
@@ -192,6 +204,14 @@ class LogNormalLaw(TokenLaw):
             object.__setattr__(self, "spec", f"lognormal:mu={self.mu:g},sigma={self.sigma:g}")
         _require(math.isfinite(self.mu), self.spec, "mu must be a finite number")
         _require(self.sigma > 0 and math.isfinite(self.sigma), self.spec, "sigma must be > 0")
+        # log E[N] = mu + sigma^2/2 and log E[N^2] = 2 mu + 2 sigma^2, in log space (no overflow)
+        log_max = math.log(MAX_TOKENS)
+        _require(
+            self.mu + self.sigma**2 / 2 <= log_max and self.mu + self.sigma**2 <= log_max,
+            self.spec,
+            f"its mean exp(mu + sigma^2/2) and root mean square exp(mu + sigma^2) must be at most "
+            f"{_TOK} (mu + sigma^2 <= {log_max:.4g})",
+        )
 
     @property
     def support(self) -> tuple[float, float]:
@@ -276,6 +296,7 @@ class UniformLaw(TokenLaw):
         _require(
             self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf"
         )
+        _bounded(self.high, self.spec, "high")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -333,6 +354,9 @@ class TruncNormLaw(TokenLaw):
         _require(
             self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf"
         )
+        _bounded(abs(self.mean_param), self.spec, "|mean|")
+        _bounded(self.sd, self.spec, "sd")
+        _bounded(self.high, self.spec, "high")
 
     @cached_property
     def _ab(self) -> tuple[float, float, float]:
@@ -419,6 +443,7 @@ class ExponentialLaw(TokenLaw):
         _require(
             self.mean_tokens > 0 and math.isfinite(self.mean_tokens), self.spec, "mean must be > 0"
         )
+        _bounded(self.mean_tokens, self.spec, "mean")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -462,6 +487,7 @@ class DeterministicLaw(TokenLaw):
         if not self.spec:
             object.__setattr__(self, "spec", f"deterministic:value={self.value:g}")
         _require(self.value >= 0 and math.isfinite(self.value), self.spec, "value must be >= 0")
+        _bounded(self.value, self.spec, "value")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -507,6 +533,7 @@ class EmpiricalLaw(TokenLaw):
         _require(x.size > 0, spec, "no observations")
         _require(bool(np.all(np.isfinite(x))), spec, "observations must be finite numbers")
         _require(bool(np.all(x >= 0)), spec, "token counts must be >= 0")
+        _require(bool(np.all(x <= MAX_TOKENS)), spec, f"token counts must be at most {_TOK}")
         vals, counts = np.unique(x, return_counts=True)
         return cls(vals, counts / counts.sum(), spec)
 
@@ -576,6 +603,7 @@ class ClippedLaw(TokenLaw):
         _require(
             self.cap > 0 and math.isfinite(self.cap), self.spec, "cap must be a number > 0 tokens"
         )
+        _bounded(self.cap, self.spec, "cap")
 
     @property
     def support(self) -> tuple[float, float]:

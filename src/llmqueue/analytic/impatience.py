@@ -95,6 +95,10 @@ def mm1d(rate_per_s: float, mean_service_s: float, patience_s: float) -> Impatie
     if abs(theta * tau) < 1e-9:  # rho = 1: H(x) = 1 + lambda x
         h_tau = 1.0 + lam * tau
         int_h = tau + 0.5 * lam * tau * tau
+    elif -theta * tau > 700.0:  # deep overload: H(tau) overflows; its limit H ~ e^{-theta x}
+        loss = (rho - 1.0) / rho
+        wqs = tau + 1.0 / theta  # tau - int_0^tau H / H(tau) -> tau - 1/(lambda - mu)
+        return ImpatienceResult(loss, wqs, w_all(loss, wqs, tau))
     else:
         e = math.exp(-theta * tau)
         h_tau = (mu - lam * e) / theta
@@ -167,7 +171,8 @@ def solve_renewal(
     grid = np.linspace(0.0, patience_s, steps + 1)
     dg = np.diff(np.asarray(expected_min_service(grid), dtype=float))
     h = _renewal_kernel(dg, float(rate_per_s), steps)
-    return float(h[-1]), float(np.trapezoid(h, grid))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the caller's to refuse
+        return float(h[-1]), float(np.trapezoid(h, grid))
 
 
 def exact_mg1d(
@@ -189,15 +194,35 @@ def exact_mg1d(
     if not step_s > 0:
         raise InputError(f"renewal grid step must be > 0 s, got {step_s}")
     rho = rate_per_s * mean_service_s
-    steps = max(8, int(math.ceil(patience_s / step_s)))
-    prev = loss_and_wait_from_h(
-        rho, *solve_renewal(expected_min_service, rate_per_s, patience_s, steps), patience_s
+    # the grid starts at `step_s` but never finer than max_steps / 4 points over the patience (the
+    # work grows with the square of the points); the refinement below controls the error either way
+    # the rule needs lambda * (grid step) <= 1/2 (its first weight stays below 1)
+    if rate_per_s * patience_s > max_steps / 8:
+        raise InputError(
+            f"the exact M/G/1+D solution needs lambda * tau <= {max_steps // 8} (arrivals within "
+            f"one patience); got {rate_per_s:g}/s x {patience_s:g} s: lower --rate or --patience"
+        )
+
+    def solve(n: int) -> ImpatienceResult:
+        h_tau, int_h = solve_renewal(expected_min_service, rate_per_s, patience_s, n)
+        if not (math.isfinite(h_tau) and math.isfinite(int_h) and h_tau > 0):
+            raise InputError(
+                f"the exact M/G/1+D solution overflows at rho = {rho:.4g} with lambda * tau = "
+                f"{rate_per_s * patience_s:.4g} (deep overload: nearly every user leaves); lower "
+                "--rate or --patience"
+            )
+        return loss_and_wait_from_h(rho, h_tau, int_h, patience_s)
+
+    steps = max(
+        8,
+        min(int(math.ceil(patience_s / step_s)), max_steps // 4),
+        int(math.ceil(2.0 * rate_per_s * patience_s)),
     )
+
+    prev = solve(steps)
     while True:
         steps *= 2
-        cur = loss_and_wait_from_h(
-            rho, *solve_renewal(expected_min_service, rate_per_s, patience_s, steps), patience_s
-        )
+        cur = solve(steps)
         diff = abs(cur.loss - prev.loss)
         if diff <= max_rel_error * max(abs(cur.loss), 1e-300) or steps * 2 > max_steps:
             loss = cur.loss + (cur.loss - prev.loss) / 3.0

@@ -8,6 +8,7 @@ key and the allowed values, before any job starts.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,10 +65,53 @@ def check_tolerance_classes(
             )
 
 
+# Bounds by key name, wherever the key appears in the config (llmqueue.limits): the run lengths
+# and rates of every study, which the schema states without an upper end.
+def _key_bounds() -> dict[str, tuple[float, float]]:
+    from llmqueue import limits as L
+
+    return {
+        "requests": (1, L.MAX_REQUESTS),
+        "warmup": (0, L.MAX_REQUESTS),
+        "capacity_requests": (1, L.MAX_REQUESTS),
+        "claim_requests": (1, L.MAX_REQUESTS),
+        "rate_per_s": (0, L.MAX_RATE_PER_S),
+        "servers": (1, L.MAX_SERVERS),
+        "seed": (0, L.MAX_SEED),
+    }
+
+
+def check_numbers(node: Any, where: str = "") -> None:
+    """Every number of the config is finite (YAML reads .inf and .nan), and the run lengths and
+    rates lie within :mod:`llmqueue.limits`; InputError names the dotted key."""
+    from llmqueue.errors import InputError
+
+    bounds = _key_bounds()
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            check_numbers(v, f"{where}.{k}" if where else str(k))
+        return
+    if isinstance(node, list | tuple):
+        for i, v in enumerate(node):
+            check_numbers(v, f"{where}[{i}]")
+        return
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InputError(f"{where} must be a finite number, got {node}")
+    key = where.rsplit(".", 1)[-1]
+    if key in bounds:
+        lo, hi = bounds[key]
+        if not lo <= node <= hi:
+            raise InputError(f"{where} must lie in [{lo:g}, {hi:g}], got {node}")
+
+
 def check_config(config: Mapping[str, Any], base_dir: str | Path) -> None:
-    """Run every study's ``check(config, base_dir)`` (one module per study in this package)."""
+    """Run the checks of every number, then every study's ``check(config, base_dir)`` (one module
+    per study in this package)."""
     import importlib
     import pkgutil
 
+    check_numbers(config)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         importlib.import_module(f"{__name__}.{info.name}").check(config, Path(base_dir))

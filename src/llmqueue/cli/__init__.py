@@ -32,9 +32,8 @@ SUBCOMMANDS = {
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep it one clean line
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 too; keep it one line
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -76,15 +75,48 @@ def _command(argv: Sequence[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command: 0 on success; 2 with one line naming the flag and the allowed values on
+    bad input (before any long work); 0 without a traceback when a reader closes the output
+    early (``... --json | head -1``); 1 with one line for anything unforeseen."""
     words = list(sys.argv[1:] if argv is None else argv)
     only = _command(words)
     parser = build_parser(only if only is not None else "")
-    args = parser.parse_args(words)
+    try:
+        args = parser.parse_args(words)
+    except SystemExit as done:  # --help (0) or a flag refused by its type (2, one line printed)
+        return done.code if isinstance(done.code, int) else 2
     try:
         return int(args.handler(args))
     except InputError as err:
         print(f"llmqueue {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 0
+    except KeyboardInterrupt:
+        print(f"llmqueue {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+        print(
+            f"llmqueue {args.command}: internal error ({type(err).__name__}: {err}); "
+            "this is a bug, please report it with the command line",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _quiet_stdout() -> None:
+    """The reader of stdout has gone: point stdout at /dev/null so that Python's flush at exit
+    raises nothing more."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a real file (a test's buffer): nothing to do
+        pass
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":

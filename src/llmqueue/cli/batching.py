@@ -18,22 +18,26 @@ own reply. Times in seconds, rates in requests/s.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 
 from llmqueue.analytic import batch_chain as bc
 from llmqueue.analytic import batch_time as bt
 from llmqueue.analytic import bulk
-from llmqueue.cli import add_command
+from llmqueue.cli import add_command, flags
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.grids import parse_range
+from llmqueue.io import strict_json
 from llmqueue.latency import BatchLatency
+from llmqueue.limits import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.settings import SimSettings
 from llmqueue.studies.batching.tables import evaluate_point
 from llmqueue.tokens import parse_law
+
+MAX_CHAIN_BATCH = 1024  # batch sizes the exact chains and E[T_b] tables handle in seconds
+MAX_KMAX = 64  # --optimal-batch solves one exact chain per K (64 of them: about a minute)
 
 
 def parse_profile(text: str) -> BatchLatency:
@@ -52,16 +56,21 @@ def parse_profile(text: str) -> BatchLatency:
             raise InputError(f"--profile {text!r}: {key}={val!r} is not a number") from None
     if set(vals) != {"k1", "k2", "k3", "k4"}:
         raise InputError(f"--profile {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
-    return BatchLatency(
-        vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--profile"
-    )
+    try:
+        return BatchLatency(
+            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--profile"
+        )
+    except InputError as err:
+        reason = str(err).split(": ", 1)[-1]
+        raise InputError(f"--profile {text!r}: {reason}") from None
 
 
 def parse_rates(text: str) -> tuple[list[float], bool]:
-    """``--rate``: one rate or START:STOP:STEP (requests/s, all > 0; at most 10000 points)."""
+    """``--rate``: one rate or START:STOP:STEP (requests/s in (0, MAX_RATE_PER_S]; at most
+    10000 points)."""
     rates, is_range = parse_range(text, "--rate", max_points=10_000)
-    if not (rates[0] > 0 and math.isfinite(rates[0])):
-        raise InputError(f"--rate {text!r}: rates must be > 0 requests/s")
+    if not (rates[0] > 0 and rates[-1] <= MAX_RATE_PER_S and all(map(math.isfinite, rates))):
+        raise InputError(f"--rate {text!r}: rates must lie in (0, {MAX_RATE_PER_S:g}] requests/s")
     return [float(r) for r in rates], is_range
 
 
@@ -172,8 +181,15 @@ def optimal_batch(profile, law, lam, kmax: int) -> dict:
     ex = {}
     for k in vals_w:
         pol = Policy("fixed", K=k)
-        r = bc.solve(bc.model_for(pol, profile, law), lam, pol)
+        try:
+            r = bc.solve(bc.model_for(pol, profile, law), lam, pol)
+        except UnstableError:  # a K at the edge of stability: its chain does not settle
+            continue
         ex[k] = (r.wait, r.response)
+    if not ex:
+        raise UnstableError(
+            f"--rate {lam:g}: no K in 1..{kmax} has a steady state in the exact chain"
+        )
     res["exact_wait"] = min(ex, key=lambda k: ex[k][0])
     res["exact_response"] = min(ex, key=lambda k: ex[k][1])
     res["exact_wait_value"] = ex[res["exact_wait"]][0]
@@ -185,7 +201,10 @@ def optimal_batch(profile, law, lam, kmax: int) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    law = parse_law(args.tokens, ".")
+    try:
+        law = parse_law(args.tokens, ".")
+    except InputError as err:
+        raise InputError(f"--tokens: {err}") from None
     profile = parse_profile(args.profile)
     policy = _policy(args)
     rates, is_range = parse_rates(args.rate)
@@ -234,7 +253,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _emit(obj: dict, args: argparse.Namespace) -> None:
     if args.json:
-        print(json.dumps(obj, indent=2, default=float))
+        print(strict_json(obj))
         return
     _print_text(obj)
 
@@ -266,48 +285,64 @@ def register(subparsers) -> None:
     p = add_command(subparsers, "batching", __doc__)
     p.add_argument("--policy", choices=["dynamic", "fixed", "elastic"], required=True)
     p.add_argument(
-        "--tokens", required=True, help="output-token law, e.g. lognormal:mu=7,sigma=0.7"
+        "--tokens",
+        required=True,
+        help=f"output-token law, e.g. lognormal:mu=7,sigma=0.7 (counts at most {MAX_TOKENS:g})",
     )
     p.add_argument(
-        "--rate", required=True, help="arrival rate (requests/s) or a range START:STOP:STEP"
+        "--rate",
+        required=True,
+        help=f"arrival rate in (0, {MAX_RATE_PER_S:g}] requests/s, or a range START:STOP:STEP "
+        "(at most 10,000 points)",
     )
     p.add_argument(
         "--profile",
         required=True,
-        help="k1=..,k2=..,k3=..,k4=.. of Eq. (18) (s, s, s/token, s/token)",
+        help=f"k1=..,k2=..,k3=..,k4=.. of Eq. (18) (s, s, s/token, s/token; each in "
+        f"[0, {MAX_TIME_S:g}])",
     )
-    p.add_argument("--batch", type=int, help="fixed batch size K (--policy fixed)")
     p.add_argument(
-        "--bmax", type=int, help="maximum batch size for dynamic/elastic (default: none)"
+        "--batch",
+        type=flags.count(1, MAX_CHAIN_BATCH),
+        help=f"fixed batch size K in [1, {MAX_CHAIN_BATCH}] (--policy fixed)",
     )
-    p.add_argument("--simulate", type=int, metavar="N", help="also simulate N requests")
     p.add_argument(
-        "--sim-batches", type=int, default=40, help="batch means for the CI (default 40)"
+        "--bmax",
+        type=flags.count(1, MAX_CHAIN_BATCH),
+        help=f"maximum batch size in [1, {MAX_CHAIN_BATCH}] for dynamic/elastic (default: none)",
     )
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--simulate",
+        type=flags.count(1000, MAX_REQUESTS),
+        metavar="N",
+        help=f"also simulate N requests, N in [1000, {MAX_REQUESTS:g}]",
+    )
+    p.add_argument(
+        "--sim-batches",
+        type=flags.count(2, 1000),
+        default=40,
+        help="batch means for the CI, in [2, 1000] (default 40)",
+    )
+    p.add_argument("--seed", type=flags.seed, default=0, help="random seed in [0, 2**63)")
     p.add_argument("--optimal-batch", action="store_true", help="K* for the rate (--policy fixed)")
     p.add_argument(
-        "--kmax", type=int, default=64, help="largest K searched by --optimal-batch (default 64)"
+        "--kmax",
+        type=flags.count(1, MAX_KMAX),
+        default=64,
+        help=f"largest K searched by --optimal-batch, in [1, {MAX_KMAX}] (default 64)",
     )
     p.add_argument(
         "--fit-max-batch",
-        type=int,
+        type=flags.count(2, MAX_CHAIN_BATCH),
         default=32,
-        help="b range 1..B of the least-squares (alpha_b, tau0) for the bound (default 32)",
+        help="b range 1..B of the least-squares (alpha_b, tau0) for the bound, B in "
+        f"[2, {MAX_CHAIN_BATCH}] (default 32)",
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=_handler)
 
 
 def _handler(args: argparse.Namespace) -> int:
-    for name in ("batch", "bmax", "kmax", "fit_max_batch", "sim_batches"):
-        v = getattr(args, name)
-        if v is not None and v < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be an integer >= 1, got {v}")
-    if args.fit_max_batch < 2:
-        raise InputError("--fit-max-batch must be >= 2")
-    if args.seed < 0:
-        raise InputError("--seed must be >= 0")
     return run(args)
 
 

@@ -28,12 +28,13 @@ error (tokens). Bad input exits 2 naming the flag.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
-from llmqueue.cli import add_command
+from llmqueue.cli import add_command, flags
 from llmqueue.errors import InputError
+from llmqueue.io import check_output_path, strict_json
+from llmqueue.limits import MAX_TIME_S
 from llmqueue.predictor.features import FeatureSpec
 from llmqueue.predictor.model import KINDS, load_model, save_model
 from llmqueue.predictor.scoring import PredictorScore, score_predictions
@@ -47,8 +48,10 @@ def _history(text: str) -> tuple[int, ...]:
         vals = tuple(int(x) for x in text.split(","))
     except ValueError:
         raise InputError(f"--history {text!r}: comma-separated integers >= 1 (requests)") from None
-    if not vals or any(v < 1 for v in vals):
-        raise InputError(f"--history {text!r}: comma-separated integers >= 1 (requests)")
+    if not vals or len(vals) > 16 or any(not 1 <= v <= 1_000_000 for v in vals):
+        raise InputError(
+            f"--history {text!r}: 1 to 16 comma-separated integers in [1, 1000000] (requests)"
+        )
     return vals
 
 
@@ -65,7 +68,7 @@ def _score_dict(score: PredictorScore, **extra: Any) -> dict[str, Any]:
 
 def _emit(obj: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(obj, indent=2, default=float))
+        print(strict_json(obj))
         return
     for key, val in obj.items():
         if isinstance(val, dict):
@@ -78,23 +81,24 @@ def _fmt(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
+MIN_TRAIN_ROWS = 400  # the training, validation and held-out parts each need rows of every kind
+
+
 def _train(args: argparse.Namespace) -> int:
-    if not 0.0 < args.train_fraction < 1.0:
-        raise InputError(f"--train-fraction must be in (0, 1), got {args.train_fraction}")
-    if not 0.0 < args.validation_fraction < 1.0:
-        raise InputError(f"--validation-fraction must be in (0, 1), got {args.validation_fraction}")
-    if args.max_iter < 1:
-        raise InputError(f"--max-iter must be an integer >= 1, got {args.max_iter}")
-    if not 0.0 < args.learning_rate <= 1.0:
-        raise InputError(f"--learning-rate must be in (0, 1], got {args.learning_rate}")
-    if args.n_classes < 2:
-        raise InputError(f"--n-classes must be an integer >= 2, got {args.n_classes}")
-    if not args.known_after > 0:
-        raise InputError(f"--known-after must be a time > 0 s, got {args.known_after}")
-    if args.seed < 0:
-        raise InputError(f"--seed must be >= 0, got {args.seed}")
+    check_output_path(args.out, "--out")  # before any training
     spec = FeatureSpec(_history(args.history), float(args.known_after))
     rows = _rows(args)
+    if rows.n < MIN_TRAIN_ROWS:
+        raise InputError(
+            f"--trace {args.trace}: {rows.n} rows; training needs at least {MIN_TRAIN_ROWS} "
+            "(a training part, its validation tail and a held-out part)"
+        )
+    span = float(rows.arrival_s[-1] - rows.arrival_s[0])
+    if args.finish_column is None and args.known_after >= span:
+        raise InputError(
+            f"--known-after {args.known_after:g} s is not shorter than the trace's span "
+            f"({span:g} s): no output would ever be known before a later arrival"
+        )
     model = train_length_model(
         rows,
         args.kind,
@@ -135,8 +139,6 @@ def _train(args: argparse.Namespace) -> int:
 def _score(args: argparse.Namespace) -> int:
     if (args.model is None) == (args.predictor is None):
         raise InputError("give --model MODEL (a trained model) or --predictor SPEC, not both")
-    if args.seed < 0:
-        raise InputError(f"--seed must be >= 0, got {args.seed}")
     rows = _rows(args)
     if args.model is not None:
         model = load_model(args.model, where="--model")
@@ -147,7 +149,12 @@ def _score(args: argparse.Namespace) -> int:
             score, predictor=f"learned:{args.model}", kind=model.kind, scored_on=scored
         )
     else:
-        pred = parse_predictor(args.predictor)
+        try:
+            pred = parse_predictor(args.predictor)
+        except InputError as err:
+            text = str(err)
+            msg = text if text.startswith("--predictor") else f"--predictor: {text}"
+            raise InputError(msg) from None
         if pred.needs_rows:
             raise InputError("--predictor learned:PATH: score it with --model PATH")
         import numpy as np
@@ -173,7 +180,7 @@ def _trace_args(p: argparse.ArgumentParser) -> None:
         help="finish time of each request (same clock as the timestamps); default: none, an "
         "output counts as known --known-after seconds after its arrival",
     )
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=flags.seed, default=0, help="random seed in [0, 2**63)")
     p.add_argument("--json", action="store_true")
 
 
@@ -190,17 +197,27 @@ def register(subparsers: Any) -> None:
         default="ssjf",
         help="classifier classes: SSJF's 42/141/294/503 tokens or trace quantiles",
     )
-    t.add_argument("--n-classes", type=int, default=5, help="classes with --classes quantiles")
-    t.add_argument("--train-fraction", type=float, default=0.7, help="first part trained on")
+    t.add_argument(
+        "--n-classes",
+        type=flags.count(2, 64),
+        default=5,
+        help="classes with --classes quantiles, in [2, 64]",
+    )
+    t.add_argument(
+        "--train-fraction",
+        type=flags.number(0, 1, lo_open=True, hi_open=True),
+        default=0.7,
+        help="first part trained on, in (0, 1)",
+    )
     t.add_argument(
         "--validation-fraction",
-        type=float,
+        type=flags.number(0, 1, lo_open=True, hi_open=True),
         default=0.2,
-        help="last part of the training rows that chooses the iteration count",
+        help="last part of the training rows that chooses the iteration count, in (0, 1)",
     )
     t.add_argument(
         "--known-after",
-        type=float,
+        type=flags.number(0, MAX_TIME_S, lo_open=True, unit="s"),
         default=60.0,
         help="seconds after its arrival a request's output counts as known (default 60)",
     )
@@ -209,8 +226,18 @@ def register(subparsers: Any) -> None:
         default="16,64,256",
         help="recent-output features: numbers of most recently known requests averaged",
     )
-    t.add_argument("--max-iter", type=int, default=100, help="most boosting iterations")
-    t.add_argument("--learning-rate", type=float, default=0.1)
+    t.add_argument(
+        "--max-iter",
+        type=flags.count(1, 10_000),
+        default=100,
+        help="most boosting iterations, in [1, 10000]",
+    )
+    t.add_argument(
+        "--learning-rate",
+        type=flags.number(0, 1, lo_open=True),
+        default=0.1,
+        help="in (0, 1] (default 0.1)",
+    )
     t.set_defaults(handler=_train)
     s = sub.add_parser("score", help="score a model or a predictor spec on a trace")
     _trace_args(s)

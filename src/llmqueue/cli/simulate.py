@@ -32,19 +32,28 @@ Bad input exits 2 naming the flag and the allowed values, before any simulation.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
 
-from llmqueue.cli import add_command
+from llmqueue.cli import add_command, flags
 from llmqueue.errors import InputError
+from llmqueue.io import strict_json
 from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
+from llmqueue.limits import (
+    MAX_BATCH,
+    MAX_RATE_PER_S,
+    MAX_REQUESTS,
+    MAX_SERVERS,
+    MAX_TIME_S,
+    MAX_TOKENS,
+    integer,
+)
 from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, Policy
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.seeds import seed_sequence
-from llmqueue.sim.capacity import max_rate
+from llmqueue.sim.capacity import exact_rate, max_rate
 from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.predictors import parse_predictor
@@ -52,6 +61,9 @@ from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload
 from llmqueue.tokens import parse_law
 
 DEFAULT_CONFIG = "config/config.yaml"
+MAX_BINS = 1024
+MAX_SLOTS = 1 << 22  # servers x batch entries of the engine's per-server arrays (a few 10 MiB)
+MAX_KV_TOKENS = 10**12  # KV-cache tokens per server
 
 
 def parse_batch_time(text: str) -> BatchLatency:
@@ -69,25 +81,27 @@ def parse_batch_time(text: str) -> BatchLatency:
             ) from None
     if set(vals) != {"k1", "k2", "k3", "k4"}:
         raise InputError(f"--batch-time {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
-    return BatchLatency(
-        vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--batch-time"
-    )
-
-
-def _positive_int(args: argparse.Namespace, name: str, minimum: int = 1) -> None:
-    v = getattr(args, name)
-    if v is not None and v < minimum:
-        raise InputError(f"--{name.replace('_', '-')} must be an integer >= {minimum}, got {v}")
+    try:
+        return BatchLatency(
+            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--batch-time"
+        )
+    except InputError as err:
+        raise InputError(f"--batch-time {text!r}: {str(err).split(': ', 1)[-1]}") from None
 
 
 def _check_flags(args: argparse.Namespace) -> None:
-    for name in ("max_batch", "batch", "bins", "servers", "max_batched_tokens", "block_size"):
-        _positive_int(args, name)
-    _positive_int(args, "warmup", 0)
-    _positive_int(args, "seed", 0)
-    if args.requests < 400:
+    """What the flags' own types (their ranges) cannot see: which flags go together, and the
+    memory the engine keeps per server and per batch (the product of two sizes)."""
+    per_server = args.max_batch if args.max_batch is not None else args.batch
+    if per_server is not None and args.servers * per_server > MAX_SLOTS:
         raise InputError(
-            f"--requests must be >= 400 (10 x the 40 batch means), got {args.requests}"
+            f"--servers x --{'max-batch' if args.max_batch is not None else 'batch'} = "
+            f"{args.servers * per_server:,} must be at most {MAX_SLOTS:,} (the engine keeps "
+            "arrays of that many entries per run)"
+        )
+    if args.bins is not None and args.batch is not None and args.bins * args.batch > MAX_SLOTS:
+        raise InputError(
+            f"--bins x --batch = {args.bins * args.batch:,} must be at most {MAX_SLOTS:,}"
         )
     if (args.tokens is None) == (args.trace is None):
         raise InputError("give exactly one of --tokens LAW (with --prompt-tokens) or --trace PATH")
@@ -99,16 +113,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError("give --rate (requests/s) or --load (fraction of the max rate), not both")
     if args.rate is None and args.load is None and not args.replay and not args.max_rate:
         raise InputError("give --rate R (requests/s > 0) or --load RHO (0 < RHO < 1)")
-    if args.rate is not None and not (math.isfinite(args.rate) and args.rate > 0):
-        raise InputError(f"--rate must be a finite arrival rate > 0 requests/s, got {args.rate}")
-    if args.load is not None and not (0 < args.load < 1):
-        raise InputError(f"--load must lie in (0, 1) (a fraction of the max rate), got {args.load}")
-    if args.guard is not None and not (args.guard > 0):
-        raise InputError(f"--guard must be > 0 s, got {args.guard}")
-    if not (0 < args.kv_memory_fraction <= 1):
-        raise InputError(f"--kv-memory-fraction must lie in (0, 1], got {args.kv_memory_fraction}")
-    if args.flush is not None and not (args.flush > 0):
-        raise InputError(f"--flush must be > 0 s, got {args.flush}")
     laws = [f for f in ("profile", "step", "batch_time", "latency") if getattr(args, f)]
     if len(laws) != 1:
         raise InputError(
@@ -151,15 +155,28 @@ def _predictor(args: argparse.Namespace) -> Any:
                 "(oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH)"
             )
         return None
-    return parse_predictor(args.predictor)
+    return _flag("--predictor", parse_predictor, args.predictor)
+
+
+def _flag(flag: str, parse: Any, *a: Any) -> Any:
+    """`parse(*a)`, its InputError naming `flag` (unless it already does)."""
+    try:
+        return parse(*a)
+    except InputError as err:
+        text = str(err)
+        raise InputError(text if text.startswith(flag) else f"{flag}: {text}") from None
 
 
 def _workload(args: argparse.Namespace, predictor: Any) -> Workload:
     kw = {"predictor": predictor} if predictor is not None else {}
     rate = args.rate if args.rate is not None else 1.0
     if args.tokens is not None:
-        law = parse_law(args.tokens, ".")
-        prompt = parse_law(args.prompt_tokens, ".") if args.prompt_tokens else None
+        law = _flag("--tokens", parse_law, args.tokens, ".")
+        prompt = (
+            _flag("--prompt-tokens", parse_law, args.prompt_tokens, ".")
+            if args.prompt_tokens
+            else None
+        )
         return PoissonWorkload(law, rate, prompt=prompt, **kw)
     if not Path(args.trace).is_file():
         raise InputError(f"--trace: file {args.trace!r} does not exist")
@@ -194,7 +211,16 @@ def _latency(args: argparse.Namespace) -> tuple[Latency, dict[str, Any] | None]:
     cfg_path = Path(args.config)
     if not cfg_path.is_file():
         raise InputError(f"--config: {args.config!r} does not exist (--profile NAME reads it)")
-    config = yaml.safe_load(cfg_path.read_text()) or {}
+    try:
+        config = yaml.safe_load(cfg_path.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"--config {args.config}: not a YAML file ({first})") from None
+    if not isinstance(config, dict):
+        raise InputError(
+            f"--config {args.config}: must be a YAML mapping of sections, got a "
+            f"{type(config).__name__}"
+        )
     # fit.json files live under the project root: the folder above config/ (else here)
     here = cfg_path.resolve().parent
     root = here.parent if here.name == "config" else Path.cwd()
@@ -207,16 +233,21 @@ def _kv_tokens(args: argparse.Namespace, fit: dict[str, Any] | None) -> int | No
     if args.kv_tokens == "auto":
         if fit is None:
             raise InputError("--kv-tokens auto needs --profile NAME (its model and GPU); or give N")
-        return kv_tokens_of_fit(fit, memory_fraction=args.kv_memory_fraction)
+        n = kv_tokens_of_fit(fit, memory_fraction=args.kv_memory_fraction)
+        if n < 1:
+            raise InputError(
+                f"--kv-memory-fraction {args.kv_memory_fraction:g}: the weights already fill that "
+                "share of the GPU's memory, so the KV cache gets no token; give a larger fraction "
+                "or --kv-tokens N"
+            )
+        return n
     try:
-        n = int(args.kv_tokens)
-    except ValueError:
+        return integer(args.kv_tokens, "--kv-tokens", lo=1, hi=MAX_KV_TOKENS, unit="tokens")
+    except InputError:
         raise InputError(
-            f"--kv-tokens must be an integer >= 1, auto or none, got {args.kv_tokens!r}"
+            f"--kv-tokens must be an integer in [1, {MAX_KV_TOKENS:g}] tokens, auto or none, "
+            f"got {args.kv_tokens!r}"
         ) from None
-    if n < 1:
-        raise InputError(f"--kv-tokens must be an integer >= 1, auto or none, got {n}")
-    return n
 
 
 def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
@@ -313,12 +344,54 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     if workload.total is not None:  # a replayed trace: its rows, warm-up first
         warmup = min(warmup, workload.total // 10)
         requests = min(requests, workload.total - warmup)
+    capacity = cap if cap is not None and cap.method != "simulation" else None
+    capacity = capacity or exact_rate(workload, policy, latency)
+    if capacity is not None and workload.rate_per_s >= capacity.rate_per_s:
+        # no steady state by the exact capacity: nothing to simulate, no mean to print
+        out.update(_no_steady_state(workload.rate_per_s, capacity))
+        return out
     exact = exact_wait(workload, policy, latency, seed=streams["formula"])
     res = run_engine(
         workload, policy, latency, requests=requests, warmup=warmup, seed=streams["run"]
     )
     out.update(res.to_json(exact))
+    warning = _far_from_exact(res, exact)
+    if warning:
+        out["warning"] = warning
     return out
+
+
+def _no_steady_state(rate: float, capacity: Any) -> dict[str, Any]:
+    """The result of a load at or above the exact capacity: unstable, every statistic null."""
+    return {
+        "wait": None,
+        "ttft": None,
+        "jct": None,
+        "tpot": None,
+        "unstable": True,
+        "note": (
+            f"the arrival rate {rate:.6g}/s is at or above the highest sustainable rate "
+            f"{capacity.rate_per_s:.6g}/s ({capacity.method}): the queue grows without bound"
+        ),
+    }
+
+
+def _far_from_exact(res: Any, exact: Any) -> str:
+    """A warning when the simulated mean wait sits far below a known exact value (by more than
+    4 of its CIs and 5%): the run has not reached the steady state (near rho = 1 the relaxation
+    time grows like 1/(1 - rho)^2), so its numbers are not the queue's."""
+    if exact is None or res.unstable or res.wait is None:
+        return ""
+    sim, ci = float(res.wait.mean), float(res.wait.ci95)
+    gap = exact.wait_s - sim
+    tol = max(4.0 * math.hypot(ci, exact.se_s), 0.05 * exact.wait_s)
+    if math.isfinite(sim) and gap > tol:
+        return (
+            f"the simulated mean wait {sim:.4g} s sits far below the exact {exact.wait_s:.4g} s: "
+            "the run is too short to reach the steady state at this load; raise --requests "
+            "and --warmup, or lower the load"
+        )
+    return ""
 
 
 def _fmt(v: Any) -> str:
@@ -336,7 +409,7 @@ def _print_text(out: dict[str, Any]) -> None:
 def _handler(args: argparse.Namespace) -> int:
     out = simulate(args)
     if args.json:
-        print(json.dumps(out, indent=2))
+        print(strict_json(out))
     else:
         _print_text(out)
     return 0
@@ -345,9 +418,15 @@ def _handler(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = add_command(subparsers, "simulate", __doc__)
     g = p.add_argument_group("workload")
-    g.add_argument("--rate", type=float, help="Poisson arrival rate (requests/s)")
     g.add_argument(
-        "--load", type=float, help="arrival rate as a fraction of the max rate, in (0, 1)"
+        "--rate",
+        type=flags.number(0, MAX_RATE_PER_S, lo_open=True, unit="requests/s"),
+        help=f"Poisson arrival rate, requests/s in {flags.help_range(0, MAX_RATE_PER_S, True)}",
+    )
+    g.add_argument(
+        "--load",
+        type=flags.number(0, 1, lo_open=True, hi_open=True),
+        help="arrival rate as a fraction of the highest sustainable rate, in (0, 1)",
     )
     g.add_argument("--tokens", help="output-token law, e.g. lognormal:mu=5,sigma=1,cap=2048")
     g.add_argument("--prompt-tokens", help="prompt-token law (default: no prompt)")
@@ -360,37 +439,62 @@ def register(subparsers: Any) -> None:
     g = p.add_argument_group("policy")
     g.add_argument("--order", choices=ORDERS, default="fcfs")
     g.add_argument(
-        "--guard", type=float, metavar="S", help="starvation guard: serve by age after S s"
+        "--guard",
+        type=flags.number(0, MAX_TIME_S, lo_open=True, unit="s"),
+        metavar="S",
+        help=f"starvation guard: serve by age after S s, S in (0, {MAX_TIME_S:g}]",
     )
     g.add_argument("--batching", choices=BATCHING, default="none")
     g.add_argument(
-        "--max-batch", type=int, help="b_max (dynamic, elastic) or max_batch (continuous)"
+        "--max-batch",
+        type=flags.count(1, MAX_BATCH),
+        help=f"b_max (dynamic, elastic) or max_batch (continuous), in [1, {MAX_BATCH}]",
     )
-    g.add_argument("--batch", type=int, metavar="K", help="batch size K (fixed; B for multibin)")
-    g.add_argument("--bins", type=int, help="multibin: number of bins k (default 1)")
+    g.add_argument(
+        "--batch",
+        type=flags.count(1, MAX_BATCH),
+        metavar="K",
+        help=f"batch size K (fixed; B for multibin), in [1, {MAX_BATCH}]",
+    )
+    g.add_argument(
+        "--bins",
+        type=flags.count(1, MAX_BINS),
+        help=f"multibin: number of bins k in [1, {MAX_BINS}] (default 1)",
+    )
     g.add_argument("--bin-edges", help="multibin: E1/E2/... tokens (default: equal-probability)")
     g.add_argument(
-        "--flush", type=float, metavar="S", help="multibin: send a partly full bin after S s"
+        "--flush",
+        type=flags.number(0, MAX_TIME_S, lo_open=True, unit="s"),
+        metavar="S",
+        help=f"multibin: send a partly full bin after S s, S in (0, {MAX_TIME_S:g}]",
     )
     g.add_argument("--kv-tokens", help="continuous: KV budget in tokens per server, auto or none")
     g.add_argument(
         "--kv-memory-fraction",
-        type=float,
+        type=flags.number(0, 1, lo_open=True),
         default=0.9,
-        help="--kv-tokens auto: share of GPU memory for weights + KV (default 0.9, vLLM's)",
+        help="--kv-tokens auto: share of GPU memory for weights + KV, in (0, 1] (default 0.9, "
+        "vLLM's)",
     )
     g.add_argument(
         "--admission", choices=ADMISSIONS, help="continuous: reserve (default) or on_demand"
     )
     g.add_argument(
-        "--max-batched-tokens", type=int, help="continuous: tokens per iteration (chunked prefill)"
+        "--max-batched-tokens",
+        type=flags.count(1, int(MAX_TOKENS)),
+        help=f"continuous: tokens per iteration (chunked prefill), in [1, {MAX_TOKENS:g}]",
     )
     g.add_argument(
         "--block-size",
-        type=int,
-        help="continuous: KV cache in blocks of N tokens (paged; default 1)",
+        type=flags.count(1, MAX_BATCH),
+        help=f"continuous: KV cache in blocks of N tokens (paged; default 1), N in [1, {MAX_BATCH}]",
     )
-    g.add_argument("--servers", type=int, default=1, help="identical servers sharing the queue")
+    g.add_argument(
+        "--servers",
+        type=flags.count(1, MAX_SERVERS),
+        default=1,
+        help=f"identical servers sharing the queue, in [1, {MAX_SERVERS}]",
+    )
     g = p.add_argument_group("time law (exactly one)")
     g.add_argument(
         "--profile",
@@ -404,14 +508,27 @@ def register(subparsers: Any) -> None:
     )
     g = p.add_argument_group("run")
     g.add_argument(
-        "--requests", type=int, default=1_000_000, help="measured requests (default 10^6)"
+        "--requests",
+        type=flags.count(400, MAX_REQUESTS),
+        default=1_000_000,
+        help=f"measured requests, in [400, {MAX_REQUESTS:g}] (default 10^6)",
     )
-    g.add_argument("--warmup", type=int, default=100_000, help="warm-up requests (default 10^5)")
+    g.add_argument(
+        "--warmup",
+        type=flags.count(0, MAX_REQUESTS),
+        default=100_000,
+        help="warm-up requests (default 10^5)",
+    )
     g.add_argument(
         "--max-rate", action="store_true", help="also print the highest sustainable rate"
     )
-    g.add_argument("--capacity-requests", type=int, default=200_000, help=argparse.SUPPRESS)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument(
+        "--capacity-requests",
+        type=flags.count(1000, 10**8),
+        default=200_000,
+        help=argparse.SUPPRESS,
+    )
+    g.add_argument("--seed", type=flags.seed, default=0, help="random seed in [0, 2**63)")
     g.add_argument("--json", action="store_true")
     p.set_defaults(handler=_handler)
 

@@ -16,15 +16,19 @@ A range --limit START:STOP:STEP prints the curve and the optimum of F1 (patient)
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from typing import Any
 
 import numpy as np
 
-from llmqueue.cli import add_command
+from llmqueue.cli import add_command, flags
 from llmqueue.errors import InputError
+from llmqueue.io import strict_json
+from llmqueue.limits import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS
+
+MAX_COST = 1e9  # F2's cost of a lost user: any larger weight only flips the optimum to no limit
+MAX_GAMMA = 10.0  # r^gamma stays finite for every r <= MAX_TOKENS
 
 _DEFAULT_ALPHA = {"patient": 119 / 120, "impatient": 0.95}
 
@@ -34,34 +38,61 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--tokens",
         required=True,
-        help="token law spec, e.g. lognormal:mu=7,sigma=0.7 or trace:PATH:COLUMN",
+        help="token law spec, e.g. lognormal:mu=7,sigma=0.7 or trace:PATH:COLUMN "
+        f"(counts at most {MAX_TOKENS:g})",
     )
     p.add_argument(
-        "--rate", required=True, type=float, help="arrival rate lambda (requests/s, > 0)"
+        "--rate",
+        required=True,
+        type=flags.number(0, MAX_RATE_PER_S, lo_open=True, unit="requests/s"),
+        help=f"arrival rate lambda, requests/s in {flags.help_range(0, MAX_RATE_PER_S, True)}",
     )
     p.add_argument(
-        "--latency", required=True, help="S = a*N + b0 as a=SECONDS_PER_TOKEN,b0=SECONDS"
+        "--latency",
+        required=True,
+        help=f"S = a*N + b0 as a=SECONDS_PER_TOKEN,b0=SECONDS (each in [0, {MAX_TIME_S:g}])",
     )
     p.add_argument(
-        "--limit", required=True, help="max-token limit l (tokens, > 0) or a range START:STOP:STEP"
+        "--limit",
+        required=True,
+        help=f"max-token limit l in (0, {MAX_TOKENS:g}] tokens, or a range START:STOP:STEP "
+        "(at most 100,000 points)",
     )
     p.add_argument(
-        "--patience", type=float, help="patience tau (s, > 0): impatient users leave after tau"
+        "--patience",
+        type=flags.number(0, MAX_TIME_S, lo_open=True, unit="s"),
+        help=f"patience tau in {flags.help_range(0, MAX_TIME_S, True)} s: impatient users "
+        "leave after tau",
     )
     p.add_argument(
-        "--simulate", type=int, metavar="N", help="also simulate N requests (after warm-up)"
+        "--simulate",
+        type=flags.count(1000, MAX_REQUESTS, unit="requests"),
+        metavar="N",
+        help=f"also simulate N requests after warm-up, N in [1000, {MAX_REQUESTS:g}]",
     )
-    p.add_argument("--warmup", type=int, help="requests discarded before measuring (default N/20)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument(
+        "--warmup",
+        type=flags.count(0, MAX_REQUESTS, unit="requests"),
+        help="requests discarded before measuring (default N/20)",
+    )
+    p.add_argument("--seed", type=flags.seed, default=0, help="random seed in [0, 2**63)")
     p.add_argument(
         "--alpha",
-        type=float,
+        type=flags.number(0, 1, lo_open=True),
         help="objective weight alpha in (0, 1] (default 119/120 patient, 0.95 impatient)",
     )
     p.add_argument(
-        "--cost", type=float, default=4.0, help="cost c of a lost user in F2 (default 4)"
+        "--cost",
+        type=flags.number(0, MAX_COST),
+        default=4.0,
+        help=f"cost c of a lost user in F2, in [0, {MAX_COST:g}] (default 4)",
     )
-    p.add_argument("--gamma", type=float, default=1.0, help="utility g(r) = r^gamma (default 1)")
+    p.add_argument(
+        "--gamma",
+        type=flags.number(0, MAX_GAMMA, lo_open=True),
+        default=1.0,
+        help=f"utility g(r) = r^gamma, gamma in (0, {MAX_GAMMA:g}] (default 1)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(handler=run)
 
@@ -70,26 +101,15 @@ def _parse_limits(text: str) -> tuple[np.ndarray, bool]:
     from llmqueue.grids import parse_range
 
     limits, is_range = parse_range(text, "--limit", max_points=100_000)
-    if not limits[0] > 0:
-        raise InputError(f"--limit must be > 0 tokens, got {text!r}")
+    if not (limits[0] > 0 and limits[-1] <= MAX_TOKENS and np.all(np.isfinite(limits))):
+        raise InputError(f"--limit must lie in (0, {MAX_TOKENS:g}] tokens, got {text!r}")
     return limits, is_range
 
 
 def _validate(args: argparse.Namespace) -> None:
-    if not (args.rate > 0 and math.isfinite(args.rate)):
-        raise InputError(f"--rate must be > 0 requests/s, got {args.rate:g}")
-    if args.patience is not None and not (args.patience > 0 and math.isfinite(args.patience)):
-        raise InputError(f"--patience must be > 0 s, got {args.patience:g}")
-    if args.simulate is not None and args.simulate < 1000:
-        raise InputError(f"--simulate must be >= 1000 requests, got {args.simulate}")
-    if args.warmup is not None and args.warmup < 0:
-        raise InputError(f"--warmup must be >= 0 requests, got {args.warmup}")
-    if args.alpha is not None and not 0 < args.alpha <= 1:
-        raise InputError(f"--alpha must lie in (0, 1], got {args.alpha:g}")
-    if not args.cost >= 0:
-        raise InputError(f"--cost must be >= 0, got {args.cost:g}")
-    if not args.gamma > 0:
-        raise InputError(f"--gamma must be > 0, got {args.gamma:g}")
+    """What the flags' own types cannot see: the warm-up against the run."""
+    if args.warmup is not None and args.simulate is None:
+        raise InputError("--warmup goes with --simulate N")
 
 
 def _simulate(
@@ -232,7 +252,10 @@ def run(args: argparse.Namespace) -> int:
 
     _validate(args)
     limits, is_range = _parse_limits(args.limit)
-    law = parse_law(args.tokens)
+    try:
+        law = parse_law(args.tokens)
+    except InputError as err:
+        raise InputError(f"--tokens: {err}") from None
     latency = parse_linear_latency(args.latency)
     rows = [_point(args, law, latency, float(lim), i, is_range) for i, lim in enumerate(limits)]
     if is_range:
@@ -246,7 +269,7 @@ def run(args: argparse.Namespace) -> int:
         "patience": args.patience,
     }
     if args.json:
-        print(json.dumps({**result_meta, **result}, indent=2, allow_nan=True))
+        print(strict_json({**result_meta, **result}))
     else:
         _print_text(result_meta, rows, result.get("optimum"))
     return 0

@@ -118,9 +118,10 @@ def load_model(path: str | Path, where: str = "--model") -> LengthModel:
                 f"this llmqueue reads version {FORMAT_VERSION}: retrain it with "
                 "`llmqueue predictor train`"
             )
+        spec, kind, edges, values, meta = _header_fields(header, f"{where}: {path}")
         import sklearn
 
-        made = str(header.get("meta", {}).get("sklearn", "?"))
+        made = str(meta.get("sklearn", "?"))
         if _minor(made) != _minor(sklearn.__version__):
             raise InputError(
                 f"{where}: {path} was saved with scikit-learn {made}; this environment has "
@@ -131,16 +132,34 @@ def load_model(path: str | Path, where: str = "--model") -> LengthModel:
             est = pickle.load(fh)  # noqa: S301 - our own format; the docstring warns
         except Exception as err:  # noqa: BLE001 - a damaged file is the user's input
             raise InputError(f"{where}: {path}: the estimator cannot be read: {err}") from None
-    f = header["features"]
-    spec = FeatureSpec(tuple(int(m) for m in f["history"]), float(f["known_after_s"]))
-    kind = str(header.get("kind"))
+    if not (hasattr(est, "predict") and callable(est.predict)):
+        raise InputError(f"{where}: {path}: the estimator has no predict method")
+    if kind == "classifier" and len(values) != len(edges) + 1:
+        raise InputError(
+            f"{where}: {path}: a classifier needs one class value more than its edges, got "
+            f"{len(values)} values for {len(edges)} edges"
+        )
+    return LengthModel(kind, est, spec, edges, values, meta)
+
+
+def _header_fields(
+    header: dict[str, Any], where: str
+) -> tuple[FeatureSpec, str, tuple[float, ...], tuple[float, ...], dict[str, Any]]:
+    """The header's features, kind, class edges and values, and meta, checked key by key: a
+    header with the right format name but a wrong or missing field is an InputError naming it."""
+    try:
+        f = header["features"]
+        spec = FeatureSpec(tuple(int(m) for m in f["history"]), float(f["known_after_s"]))
+        kind = str(header["kind"])
+        edges = tuple(float(x) for x in header.get("class_edges", []))
+        values = tuple(float(x) for x in header.get("class_values", []))
+        meta = dict(header["meta"])
+        int(meta["train_rows"])
+        str(meta["fingerprint"])
+    except KeyError as err:
+        raise InputError(f"{where}: its header lacks {err.args[0]!r}") from None
+    except (TypeError, ValueError) as err:
+        raise InputError(f"{where}: its header holds a wrong value ({err})") from None
     if kind not in KINDS:
-        raise InputError(f"{where}: {path}: unknown model kind {kind!r}")
-    return LengthModel(
-        kind,
-        est,
-        spec,
-        tuple(float(x) for x in header.get("class_edges", [])),
-        tuple(float(x) for x in header.get("class_values", [])),
-        dict(header.get("meta", {})),
-    )
+        raise InputError(f"{where}: unknown model kind {kind!r}; known: {', '.join(KINDS)}")
+    return spec, kind, edges, values, meta

@@ -34,7 +34,7 @@ from llmqueue.sim.predictors import Oracle
 from llmqueue.sim.workload import PoissonWorkload, Workload
 from llmqueue.tokens import UniformLaw
 
-__all__ = ["Capacity", "max_rate", "saturated_rate", "THEOREM_4_2"]
+__all__ = ["Capacity", "exact_rate", "max_rate", "saturated_rate", "THEOREM_4_2"]
 
 THEOREM_4_2 = "theorem 4.2"
 
@@ -106,6 +106,16 @@ def _formula(
     return Capacity(c * b / t, "formula", f"c b / E[T_b] at b = {b} (Eq. 24)")
 
 
+def exact_rate(
+    workload: Workload, policy: Policy, latency: BatchLatency | LinearLatency | StepLaw
+) -> Capacity | None:
+    """The highest sustainable rate by a closed form (or Theorem 4.2) where one applies, else
+    None; never simulates (cheap: the stability check of a run)."""
+    if policy.kind != "continuous" and isinstance(latency, (BatchLatency, LinearLatency)):
+        return _formula(workload, policy, latency)
+    return None
+
+
 def max_rate(
     workload: Workload,
     policy: Policy,
@@ -116,10 +126,9 @@ def max_rate(
 ) -> Capacity:
     """The policy's service rate under saturation (module docstring): a closed form (or Theorem
     4.2) where one applies, else :func:`saturated_rate`."""
-    if policy.kind != "continuous" and isinstance(latency, (BatchLatency, LinearLatency)):
-        cap = _formula(workload, policy, latency)
-        if cap is not None:
-            return cap
+    cap = exact_rate(workload, policy, latency)
+    if cap is not None:
+        return cap
     return saturated_rate(workload, policy, latency, requests=requests, seed=seed)
 
 

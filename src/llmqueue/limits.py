@@ -1,0 +1,108 @@
+"""The bounds of every input, declared once, and the checks every entry point uses.
+
+The operator CLI, the config checks and the file readers refuse a value outside these bounds
+with one :class:`~llmqueue.errors.InputError` that names the flag, key or column and the allowed
+range, before any long computation. The bounds keep every accepted value inside what the
+library computes right and quickly:
+
+- token counts (a reply, a prompt, a limit, a law's mean) at most :data:`MAX_TOKENS`: no LLM reply
+  is longer, and the engine counts tokens in float64 and int64 exactly far beyond it;
+- times (latency coefficients, patience, guards, timeouts) at most :data:`MAX_TIME_S`, rates at
+  most :data:`MAX_RATE_PER_S`: their products (a load, a backlog) stay finite;
+- sizes the engine allocates per server or per batch (servers, batch caps) at most
+  :data:`MAX_SERVERS` and :data:`MAX_BATCH`; simulated requests at most :data:`MAX_REQUESTS`;
+- seeds in [0, 2**63).
+
+Units: tokens, seconds, requests per second.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any
+
+from llmqueue.errors import InputError
+
+__all__ = [
+    "MAX_TOKENS",
+    "MAX_TIME_S",
+    "MAX_RATE_PER_S",
+    "MAX_SERVERS",
+    "MAX_BATCH",
+    "MAX_REQUESTS",
+    "MAX_SEED",
+    "number",
+    "integer",
+    "interval",
+]
+
+MAX_TOKENS = 1e9
+MAX_TIME_S = 1e9
+MAX_RATE_PER_S = 1e9
+MAX_SERVERS = 4096
+MAX_BATCH = 1 << 16
+MAX_REQUESTS = 10**9
+MAX_SEED = 2**63 - 1
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+def interval(lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> str:
+    """The range as text: ``(0, 1e+09]``."""
+    return f"{'(' if lo_open else '['}{_fmt(lo)}, {_fmt(hi)}{')' if hi_open else ']'}"
+
+
+def number(
+    value: Any,
+    name: str,
+    *,
+    lo: float,
+    hi: float,
+    lo_open: bool = False,
+    hi_open: bool = False,
+    unit: str = "",
+) -> float:
+    """`value` (a number, or text that parses as one) as a finite float in the range; else an
+    InputError naming `name`, the range and what was given."""
+    rng = interval(lo, hi, lo_open, hi_open) + (f" {unit}" if unit else "")
+    bad = InputError(f"{name} must be a number in {rng}, got {value!r}")
+    if isinstance(value, bool):
+        raise bad
+    try:
+        x = float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise bad from None
+    if not math.isfinite(x):
+        raise bad
+    if (x < lo or (lo_open and x == lo)) or (x > hi or (hi_open and x == hi)):
+        raise bad
+    return x
+
+
+def integer(value: Any, name: str, *, lo: int, hi: int, unit: str = "") -> int:
+    """`value` (an integer, an integral float such as 1e5, or text of one) as an int in
+    [lo, hi]; else an InputError naming `name`, the range and what was given."""
+    rng = interval(lo, hi) + (f" {unit}" if unit else "")
+    bad = InputError(f"{name} must be an integer in {rng}, got {value!r}")
+    if isinstance(value, bool):
+        raise bad
+    if isinstance(value, numbers.Integral):
+        n = int(value)
+    else:
+        try:
+            text = str(value).strip()
+            n = int(text) if text.lstrip("+-").isdigit() else int(_integral(float(text)))
+        except (TypeError, ValueError, OverflowError):
+            raise bad from None
+    if not lo <= n <= hi:
+        raise bad
+    return n
+
+
+def _integral(x: float) -> float:
+    if not math.isfinite(x) or x != int(x):
+        raise ValueError(x)
+    return x

@@ -1,0 +1,395 @@
+"""Adversarial input everywhere: every flag of every operator command, every token-law spec and
+mutated copies of the config.
+
+Each CLI call must end, within a bounded time, in one of two ways: exit 0 with strict JSON (no
+bare NaN or Infinity; no mean beside ``"unstable": true``), or exit 2 with one line on stderr
+that names the flag at fault. Never a traceback, an internal error (exit 1) or a hang. A law spec
+either parses to a law whose first two moments are finite or is refused with an InputError; a
+mutated config is accepted or refused (schema or checks) before any job, never by a crash.
+Examples are drawn by hypothesis from fixed seeds (derandomized), so a failure reproduces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from llmqueue.checks import check_config
+from llmqueue.cli import main
+from llmqueue.errors import InputError
+from llmqueue.tokens import parse_law
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE = "data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv"
+SECONDS = 60  # the most one call may take (compilation of a kernel included)
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,  # the time bound is checked per call below, with its own message
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+
+# values a careless or hostile user types into a numeric flag
+NASTY_NUMBERS = [
+    "0", "-1", "-0", "1e-300", "1e308", "1e19", "nan", "inf", "-inf", "abc", "", "1,5",
+    "0x10", "1e999", "9" * 40, "2.5", "3", "1e5",
+]  # fmt: skip
+
+
+def number(lo: float, hi: float) -> st.SearchStrategy[str]:
+    """A flag's value: a sane number in [lo, hi] most of the time, else a nasty one."""
+    sane = st.floats(lo, hi, allow_nan=False, allow_infinity=False).map(lambda x: f"{x:.6g}")
+    return st.one_of(sane, sane, st.sampled_from(NASTY_NUMBERS))
+
+
+def count(lo: int, hi: int) -> st.SearchStrategy[str]:
+    return st.one_of(st.integers(lo, hi).map(str), st.sampled_from(NASTY_NUMBERS))
+
+
+LAWS = st.one_of(
+    st.sampled_from(
+        [
+            "lognormal:mu=5,sigma=1",
+            "lognormal:mu=5,sigma=1,cap=2048",
+            "uniform:low=1,high=500",
+            "exponential:mean=200",
+            "deterministic:value=100",
+            "truncnorm:mean=300,sd=100",
+            f"trace:{TRACE}:GeneratedTokens",
+            "lognormal:mu=700,sigma=1",
+            "lognormal:mu=1,sigma=40",
+            "exponential:mean=1e200",
+            "deterministic:value=1e19",
+            "uniform:low=5,high=1",
+            "lognormal:mu=5",
+            "trace:/no/such.csv:x",
+            "nonsense",
+            "lognormal:mu=nan,sigma=1",
+        ]
+    ),
+    st.builds(
+        lambda kind, a, b: f"{kind}:{a},{b}",
+        st.sampled_from(["lognormal", "uniform", "exponential", "truncnorm", "deterministic"]),
+        st.sampled_from(["mu=3", "low=0", "mean=1e9", "value=-1", "sigma=0", "mean=5", "x=1"]),
+        st.sampled_from(["sigma=2", "high=1e10", "sd=1e300", "cap=0", "cap=1e12", "sigma=30"]),
+    ),
+)
+
+
+def run_cli(*argv: str) -> tuple[int, str, str, float]:
+    out, err = io.StringIO(), io.StringIO()
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue(), time.perf_counter() - t0
+
+
+def _no_mean_when_unstable(obj: Any, unstable: bool = False) -> None:
+    if isinstance(obj, dict):
+        unstable = unstable or obj.get("unstable") is True
+        for k, v in obj.items():
+            if unstable and k in ("mean", "p50", "p90", "p99") and v is not None:
+                raise AssertionError(f"{k} = {v} reported for an unstable queue")
+            _no_mean_when_unstable(v, unstable)
+    elif isinstance(obj, list):
+        for v in obj:
+            _no_mean_when_unstable(v, unstable)
+
+
+def check_outcome(argv: list[str]) -> None:
+    code, out, err, dt = run_cli(*argv)
+    shown = " ".join(argv)
+    assert dt < SECONDS, f"{dt:.0f} s: {shown}"
+    assert "Traceback" not in err, f"traceback for {shown}:\n{err}"
+    assert code in (0, 2), f"exit {code} for {shown}:\n{err}"
+    if code == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, f"{len(lines)} lines for {shown}:\n{err}"
+        assert "--" in lines[0] or "argument" in lines[0], f"no flag named: {lines[0]}"
+        return
+    if "--json" in argv:
+
+        def refuse(c: str) -> None:
+            raise AssertionError(f"bare {c} in the JSON of {shown}")
+
+        _no_mean_when_unstable(json.loads(out, parse_constant=refuse))
+
+
+@given(
+    tokens=LAWS,
+    rate=number(1e-4, 0.2),
+    latency=st.sampled_from(
+        ["a=0.023,b0=0.186", "a=0,b0=0", "a=1e308,b0=1", "a=-1,b0=1", "a=0.01", "b0=1"]
+    ),
+    limit=st.one_of(number(50, 4000), st.sampled_from(["100:2000:100", "5:1:1", "1:1e9:1"])),
+    patience=st.one_of(st.none(), number(1, 120)),
+    simulate=st.one_of(st.none(), count(1000, 3000)),
+    extra=st.lists(
+        st.tuples(
+            st.sampled_from(["--alpha", "--cost", "--gamma", "--seed", "--warmup"]),
+            st.sampled_from(NASTY_NUMBERS),
+        ),
+        max_size=2,
+    ),
+)
+@FUZZ
+def test_token_limit_flags(
+    tokens: str, rate: str, latency: str, limit: str, patience: Any, simulate: Any, extra: list
+) -> None:
+    argv = ["token-limit", "--tokens", tokens, "--rate", rate, "--latency", latency]
+    argv += ["--limit", limit, "--json"]
+    if patience is not None:
+        argv += ["--patience", patience]
+    if simulate is not None:
+        argv += ["--simulate", simulate]
+    for flag, value in extra:
+        argv += [flag, value]
+    check_outcome(argv)
+
+
+@given(
+    policy=st.sampled_from(["dynamic", "fixed", "elastic", "static"]),
+    tokens=LAWS,
+    rate=st.one_of(number(1e-3, 0.6), st.sampled_from(["0.05:0.2:0.05", "0.2:0.05:0.05"])),
+    profile=st.sampled_from(
+        [
+            "k1=0,k2=0,k3=3.1e-4,k4=2.48e-3",
+            "k1=0.0023,k2=0.0003,k3=8.1e-6,k4=0.0061",
+            "k1=1e308,k2=0,k3=0,k4=1",
+            "k1=0,k2=0,k3=0,k4=0",
+            "k1=0,k2=0",
+        ]
+    ),
+    batch=st.one_of(st.none(), count(1, 16)),
+    bmax=st.one_of(st.none(), count(1, 16)),
+    simulate=st.one_of(st.none(), count(1000, 3000)),
+    extra=st.lists(
+        st.tuples(
+            st.sampled_from(["--seed", "--sim-batches", "--fit-max-batch", "--kmax"]),
+            st.sampled_from(NASTY_NUMBERS),
+        ),
+        max_size=2,
+    ),
+)
+@FUZZ
+def test_batching_flags(
+    policy: str,
+    tokens: str,
+    rate: str,
+    profile: str,
+    batch: Any,
+    bmax: Any,
+    simulate: Any,
+    extra: list,
+) -> None:
+    argv = ["batching", "--policy", policy, "--tokens", tokens, "--rate", rate]
+    argv += ["--profile", profile, "--json"]
+    for flag, value in (("--batch", batch), ("--bmax", bmax), ("--simulate", simulate)):
+        if value is not None:
+            argv += [flag, value]
+    for flag, value in extra:
+        argv += [flag, value]
+    check_outcome(argv)
+
+
+SIM_EXTRA = st.sampled_from(
+    [
+        "--servers",
+        "--max-batch",
+        "--batch",
+        "--bins",
+        "--guard",
+        "--flush",
+        "--kv-tokens",
+        "--kv-memory-fraction",
+        "--max-batched-tokens",
+        "--block-size",
+        "--seed",
+        "--warmup",
+        "--load",
+    ]
+)
+
+
+@given(
+    workload=st.one_of(
+        LAWS.map(lambda law: ["--tokens", law]),
+        st.just(["--trace", TRACE]),
+        st.just(["--trace", TRACE, "--replay"]),
+        st.just(["--trace", "/etc/hostname"]),
+    ),
+    rate=number(0.01, 3.0),
+    batching=st.sampled_from(["none", "dynamic", "fixed", "elastic", "continuous", "multibin"]),
+    order=st.sampled_from(["fcfs", "sjf", "spjf", "srpt"]),
+    law=st.sampled_from(
+        [
+            ["--latency", "a=0.002,b0=0.05"],
+            ["--batch-time", "k1=0,k2=0.05,k3=1e-5,k4=0.002"],
+            ["--step", "c0=0.02,c_tok=1e-5,c_ctx=1e-7"],
+            ["--latency", "a=inf,b0=0"],
+            ["--profile", "nope"],
+        ]
+    ),
+    sizes=st.fixed_dictionaries(
+        {"--max-batch": count(1, 64), "--batch": count(1, 16), "--bins": count(1, 4)}
+    ),
+    predictor=st.sampled_from(
+        [None, "oracle", "noisy:sigma=0.5", "buckets:k=5,acc=0.8", "learned:/no/model", "x"]
+    ),
+    extra=st.lists(st.tuples(SIM_EXTRA, st.sampled_from(NASTY_NUMBERS)), max_size=2),
+)
+@FUZZ
+def test_simulate_flags(
+    workload: list,
+    rate: str,
+    batching: str,
+    order: str,
+    law: list,
+    sizes: dict,
+    predictor: Any,
+    extra: list,
+) -> None:
+    argv = ["simulate", *workload, "--rate", rate, "--batching", batching, "--order", order]
+    argv += [*law, "--requests", "2000", "--warmup", "200", "--capacity-requests", "2000"]
+    if batching in ("dynamic", "elastic", "continuous"):
+        argv += ["--max-batch", sizes["--max-batch"]]
+    if batching in ("fixed", "multibin"):
+        argv += ["--batch", sizes["--batch"]]
+    if batching == "multibin":
+        argv += ["--bins", sizes["--bins"]]
+    if predictor is not None:
+        argv += ["--predictor", predictor]
+    for flag, value in extra:
+        argv += [flag, value]
+    check_outcome([*argv, "--json"])
+
+
+@given(
+    action=st.sampled_from(["train", "score"]),
+    trace=st.sampled_from([TRACE, "/etc/hostname", "/no/such.csv", "data"]),
+    extra=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "--train-fraction",
+                    "--validation-fraction",
+                    "--known-after",
+                    "--max-iter",
+                    "--learning-rate",
+                    "--n-classes",
+                    "--seed",
+                    "--history",
+                ]
+            ),
+            st.sampled_from(NASTY_NUMBERS),
+        ),
+        min_size=1,
+        max_size=2,
+    ),
+)
+@FUZZ
+def test_predictor_flags(action: str, trace: str, extra: list, tmp_path_factory: Any) -> None:
+    argv = ["predictor", action, "--trace", trace, "--json"]
+    if action == "train":
+        argv += ["--out", str(tmp_path_factory.mktemp("m") / "m.model"), "--max-iter", "5"]
+        for flag, value in extra:
+            argv += [flag, value]
+    else:
+        argv += ["--predictor", "noisy:sigma=0.5"]
+    check_outcome(argv)
+
+
+def test_predictor_files_that_look_right_but_are_not(tmp_path: Path) -> None:
+    """A model file with a valid header and wrong contents, an output path that is a folder."""
+    header = {"format": "llmqueue-length-model", "version": 1, "kind": "regressor"}
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(json.dumps(header).encode() + b"\nnot a pickle")
+    check_outcome(["predictor", "score", "--trace", TRACE, "--model", str(bad), "--json"])
+    code, _, err, _ = run_cli("predictor", "score", "--trace", TRACE, "--model", str(bad))
+    assert code == 2 and "lacks 'features'" in err
+    code, _, err, _ = run_cli("predictor", "train", "--trace", TRACE, "--out", str(tmp_path))
+    assert code == 2 and "--out" in err and "directory" in err
+
+
+@given(spec=LAWS)
+@FUZZ
+def test_every_law_spec_parses_to_finite_moments_or_is_refused(spec: str) -> None:
+    try:
+        law = parse_law(spec, str(ROOT))
+    except InputError:
+        return
+    assert math.isfinite(law.mean()) and math.isfinite(float(law.clipped_moment(math.inf, 2)))
+
+
+CONFIG = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+
+
+def _leaves(node: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in _leaves(v, (*path, k))]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in _leaves(v, (*path, i))]
+    return [path]
+
+
+LEAVES = _leaves(CONFIG)
+
+
+@given(
+    leaf=st.sampled_from(LEAVES),
+    value=st.sampled_from([-1, 0, 1e308, float("nan"), "abc", None, [], {}, "1e19", True]),
+)
+@settings(max_examples=150, deadline=None, derandomize=True)
+def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, value: Any) -> None:
+    from snakemake.utils import validate
+
+    cfg = copy.deepcopy(CONFIG)
+    node = cfg
+    for key in leaf[:-1]:
+        node = node[key]
+    node[leaf[-1]] = value
+    try:
+        validate(cfg, str(ROOT / "workflow/schemas/config.schema.yaml"), set_default=True)
+        check_config(cfg, ROOT)
+    except InputError:
+        return
+    except Exception as err:  # noqa: BLE001 - the schema's own error type
+        if type(err).__name__ in ("WorkflowError", "ValidationError"):
+            return
+        raise
+
+
+@pytest.mark.parametrize(
+    "path, value",
+    [
+        (("token_limit", "tokens"), "lognormal:mu=700,sigma=1"),
+        (("token_limit", "tokens"), "exponential:mean=1e200"),
+        (("token_limit", "patient", "rate_per_s"), float("inf")),
+        (("token_limit", "simulation", "requests"), -5),
+        (("serving", "simulation", "requests"), 10**12),
+    ],
+)
+def test_config_values_out_of_range_are_refused(path: tuple, value: Any) -> None:
+    from snakemake.utils import validate
+
+    cfg = copy.deepcopy(CONFIG)
+    node = cfg
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    with pytest.raises(Exception) as err:
+        validate(cfg, str(ROOT / "workflow/schemas/config.schema.yaml"), set_default=True)
+        check_config(cfg, ROOT)
+    assert type(err.value).__name__ in ("InputError", "WorkflowError", "ValidationError")
+    assert str(path[-1]) in str(err.value) or path[0] in str(err.value)
