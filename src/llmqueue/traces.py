@@ -10,7 +10,9 @@ and validation drivers and the studies read tables through this module only.
 
 - :func:`read_trace`: a file as :class:`TraceRows`, by format name (:data:`FORMATS`): ``csv``
   (named timestamp, prompt, output and optional finish columns; timestamps are seconds or
-  date-times) or ``vllm-requests`` (a validation run's request table);
+  date-times), ``vllm-requests`` (a validation run's request table) or ``ssjf-predictions``
+  (SSJF's published output lengths with their proxy model's predicted class,
+  ``data/ssjf-predictions/``);
 - :func:`read_columns`, :func:`read_timestamps`, :func:`read_column`, :func:`read_table`: the
   parts they are built from, for callers that need only some columns;
 - :func:`parse_trace_spec`: the one parser of a ``trace:PATH:COLUMN[:cap=L]`` token-law spec.
@@ -41,6 +43,8 @@ __all__ = [
     "TraceSpec",
     "FORMATS",
     "VLLM_REQUEST_COLUMNS",
+    "SSJF_PREDICTION_COLUMNS",
+    "PREDICTED_CLASS",
     "parse_trace_spec",
     "read_trace",
     "read_table",
@@ -305,10 +309,59 @@ def _read_vllm_requests(
     )
 
 
+# The columns of SSJF's published predictions (data/ssjf-predictions/: the true output length and
+# the class their proxy model predicted), and the name the predicted class has in ``frame``.
+SSJF_PREDICTION_COLUMNS = ("output_token_length", "predicted_length")
+PREDICTED_CLASS = "predicted_class"
+
+
+def _read_ssjf_predictions(
+    path: str | os.PathLike[str], columns: TraceColumns, where: str
+) -> TraceRows:
+    """SSJF's published predictions (Qiu et al., arXiv 2404.08509; data/ssjf-predictions/): one
+    row per prompt, its true output length (tokens, whole, >= 1) and its proxy model's predicted
+    class (an integer >= 0, shortest first). The rows are a length law, not a trace: no arrival
+    times (all 0, in file order) and no prompt lengths (0). ``frame``: the output tokens, the
+    predicted class (:data:`PREDICTED_CLASS`) and any other column of the file, in file order.
+    `columns` is not read: the file's own column names are fixed."""
+    import pandas as pd
+
+    df = read_table(path, where)
+    f = str(Path(path))
+    missing = [c for c in SSJF_PREDICTION_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(
+            f"{where}: SSJF prediction file {f!r} lacks columns {missing}; its columns are "
+            f"{[str(c) for c in df.columns]}"
+        )
+    out = pd.to_numeric(df["output_token_length"], errors="coerce")
+    cls = pd.to_numeric(df["predicted_length"], errors="coerce")
+    if out.isna().any() or (out < 1).any() or (out != out.round()).any():
+        raise InputError(f"{where}: {f!r}: output_token_length must hold whole numbers >= 1")
+    if cls.isna().any() or (cls < 0).any() or (cls != cls.round()).any():
+        raise InputError(f"{where}: {f!r}: predicted_length must hold classes 0, 1, 2, ...")
+    n = len(df)
+    frame = df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed")]).rename(
+        columns={"output_token_length": "output_tokens", "predicted_length": PREDICTED_CLASS}
+    )
+    frame[PREDICTED_CLASS] = cls.to_numpy(dtype=np.int64)
+    zeros = np.zeros(n)
+    return TraceRows(
+        zeros,
+        zeros,
+        zeros,
+        out.to_numpy(dtype=float),
+        None,
+        source=f"{where} {Path(path).name}",
+        frame=frame.reset_index(drop=True),
+    )
+
+
 Reader = Callable[[str | os.PathLike[str], TraceColumns, str], TraceRows]
 FORMATS: dict[str, Reader] = {
     "csv": _read_csv,
     "vllm-requests": _read_vllm_requests,
+    "ssjf-predictions": _read_ssjf_predictions,
 }
 
 
