@@ -4,6 +4,7 @@ SSJF's throughput reading, the settings, the tables end to end on a tiny trace, 
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import numpy as np
@@ -21,13 +22,13 @@ from llmqueue.studies.ssjf.claims import claims_rows
 from llmqueue.studies.ssjf.spec import MODES, POLICIES, PROTOCOL_POLICIES, resolve_setting
 from llmqueue.studies.ssjf.tables import (
     StudyTrace,
-    _slotted_arrivals,
     capacity_table,
     jct_table,
     predictor_table,
     protocol_table,
     protocol_throughput,
     quality_table,
+    slotted_arrivals,
     starvation_table,
 )
 from llmqueue.traces import TraceRows
@@ -49,7 +50,7 @@ def test_protocol_throughput_is_their_reading() -> None:
 
 
 def test_slotted_arrivals_are_whole_seconds() -> None:
-    a = _slotted_arrivals(np.random.default_rng(1), 200, 2.0)
+    a = slotted_arrivals(np.random.default_rng(1), 200, 2.0)
     assert a.size == 200 and np.all(np.diff(a) >= 0) and np.all(a == np.floor(a))
     assert 200 / (a[-1] + 1) == pytest.approx(2.0, rel=0.25)
 
@@ -109,6 +110,13 @@ def test_tables_end_to_end(tiny) -> None:  # type: ignore[no-untyped-def]
     pr = protocol_table(trace, [setting], cap, model, 20, 2, 1.0, "ssjf_cost", 25.0, 50.0, 7)
     assert len(pr) == len(MODES) * 2 * len(PROTOCOL_POLICIES)
     assert (pr["offered_load"] == pr["offered_load"].iloc[0]).all()
+    # further rates add their own runs and keep the reading rate's
+    more = protocol_table(
+        trace, [setting], cap, model, 20, 2, 1.0, "ssjf_cost", 25.0, 50.0, 7, [1.0, 3.0]
+    )
+    assert sorted(more["nominal_rate_per_s"].unique()) == [1.0, 3.0]
+    one = more[more["nominal_rate_per_s"] == 1.0].reset_index(drop=True)
+    pd.testing.assert_frame_equal(one, pr)
     # the same jobs for every policy: FCFS and SJF finish the last job at the same time with
     # no batching (the server never idles while work waits)
     p0 = pr[(pr["mode"] == "none") & (pr["run"] == 0)].set_index("policy")
@@ -124,8 +132,10 @@ def _frames(gain: float, ratio: float) -> tuple[pd.DataFrame, pd.DataFrame]:
                 ("SJF+guard", 50.0, 3.0),
                 ("SSJF+guard", 100 - gain, ratio),
             ):
-                prot.append(dict(setting=setting, mode=mode, run=0, policy=pol, jobs=50, jct_mean_s=j,
-                                 throughput_per_s=t, offered_load=4.8, mode_load=4.8))  # fmt: skip
+                for rate, k in ((1.0, 1.0), (9.0, 2.0)):  # at rate 9 the ratio is squared
+                    prot.append(dict(setting=setting, mode=mode, run=0, policy=pol, jobs=50,
+                                     jct_mean_s=j, throughput_per_s=t**k, offered_load=4.8,
+                                     mode_load=4.8, nominal_rate_per_s=rate))  # fmt: skip
                 pois.append(dict(setting=setting, mode=mode, policy=pol, load=0.9, guard_s=100.0,
                                  jct_mean_s=j, throughput_per_s=0.2))  # fmt: skip
             pois.append(dict(setting=setting, mode=mode, policy="SJF", load=0.9, guard_s=None,
@@ -133,19 +143,20 @@ def _frames(gain: float, ratio: float) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(prot), pd.DataFrame(pois)
 
 
-def test_claim_rows_judge_the_published_ranges() -> None:
+def test_claim_rows_of_group_c_judge_the_published_ranges() -> None:
     ref = pd.read_csv(ROOT / "data" / "reference" / "claims_ssjf.csv", dtype={"id": str})
     book = ClaimBook(ref, CONFIG["claims"]["tolerances"])
     preds = pd.DataFrame([{"predictor": "learned:classifier", "kendall_tau": 0.6, "accuracy": 0.7}])
     prot, pois = _frames(35.0, 3.0)
     rows = claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
-    assert [r.id for r in rows] == list(ref["id"])
+    assert [r.id for r in rows] == [i for i in ref["id"] if i.startswith("10c")]
     verdict = {r.id: r.verdict for r in rows}
-    assert verdict["10a"] == "reproduced"  # 35% in SSJF's protocol, inside 30.5-39.6
-    assert verdict["10b"] == "reproduced"
-    assert verdict["10c"] == "reproduced"  # 3.0x, inside 2.2-3.6
-    assert verdict["10d"] == "not_reproduced"  # steady state: the same rate, ratio 1
-    assert "arrival rate" in rows[3].note and "learned classifier" in rows[3].note
+    assert verdict["10c1"] == "reproduced"  # 35% in SSJF's protocol, inside 30.5-39.6
+    assert verdict["10c2"] == "reproduced"
+    assert verdict["10c3"] == "reproduced"  # 3.0x, inside 2.2-3.6
+    assert "learned classifier" in rows[2].note
+    # the rate average: SSJF 3 and 9 per s, FCFS 1 and 1, averaged before the ratio: 6x
+    assert "rates 1/9 per s as SSJF's evaluation does, the same policies give 6.00x" in rows[2].note
     prot, pois = _frames(20.0, 1.5)
     rows = claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
     assert (
@@ -153,9 +164,9 @@ def test_claim_rows_judge_the_published_ranges() -> None:
     )
     pois.loc[pois["policy"] == "SJF+guard", "jct_mean_s"] = 80.0  # the guard gives back SJF's gain
     rows = claims_rows(book, prot, pois, preds, ["ssjf_cost", "a100"], "classifier", 0.9)
-    assert "with the starvation guard (60.0% without)" in rows[1].note  # 10b: no batching
-    assert "serves several waiting requests at once" in rows[5].note  # 10f: dynamic batching
-    with pytest.raises(InputError, match="claim-10 rows"):
+    assert "with the starvation guard (60.0% without)" in rows[1].note  # 10c2: no batching
+    assert "serves several waiting requests at once" in rows[4].note  # 10c5: dynamic batching
+    with pytest.raises(InputError, match="claim-10c rows"):
         claims_rows(book, prot, pois, preds, ["ssjf_cost"], "classifier", 0.9)
 
 
@@ -176,6 +187,12 @@ def test_shipped_config_passes_the_checks() -> None:
         (("learned", "ssjf_model"), "regressor", "ssjf.learned.ssjf_model"),
         (("replay", "warmup"), 5800, "ssjf.replay"),
         (("trace",), "no/such.csv", "ssjf.trace"),
+        (("official", "ssjf_predictor"), "nope", "ssjf.official.ssjf_predictor"),
+        (("official", "setting"), "nope", "ssjf.official.setting"),
+        (("official", "predictions", 0, "file"), "no.csv", "predictions (five_class): file"),
+        (("official", "predictions", 0, "edges"), [42, 141], "(five_class)"),
+        (("official", "predictions", 1, "edges"), [503, 141], "edges must increase"),
+        (("official", "predictions", 1, "name"), "five_class", "given twice"),
     ],
 )
 def test_config_checks_name_the_key(path, value, match) -> None:  # type: ignore[no-untyped-def]
@@ -186,5 +203,5 @@ def test_config_checks_name_the_key(path, value, match) -> None:  # type: ignore
     for key in path[:-1]:
         node = node[key]
     node[path[-1]] = value
-    with pytest.raises(InputError, match=match.replace(".", r"\.")):
+    with pytest.raises(InputError, match=re.escape(match)):
         check(cfg, ROOT)

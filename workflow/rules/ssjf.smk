@@ -1,7 +1,11 @@
 # SSJF study (issue 14; Qiu et al., arXiv 2404.08509): the queue ordered by a predicted output
 # length under no, dynamic and continuous batching; claim 10 (llmqueue.studies.ssjf). The learned
 # predictor trains on the first part of the trace; every simulation draws from the held-out rest.
+# Claim 10's rows come in three groups: SSJF's own inputs and protocol served as their simulator
+# serves (a) and as this engine serves (b), and the Azure trace with the learned predictor (c).
 SSJF = config["ssjf"]
+SSJF_OFFICIAL = SSJF["official"]
+SSJF_OFFICIAL_FILES = {f["name"]: f["file"] for f in SSJF_OFFICIAL["predictions"]}
 
 
 # the fit.json files the settings' named batch and step profiles are read from
@@ -204,9 +208,73 @@ rule ssjf_protocol:
         "../scripts/ssjf_protocol.py"
 
 
+rule ssjf_official_predictors:
+    """SSJF's published proxy-model classes scored against the true lengths."""
+    input:
+        files=list(SSJF_OFFICIAL_FILES.values()),
+        code=script_code("ssjf_official_predictors.py"),
+    output:
+        "results/ssjf/official_predictors.csv",
+    log:
+        "logs/ssjf/official_predictors.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        official=SSJF_OFFICIAL,
+    script:
+        "../scripts/ssjf_official_predictors.py"
+
+
+rule ssjf_official:
+    """SSJF's protocol on SSJF's inputs, served as their simulator and as this engine serves."""
+    input:
+        predictions=SSJF_OFFICIAL_FILES[SSJF_OFFICIAL["ssjf_predictor"]],
+        fits=SSJF_FITS,
+        code=script_code("ssjf_official.py"),
+    output:
+        "results/ssjf/official.csv",
+    log:
+        "logs/ssjf/official.log",
+    benchmark:
+        "logs/benchmarks/ssjf_official.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_SETTINGS,
+        official=SSJF_OFFICIAL,
+        protocol=SSJF["protocol"],
+        guard_s=SSJF["guard_s"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_official.py"
+
+
+rule ssjf_groups:
+    """Claim 10's three groups read as SSJF's evaluation reads them, with CIs over runs."""
+    input:
+        official="results/ssjf/official.csv",
+        protocol="results/ssjf/protocol.csv",
+        predictors="results/ssjf/predictors.csv",
+        official_predictors="results/ssjf/official_predictors.csv",
+        code=script_code("ssjf_groups.py"),
+    output:
+        "results/ssjf/groups.csv",
+    log:
+        "logs/ssjf/groups.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        claim_settings=SSJF["claim_settings"],
+        ssjf_model=SSJF_MODEL,
+        ssjf_predictor=SSJF_OFFICIAL["ssjf_predictor"],
+    script:
+        "../scripts/ssjf_groups.py"
+
+
 rule ssjf_claims:
     input:
         reference="data/reference/claims_ssjf.csv",
+        groups="results/ssjf/groups.csv",
         protocol="results/ssjf/protocol.csv",
         poisson="results/ssjf/jct_poisson.csv",
         predictors="results/ssjf/predictors.csv",
@@ -221,6 +289,9 @@ rule ssjf_claims:
         claim_settings=SSJF["claim_settings"],
         ssjf_model=SSJF_MODEL,
         claim_load=SSJF["claim_load"],
+        protocol=SSJF["protocol"],
+        official=SSJF_OFFICIAL,
+        guard_s=SSJF["guard_s"],
         tolerances=config["claims"]["tolerances"],
     script:
         "../scripts/ssjf_claims.py"
@@ -253,6 +324,23 @@ declare_figure(
     plot="fig_ssjf_predictor",
     data={"data": "results/ssjf/quality.csv"},
     params=dict(ssjf_model=SSJF_MODEL),
+    category=SSJF_CATEGORY,
+)
+declare_figure(
+    "fig_ssjf_groups",
+    study="ssjf",
+    claims=[10],
+    plot="fig_ssjf_groups",
+    data={
+        "data": "results/ssjf/groups.csv",
+        "reference": "data/reference/claims_ssjf.csv",
+    },
+    params=dict(
+        claim_settings=SSJF["claim_settings"],
+        rate_per_s=SSJF["protocol"]["rate_per_s"],
+        jct_tolerance=config["claims"]["tolerances"]["ssjf_jct_range"]["value"],
+        thr_tolerance=config["claims"]["tolerances"]["ssjf_throughput_range"]["value"],
+    ),
     category=SSJF_CATEGORY,
 )
 declare_figure(

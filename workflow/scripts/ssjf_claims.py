@@ -1,15 +1,25 @@
-"""Claim 10 from the SSJF tables (llmqueue.studies.ssjf.claims.claims_rows)."""
+"""Claim 10 in three groups from the SSJF tables (llmqueue.studies.ssjf.claims)."""
 
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import write_csv
-from llmqueue.studies.ssjf.claims import claims_rows
+from llmqueue.studies.ssjf.claims import claims_rows, official_claims_rows
+from llmqueue.studies.ssjf.spec import official_from_config
 
 sm = snakemake  # noqa: F821
 P = sm.params
+R = P.protocol
 book = ClaimBook(pd.read_csv(sm.input.reference, dtype={"id": str}), P.tolerances)
-rows = claims_rows(
+rows = official_claims_rows(
+    book,
+    pd.read_csv(sm.input.groups),
+    official_from_config(P.official),
+    R["jobs"],
+    R["runs"],
+    P.guard_s,
+)
+rows += claims_rows(
     book,
     pd.read_csv(sm.input.protocol),
     pd.read_csv(sm.input.poisson),
@@ -17,5 +27,6 @@ rows = claims_rows(
     P.claim_settings,
     P.ssjf_model,
     P.claim_load,
+    R["rate_per_s"],
 )
 write_csv(claims_frame(rows), sm.output[0])

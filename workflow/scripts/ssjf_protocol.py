@@ -24,5 +24,6 @@ df = protocol_table(
     R["throughput_percentile"],
     P.guard_s,
     P.seed,
+    R["rates_per_s"],
 )
 write_csv(df, sm.output[0])

@@ -3,8 +3,10 @@
 The trace file and its columns, profile names that do not exist, fixed cost models that time
 nothing, settings named by the figures and claims that are not defined, a claim load off the load
 grid, predictor specs that do not parse (or name a learned model: those come from ``learned``),
-a replay too short for its warm-up, and claim-10 reference rows that do not match the claim
-settings. Every error names the key and the allowed values (InputError), before any job starts.
+a replay too short for its warm-up, SSJF's published prediction files (``official``: missing,
+unreadable, classes beyond their edges, edges not increasing, an unknown ``ssjf_predictor``), and
+claim-10 reference rows that do not match the groups and claim settings. Every error names the
+key and the allowed values (InputError), before any job starts.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
-from llmqueue.studies.ssjf.spec import MODES, QUANTITIES
+from llmqueue.studies.ssjf.spec import MODES, OFFICIAL_GROUPS, OFFICIAL_QUANTITIES, QUANTITIES
 
 
 def _setting(name: str, cfg: Mapping[str, Any], config: Mapping[str, Any]) -> None:
@@ -24,6 +26,32 @@ def _setting(name: str, cfg: Mapping[str, Any], config: Mapping[str, Any]) -> No
     where = f"ssjf.settings.{name}"
     check_setting(cfg["batch"], "batch", config, where=f"{where}.batch")
     check_setting(cfg["step"], "step", config, where=f"{where}.step")
+
+
+def _official(sec: Mapping[str, Any], base_dir: Path) -> None:
+    """SSJF's published prediction files: present, readable, classes within their edges."""
+    from llmqueue.studies.ssjf.official import load_predictions
+    from llmqueue.studies.ssjf.spec import official_from_config
+
+    where = "ssjf.official"
+    official = official_from_config(sec["official"])
+    if official.ssjf_predictor not in official.files:
+        raise InputError(
+            f"{where}.ssjf_predictor: {official.ssjf_predictor!r} is not one of "
+            f"{where}.predictions {sorted(official.files)}"
+        )
+    if official.setting not in sec["settings"]:
+        raise InputError(
+            f"{where}.setting: unknown setting {official.setting!r}; defined in ssjf.settings: "
+            f"{sorted(sec['settings'])}"
+        )
+    for name, f in official.files.items():
+        e = list(f.edges)
+        if e != sorted(set(e)):
+            raise InputError(f"{where}.predictions ({name}): edges must increase, got {e}")
+        if not (Path(base_dir) / f.path).is_file():
+            raise InputError(f"{where}.predictions ({name}): file {f.path!r} does not exist")
+        load_predictions(f, str(base_dir))
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
@@ -84,13 +112,23 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
             parse_predictor(str(spec))
         except InputError as err:
             raise InputError(f"ssjf.quality.predictors[{i}]: {err}") from None
+    _official(sec, base_dir)
     ids = reference_claims(base_dir, "ssjf")
     check_tolerance_classes(config, ids)
-    tens = [c for c in ids if c.startswith("10")]
+    for group in OFFICIAL_GROUPS:
+        rows = [c for c in ids if c.startswith(f"10{group}")]
+        want = len(MODES) * len(OFFICIAL_QUANTITIES)
+        if ids and len(rows) != want:
+            raise InputError(
+                f"ssjf.official: group {group} needs {want} claim-10{group} rows ({len(MODES)} "
+                f"modes x {len(OFFICIAL_QUANTITIES)} quantities) in "
+                f"data/reference/claims_ssjf.csv, which has {len(rows)}"
+            )
+    tens = [c for c in ids if c.startswith("10c")]
     want = len(sec["claim_settings"]) * len(MODES) * len(QUANTITIES)
     if ids and len(tens) != want:
         raise InputError(
             f"ssjf.claim_settings: {len(sec['claim_settings'])} settings x {len(MODES)} modes x "
-            f"{len(QUANTITIES)} quantities need {want} claim-10 rows in "
+            f"{len(QUANTITIES)} quantities need {want} claim-10c rows in "
             f"data/reference/claims_ssjf.csv, which has {len(tens)}"
         )

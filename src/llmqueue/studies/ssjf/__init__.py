@@ -15,8 +15,16 @@ rebuild it in the serving engine (:mod:`llmqueue.sim.engine`) on the Azure conve
   the gain against predictor quality, the starvation guard's trade-off and SSJF's own protocol
   (50 jobs arriving in whole-second slots, averaged over runs); with no batching the exact mean
   JCT (:mod:`llmqueue.sim.exact`) beside the simulation;
-- :mod:`~llmqueue.studies.ssjf.claims`: SSJF's two headline numbers per setting and batching
-  mode, each read two ways: SSJF's protocol and the steady state.
+- :mod:`~llmqueue.studies.ssjf.official`: SSJF's own published inputs (vicuna-13b output
+  lengths with their BERT proxy model's classes, ``data/ssjf-predictions``) in SSJF's protocol,
+  served as SSJF's simulator serves (its FCFS batch timeout, its guard's run-time trigger, its
+  re-batching "continuous" mode: options of the engine) and as this engine serves;
+- :mod:`~llmqueue.studies.ssjf.groups`: every protocol reading as SSJF's evaluation reads it
+  (means over runs, then over the arrival rates, then the ratio), with jackknife intervals;
+- :mod:`~llmqueue.studies.ssjf.claims`: SSJF's two headline numbers in three groups: (a) SSJF's
+  inputs, protocol and simulator, (b) SSJF's inputs and protocol with this engine's serving,
+  (c) the Azure trace with the learned predictor, per setting and batching mode, by SSJF's
+  protocol and in steady state.
 
 Every simulation draws its lengths from the held-out rows only, so the learned predictor never
 ranks a request it was trained on. Units: seconds, requests/s, tokens. Every point draws its own

@@ -1,6 +1,8 @@
 """The SSJF study's config read into typed settings (shared by the config checks): the batching
 modes, the policies and the cost models (:class:`Setting`, from config ``ssjf.settings``, each a
-profile name or an inline law, :func:`llmqueue.profiles.law_of_setting`).
+profile name or an inline law, :func:`llmqueue.profiles.law_of_setting`); the three groups of
+claim-10 rows and the serving semantics of SSJF's own simulator (:class:`Official`, from config
+``ssjf.official``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from llmqueue.profiles import law_of_setting
 
 __all__ = [
     "QUANTITIES",
+    "OFFICIAL_QUANTITIES",
+    "GROUPS",
+    "OFFICIAL_GROUPS",
     "MODES",
     "POLICIES",
     "PolicySpec",
     "Setting",
     "resolve_setting",
     "settings_from_config",
+    "PredictionFile",
+    "Official",
+    "official_from_config",
 ]
 
 
@@ -31,8 +39,24 @@ MODES = ("none", "dynamic", "continuous")
 
 
 ARRIVALS = ("poisson", "replay")
-# the claim-10 quantities of each (setting, mode), in the order of its reference rows
-QUANTITIES = ("jct_protocol", "jct_steady", "thr_protocol", "thr_steady")
+
+# The three groups of claim-10 rows (docs/studies/ssjf.md): (a) SSJF's inputs (their published
+# lengths and proxy-model classes), their protocol (the rate average) and their simulator's
+# serving semantics: do the published numbers follow from the published data? (b) the same
+# inputs and protocol, this engine's serving (vLLM-style continuous batching, no FCFS timeout, the
+# guard's age trigger only): does the gain survive a modern scheduler? (c) the Azure trace's
+# lengths and our learned predictor: does it transfer?
+GROUPS = ("a", "b", "c")
+OFFICIAL_GROUPS = ("a", "b")
+GROUP_TITLES = {
+    "a": "SSJF's inputs, protocol and simulator",
+    "b": "SSJF's inputs and protocol, this engine's serving",
+    "c": "Azure lengths, learned predictor",
+}
+# the claim-10 quantities per mode of groups a and b (rate-averaged, SSJF's protocol), and per
+# (setting, mode) of group c, in the order of their reference rows
+OFFICIAL_QUANTITIES = ("jct_rates", "thr_rates")
+QUANTITIES = ("jct_protocol", "jct_steady", "thr_protocol")
 
 
 @dataclass(frozen=True)
@@ -130,3 +154,82 @@ def settings_from_config(
 # SSJF's public scheduler always applies its starvation guard, so its protocol and the claim rows
 # compare SJF and SSJF *with* the guard against FCFS.
 PROTOCOL_POLICIES = ("FCFS", "SJF+guard", "SSJF+guard")
+
+
+# ---- SSJF's own inputs and serving semantics (claim-10 groups a and b) --------------------------
+@dataclass(frozen=True)
+class PredictionFile:
+    """One of SSJF's published prediction files: its path and the class edges (tokens) its proxy
+    model's classes stand for (class c: [edges[c-1], edges[c]))."""
+
+    name: str
+    path: str
+    edges: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Official:
+    """Config ``ssjf.official``: SSJF's inputs (``files``, the one whose classes order SSJF's
+    queue: ``ssjf_predictor``), the cost model (``setting``), the batch size of dynamic and
+    continuous batching (``batch_size``, the paper's) and the two options of their simulator
+    that differ from this engine's serving: FCFS waits up to ``fcfs_batch_timeout_s`` to fill a
+    batch, and the starvation guard also fires at ``guard_factor`` times a job's run time."""
+
+    files: dict[str, PredictionFile]
+    ssjf_predictor: str
+    setting: str
+    batch_size: int
+    fcfs_batch_timeout_s: float
+    guard_factor: float
+
+    @property
+    def ssjf_file(self) -> PredictionFile:
+        return self.files[self.ssjf_predictor]
+
+    def policy(self, group: str, mode: str, label: str, guard_s: float) -> Policy:
+        """The policy `label` of :data:`POLICIES` in `group` and batching `mode`: group ``a``
+        serves as SSJF's simulator (FCFS waits to fill a batch, SJF/SSJF's guard has both
+        triggers, "continuous" is re-batching at the shortest member's end, ``rebatch``), group
+        ``b`` as this engine does (no timeout, the guard's age trigger, iteration-level
+        continuous batching)."""
+        spec = POLICIES[label]
+        guard = guard_s if spec.guard else None
+        bmax = None if mode == "none" else self.batch_size
+        if group == "a":
+            kind = {"none": "none", "dynamic": "dynamic", "continuous": "rebatch"}[mode]
+            timeout = self.fcfs_batch_timeout_s if spec.order == "fcfs" and mode != "none" else None
+            return Policy(
+                kind,
+                bmax=bmax,
+                order=spec.order,
+                guard_s=guard,
+                guard_factor=self.guard_factor if spec.guard else None,
+                batch_timeout_s=timeout,
+            )
+        if group == "b":
+            return Policy(mode, bmax=bmax, order=spec.order, guard_s=guard)
+        raise InputError(f"group must be one of {', '.join(OFFICIAL_GROUPS)}, got {group!r}")
+
+    @staticmethod
+    def latency(group: str, mode: str, setting: Setting) -> BatchLatency | StepLaw:
+        """Group ``a`` prices every job alone (the batch law's batch of one, whatever the mode);
+        group ``b`` continuous batching by the setting's step law."""
+        return setting.step if group == "b" and mode == "continuous" else setting.batch
+
+
+def official_from_config(cfg: Mapping[str, Any]) -> Official:
+    """:class:`Official` from config ``ssjf.official`` (InputError for a file name given twice)."""
+    files: dict[str, PredictionFile] = {}
+    for f in cfg["predictions"]:
+        name = str(f["name"])
+        if name in files:
+            raise InputError(f"ssjf.official.predictions: the name {name!r} is given twice")
+        files[name] = PredictionFile(name, str(f["file"]), tuple(float(e) for e in f["edges"]))
+    return Official(
+        files,
+        str(cfg["ssjf_predictor"]),
+        str(cfg["setting"]),
+        int(cfg["batch_size"]),
+        float(cfg["fcfs_batch_timeout_s"]),
+        float(cfg["guard_factor"]),
+    )

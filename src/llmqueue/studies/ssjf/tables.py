@@ -46,6 +46,8 @@ __all__ = [
     "quality_table",
     "starvation_table",
     "protocol_throughput",
+    "slotted_arrivals",
+    "protocol_run",
     "protocol_table",
 ]
 
@@ -442,7 +444,7 @@ def protocol_throughput(finish_s: np.ndarray, percentile: float = 25.0) -> float
     return float(pos / f[pos]) if f[pos] > 0 else math.nan
 
 
-def _slotted_arrivals(rng: np.random.Generator, jobs: int, rate: float) -> np.ndarray:
+def slotted_arrivals(rng: np.random.Generator, jobs: int, rate: float) -> np.ndarray:
     """SSJF's Poisson arrivals: Poisson(rate) jobs in each whole-second slot (jobs arrive at
     integer times), the first `jobs` of them."""
     slots: list[int] = []
@@ -451,6 +453,43 @@ def _slotted_arrivals(rng: np.random.Generator, jobs: int, rate: float) -> np.nd
         slots.extend([t] * int(rng.poisson(rate)))
         t += 1
     return np.asarray(slots[:jobs], dtype=float)
+
+
+def protocol_run(
+    arrival_s: np.ndarray,
+    prompt: np.ndarray,
+    output: np.ndarray,
+    policy: Policy,
+    latency: BatchLatency | StepLaw,
+    seed: np.random.SeedSequence,
+    percentile: float,
+    predictor: Predictor | None = None,
+    row_pred: np.ndarray | None = None,
+) -> dict[str, float]:
+    """One run of SSJF's protocol: the jobs (arrival s, prompt and output tokens, a prediction
+    per job or none) served until all have finished; their mean JCT (s), SSJF's throughput
+    (:func:`protocol_throughput`, finish times from t = 0) and the last finish (s)."""
+    from llmqueue.sim.workload import ReplayWorkload
+
+    arr = np.asarray(arrival_s, dtype=float)
+    jobs = arr.size
+    w = ReplayWorkload(
+        arr,
+        prompt,
+        output,
+        predictor=predictor if predictor is not None else parse_predictor("oracle"),
+        row_pred=row_pred,
+    )
+    res = _engine(
+        w, policy, latency, SimSettings(jobs, 0, 2), seed, per_request=True, last_arrival=jobs
+    )
+    tab = res.per_request
+    fin = tab[:, 7] + arr[0]  # the replay starts its clock at the first arrival
+    return {
+        "jct_mean_s": float(np.mean(tab[:, 7] - tab[:, 1])),
+        "throughput_per_s": protocol_throughput(fin, percentile),
+        "makespan_s": float(np.max(fin)),
+    }
 
 
 def protocol_table(
@@ -465,68 +504,65 @@ def protocol_table(
     percentile: float,
     guard_s: float,
     seed: int,
+    rates_per_s: Sequence[float] = (),
 ) -> pd.DataFrame:
     """SSJF's evaluation protocol: `runs` runs of `jobs` jobs (rows drawn without replacement
     from the held-out rows) arriving in whole-second slots at `rate_per_s` in setting
     `reference`; the other settings keep the same offered load (the slot is scaled by the
     ratio of their no-batching capacities). Policies: FCFS, and SJF and SSJF with the starvation
     guard `guard_s`, as SSJF's scheduler always runs it. Per run and policy: mean JCT and SSJF's
-    throughput (:func:`protocol_throughput`), finish times counted from the start of the run."""
-    from llmqueue.sim.workload import ReplayWorkload
+    throughput (:func:`protocol_throughput`), finish times counted from the start of the run.
 
+    `rates_per_s`: further rates (in `reference`'s units, column ``nominal_rate_per_s``) at which
+    the same runs are made, each with its own jobs: the rates SSJF's evaluation averages over."""
     learned = _learned_predictor(ssjf, ssjf.kind)
     keys_all = row_predictions(learned, trace, 0)
     test = trace.test
     ref_cap = _capacity(capacity, reference, "none")
-    sim = SimSettings(jobs, 0, 2)
+    nominal = [float(rate_per_s), *(float(x) for x in rates_per_s if x != rate_per_s)]
     rows = []
     for s in settings:
         cap_none = _capacity(capacity, s.name, "none")
         slot_s = ref_cap / cap_none
         for mode in MODES:
-            for r in range(runs):
-                ss = seed_sequence(seed, "ssjf", "protocol", r)  # the same jobs everywhere
-                rng = np.random.default_rng(ss)
-                idx = np.sort(rng.choice(test.n, size=jobs, replace=False))
-                idx = rng.permutation(idx)
-                arr = _slotted_arrivals(rng, jobs, rate_per_s) * slot_s
-                if arr[-1] <= arr[0]:
-                    arr[-1] = arr[0] + slot_s  # a replay needs two distinct times
-                for label in PROTOCOL_POLICIES:
-                    spec = POLICIES[label]
-                    w = ReplayWorkload(
-                        arr,
-                        test.prompt_tokens[idx],
-                        test.output_tokens[idx],
-                        predictor=learned if spec.learned else parse_predictor("oracle"),
-                        row_pred=keys_all[idx] if spec.learned else None,
-                    )
-                    res = _engine(
-                        w,
-                        s.policy(mode, spec.order, guard_s if spec.guard else None),
-                        s.latency(mode),
-                        sim,
-                        ss,
-                        per_request=True,
-                        last_arrival=jobs,
-                    )
-                    tab = res.per_request
-                    fin = tab[:, 7] + arr[0]  # the replay starts its clock at the first arrival
-                    jct = tab[:, 7] - tab[:, 1]
-                    rows.append(
-                        {
-                            "setting": s.name,
-                            "mode": mode,
-                            "run": r,
-                            "policy": label,
-                            "jobs": jobs,
-                            "rate_per_s": rate_per_s / slot_s,
-                            "slot_s": slot_s,
-                            "offered_load": rate_per_s / slot_s / cap_none,
-                            "mode_load": rate_per_s / slot_s / _capacity(capacity, s.name, mode),
-                            "jct_mean_s": float(np.mean(jct)),
-                            "throughput_per_s": protocol_throughput(fin, percentile),
-                            "makespan_s": float(np.max(fin)),
-                        }
-                    )
+            for rate in nominal:
+                for r in range(runs):
+                    # the same jobs everywhere at one rate; the reading rate keeps its streams
+                    keys: tuple[str | int, ...] = (r,) if rate == rate_per_s else (r, f"{rate:g}")
+                    ss = seed_sequence(seed, "ssjf", "protocol", *keys)
+                    rng = np.random.default_rng(ss)
+                    idx = np.sort(rng.choice(test.n, size=jobs, replace=False))
+                    idx = rng.permutation(idx)
+                    arr = slotted_arrivals(rng, jobs, rate) * slot_s
+                    if arr[-1] <= arr[0]:
+                        arr[-1] = arr[0] + slot_s  # a replay needs two distinct times
+                    for label in PROTOCOL_POLICIES:
+                        spec = POLICIES[label]
+                        pol = s.policy(mode, spec.order, guard_s if spec.guard else None)
+                        got = protocol_run(
+                            arr,
+                            test.prompt_tokens[idx],
+                            test.output_tokens[idx],
+                            pol,
+                            s.latency(mode),
+                            ss,
+                            percentile,
+                            predictor=learned if spec.learned else None,
+                            row_pred=keys_all[idx] if spec.learned else None,
+                        )
+                        rows.append(
+                            {
+                                "setting": s.name,
+                                "mode": mode,
+                                "run": r,
+                                "policy": label,
+                                "jobs": jobs,
+                                "nominal_rate_per_s": rate,
+                                "rate_per_s": rate / slot_s,
+                                "slot_s": slot_s,
+                                "offered_load": rate / slot_s / cap_none,
+                                "mode_load": rate / slot_s / _capacity(capacity, s.name, mode),
+                                **got,
+                            }
+                        )
     return pd.DataFrame(rows)
