@@ -6,7 +6,8 @@ it started (batch start / first admission), its first token and its finish (NaN 
 The rules are the engine's module docstring, re-implemented from that text; the options of
 SSJF's simulator (a batch timeout, the guard's run-time trigger, re-batching at the shortest
 member's end) from the docstrings of llmqueue.policy, llmqueue.sim.static and
-llmqueue.sim.rebatch.
+llmqueue.sim.rebatch; replicas with a queue each behind a router (RefRouter) from those of
+llmqueue.policy, llmqueue.sim.router, llmqueue.sim.static and llmqueue.sim.continuous.
 """
 
 from __future__ import annotations
@@ -95,6 +96,74 @@ class Waiting:
         r.front = False
 
 
+_MASK = (1 << 64) - 1
+
+
+class RefRouter:
+    """A router (llmqueue.sim.router's docstring): SplitMix64 words, Lemire's multiply-shift for a
+    uniform integer, ties among the least loaded by reservoir sampling, power_of_d's sample by a
+    partial Fisher-Yates shuffle of a permutation kept between arrivals."""
+
+    def __init__(self, name: str, replicas: int, word: int, d: int = 2) -> None:
+        self.name, self.c, self.state, self.d = name, replicas, word, d
+        self.next = 0
+        self.perm = list(range(replicas))
+
+    def word(self) -> int:
+        self.state = (self.state + 0x9E3779B97F4A7C15) & _MASK
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK
+        return z ^ (z >> 31)
+
+    def below(self, n: int) -> int:
+        return ((self.word() >> 32) * n) >> 32
+
+    def load_kind(self) -> str:
+        return {"jsq": "requests", "power_of_d": "requests", "least_work": "work"}.get(
+            self.name, "kv" if self.name == "least_kv" else "none"
+        )
+
+    def _least(self, load: list[float], cand: list[int]) -> int:
+        best, ties = cand[0], 1
+        for j in cand[1:]:
+            if load[j] < load[best]:
+                best, ties = j, 1
+            elif load[j] == load[best]:
+                ties += 1
+                if self.below(ties) == 0:
+                    best = j
+        return best
+
+    def choose(self, load: list[float]) -> int:
+        if self.name == "round_robin":
+            r = self.next
+            self.next = (r + 1) % self.c
+            return r
+        if self.name == "random":
+            return self.below(self.c)
+        if self.name == "power_of_d":
+            for i in range(self.d):
+                j = i + self.below(self.c - i)
+                self.perm[i], self.perm[j] = self.perm[j], self.perm[i]
+            return self._least(load, self.perm[: self.d])
+        return self._least(load, self.perm)
+
+
+def _work(r: Req) -> float:
+    """A request's predicted tokens for least_work: prompt + prediction to the nearest token."""
+    return float(math.floor(r.prompt + r.pred + 0.5))
+
+
+def _form(q: Waiting, pol: RefPolicy, start: float, b: int) -> list[Req]:
+    members = []
+    for _ in range(b):
+        r = q.pick(pol, start)
+        q.take(r)
+        members.append(r)
+    return members
+
+
 def _batch_times(
     k: tuple[float, float, float, float], lengths: list[float], elastic: bool
 ) -> tuple[list[float], float]:
@@ -142,16 +211,55 @@ def run_static(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, fl
                 last_push = reqs[nxt].arrival
                 nxt += 1
             start = max(start, last_push) if len(q.reqs) >= cap else t_end
-        b = int(min(len(q.reqs), cap))
-        members = []
-        for _ in range(b):
-            r = q.pick(pol, start)
-            q.take(r)
-            members.append(r)
+        members = _form(q, pol, start, int(min(len(q.reqs), cap)))
         comp, t1 = _batch_times(k, [r.output for r in members], pol.kind == "elastic")
         for r, cpl in zip(members, comp, strict=True):
             r.start, r.first, r.finish, r.server = start, start + t1, start + cpl, s
         free_at[s] = start + max(comp)
+
+
+def run_static_routed(
+    reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, float], router: RefRouter
+) -> list[Req]:
+    """none / dynamic / elastic on replicas with a queue each: a replica with requests waiting
+    starts its batch at max(the moment it frees, the arrival that found its queue empty), after
+    every arrival up to then; an arrival goes where the router says, by the loads at its time."""
+    c = pol.servers
+    free_at = [0.0] * c
+    qs = [Waiting() for _ in range(c)]
+    t_empty = [0.0] * c
+    batch: list[list[Req]] = [[] for _ in range(c)]
+    cap = 1 if pol.kind == "none" else pol.bmax
+    nxt, n = 0, len(reqs)
+    while True:
+        ready = [(max(free_at[j], t_empty[j]), j) for j in range(c) if qs[j].reqs]
+        ts, s = min(ready) if ready else (math.inf, -1)
+        a = reqs[nxt].arrival if nxt < n else math.inf
+        if a <= ts and a < math.inf:
+            r = reqs[nxt]
+            nxt += 1
+            kind = router.load_kind()
+            load = []
+            for j in range(c):
+                busy = [m for m in batch[j] if m.finish > a]
+                if kind == "work":
+                    load.append(sum(_work(x) for x in qs[j].reqs + busy))
+                else:
+                    load.append(float(len(qs[j].reqs) + len(busy)))
+            j = router.choose(load)
+            if not qs[j].reqs:
+                t_empty[j] = a
+            qs[j].reqs.append(r)
+            continue
+        if s < 0:
+            return reqs
+        members = _form(qs[s], pol, ts, int(min(len(qs[s].reqs), cap)))
+        comp, t1 = _batch_times(k, [r.output for r in members], pol.kind == "elastic")
+        for r, cpl in zip(members, comp, strict=True):
+            r.start, r.first, r.finish, r.server = ts, ts + t1, ts + cpl, s
+        free_at[s] = ts + max(comp)
+        batch[s] = members
+        t_empty[s] = ts
 
 
 def run_rebatch(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, float]) -> list[Req]:
@@ -232,15 +340,22 @@ def _slots(h: float, bs: int) -> float:
     return float(bs * math.ceil(h / bs))
 
 
-def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float]) -> list[Req]:
+def run_continuous(
+    reqs: list[Req],
+    pol: RefPolicy,
+    c: tuple[float, float, float],
+    router: RefRouter | None = None,
+) -> list[Req]:
     """Continuous batching, one iteration at a time. KV in blocks of pol.block_size tokens: a
     sequence holding h tokens takes _slots(h) of the budget; the decodes of an iteration take
-    their KV before any admission."""
+    their KV before any admission. With a router, each server has its own queue and an arrival
+    goes to the one the router picks by the loads at its time (requests waiting + running,
+    prompt + predicted tokens of those, or the KV its running iteration holds)."""
     nsrv = pol.servers
     t_next = [math.inf] * nsrv
     running: list[list[Req]] = [[] for _ in range(nsrv)]
     used = [0.0] * nsrv
-    q = Waiting()
+    queues = [Waiting() for _ in range(nsrv if router is not None else 1)]
     on_demand = pol.admission == "on_demand"
 
     bs = pol.block_size
@@ -249,6 +364,7 @@ def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float
         return _slots(r.held + 1, bs) - _slots(r.held, bs)
 
     def boundary(s: int, t: float) -> None:
+        q = queues[s if router is not None else 0]
         # 1. completions
         keep = []
         for r in running[s]:
@@ -339,7 +455,23 @@ def run_continuous(reqs: list[Req], pol: RefPolicy, c: tuple[float, float, float
             r.peff = r.prompt
             if r.prompt + r.output > pol.kv_tokens:
                 continue  # rejected
-            q.reqs.append(r)
+            if router is not None:
+                kind = router.load_kind()
+                load = []
+                for j in range(nsrv):
+                    mine = queues[j].reqs + running[j]
+                    if kind == "work":
+                        load.append(sum(_work(x) for x in mine))
+                    elif kind == "kv":
+                        load.append(used[j])
+                    else:
+                        load.append(float(len(mine)))
+                j = router.choose(load)
+                queues[j].reqs.append(r)
+                if t_next[j] == math.inf:
+                    boundary(j, a)
+                continue
+            queues[0].reqs.append(r)
             for j in range(nsrv):
                 if t_next[j] == math.inf:
                     boundary(j, a)

@@ -16,9 +16,9 @@ from llmqueue.analytic.impatience import (
 )
 from llmqueue.analytic.mg1 import pk_wait, token_limit_curve, token_limit_point
 from llmqueue.analytic.tradeoff import argmax_on_grid, expected_utility, objective_patient
-from llmqueue.limits import MAX_TOKENS
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import LinearLatency, fit_linear_latency, service_moments
+from llmqueue.limits import MAX_TOKENS
 from llmqueue.tokens import (
     ClippedLaw,
     DeterministicLaw,

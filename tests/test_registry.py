@@ -1,4 +1,4 @@
-"""The registries of queue orders and batch formers (llmqueue.policy): declared once, their codes
+"""The registries of queue orders, batch formers and routers (llmqueue.policy): declared once, their codes
 derived from that list, every part of the engine keyed by them, and an unknown name refused
 everywhere (never treated as another order or former)."""
 
@@ -11,6 +11,7 @@ from llmqueue.errors import InputError
 from llmqueue.latency import LinearLatency, StepLaw
 from llmqueue.sim import engine, exact
 from llmqueue.sim import queue as Q
+from llmqueue.sim import router as R
 from llmqueue.sim import static as ST
 from llmqueue.sim.workload import PoissonWorkload
 from llmqueue.tokens import parse_law
@@ -29,6 +30,31 @@ def test_every_registered_name_has_its_engine_parts() -> None:
     assert set(engine.FORMERS) == set(P.BATCHING)
     assert set(Q.COMPILED_ORDERS) == {P.order_code(o) for o in P.ORDERS}
     assert set(exact.ROW_FORMULAS) == set(P.ORDERS)
+    assert set(R.COMPILED_ROUTERS) == {P.router_code(r) for r in P.ROUTERS if r != "central"}
+    assert [P.router_code(r) for r in P.ROUTERS] == list(range(len(P.ROUTERS)))
+
+
+@pytest.mark.parametrize("name", ["nearest", "JSQ", ""])
+def test_unknown_routers_raise_everywhere(name: str) -> None:
+    with pytest.raises(InputError, match="router must be one of central, round_robin"):
+        P.router_code(name)
+    with pytest.raises(InputError, match="router must be one of"):
+        P.Policy("none", replicas=2, router=name)
+    with pytest.raises(InputError, match="router must be one of"):
+        R.check_router(name)
+
+
+def test_a_registered_router_without_a_compiled_branch_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new router added to the registry but not to the compiled part never runs as another."""
+    monkeypatch.setattr(P, "ROUTERS", (*P.ROUTERS, "prefix_affinity"))
+    pol = P.Policy("none", replicas=2, router="prefix_affinity")
+    w = PoissonWorkload(parse_law("deterministic:value=10"), 0.5)
+    with pytest.raises(InputError, match="'prefix_affinity' has no compiled branch"):
+        engine.run(w, pol, LinearLatency(0.01, 0.1), requests=1000, warmup=0, seed=1)
+    with pytest.raises(InputError, match="no compiled branch"):
+        R.check_router("central")  # the shared queue is the engine's, not a router's choice
 
 
 @pytest.mark.parametrize("name", ["srpt", "SJF", "", "spjf "])

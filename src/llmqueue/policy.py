@@ -42,10 +42,21 @@ long for more arrivals and starts when it is full or the time is up (SSJF's FCFS
 10 s, ``BATCH_WAIT_TIMEOUT``); 0 or none: it never waits. ``servers``: identical servers sharing
 the queue.
 
+Replicas and routers: ``replicas`` (the same number as ``servers``; either name) engine instances,
+each one server with its batch former and KV budget, and ``router`` says how arrivals reach them
+(:data:`ROUTERS`): ``central`` (the default), one queue shared by all, the limit every router
+approaches; or a queue per replica, each arrival sent on arrival to one replica by
+``round_robin`` (in turn), ``random`` (uniformly), ``jsq`` (fewest requests in the replica,
+waiting + running), ``least_work`` (fewest predicted tokens outstanding: prompt + predicted output
+of its requests not finished), ``least_kv`` (fewest KV tokens held; continuous batching) or
+``power_of_d`` (``router_d`` replicas sampled without replacement, the one with fewest requests);
+ties go to one of the tied replicas at random. Routers apply to the formers of
+:data:`ROUTED_FORMERS`.
+
 Spec strings (config and CLI), parsed by :func:`parse_policy`, e.g. ``dynamic:bmax=16``,
 ``fixed:K=8``, ``continuous:max_batch=64,kv_tokens=200000,admission=on_demand``,
 ``rebatch:bmax=2,batch_timeout_s=10``, with the common keys ``order=sjf``, ``guard_s=100``,
-``guard_factor=10``, ``servers=8``.
+``guard_factor=10``, ``servers=8``, ``replicas=8``, ``router=jsq``, ``d=2``.
 """
 
 from __future__ import annotations
@@ -61,6 +72,10 @@ __all__ = [
     "BATCHING",
     "ORDERS",
     "ADMISSIONS",
+    "ROUTERS",
+    "ROUTED_FORMERS",
+    "STATE_FREE_ROUTERS",
+    "router_code",
     "TIMEOUT_FORMERS",
     "GUARD_FACTOR_FORMERS",
     "former_code",
@@ -80,6 +95,10 @@ TIMEOUT_FORMERS = ("dynamic", "elastic", "rebatch")
 GUARD_FACTOR_FORMERS = ("none", "dynamic", "fixed", "elastic", "rebatch")
 ORDERS = ("fcfs", "sjf", "spjf")
 ADMISSIONS = ("reserve", "on_demand")
+# how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
+ROUTERS = ("central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
+ROUTED_FORMERS = ("none", "dynamic", "elastic", "continuous")
+STATE_FREE_ROUTERS = ("round_robin", "random")  # their choice ignores the replicas' state
 
 
 def _code(registry: tuple[str, ...], what: str, name: str) -> int:
@@ -98,6 +117,12 @@ def order_code(name: str) -> int:
     """The integer code of queue order `name` (its position in :data:`ORDERS`); InputError for a
     name outside the registry."""
     return _code(ORDERS, "order", name)
+
+
+def router_code(name: str) -> int:
+    """The integer code of router `name` (its position in :data:`ROUTERS`); InputError for a name
+    outside the registry."""
+    return _code(ROUTERS, "router", name)
 
 
 def _posint(x: object) -> bool:
@@ -123,9 +148,13 @@ class Policy:
     flush_s: float | None = None
     batch_timeout_s: float | None = None
     guard_factor: float | None = None
+    replicas: int = 1
+    router: str = "central"
+    router_d: int = 2
 
     def __post_init__(self) -> None:
         former_code(self.kind)
+        self._replicas()
         if self.kind in ("fixed", "multibin"):
             if self.K is None or int(self.K) != self.K or self.K < 1:
                 raise InputError(
@@ -145,8 +174,6 @@ class Policy:
         order_code(self.order)
         if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
             raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
-        if not _posint(self.servers):
-            raise InputError(f"servers must be an integer >= 1, got {self.servers!r}")
         mb = self.kind == "multibin"
         if not _posint(self.bins) or (not mb and self.bins != 1):
             raise InputError(
@@ -219,6 +246,47 @@ class Policy:
                 f"{self.block_size} tokens"
             )
 
+    def _replicas(self) -> None:
+        """``servers`` and ``replicas`` name one number: either given, both hold it."""
+        for key in ("servers", "replicas"):
+            if not _posint(getattr(self, key)):
+                raise InputError(f"{key} must be an integer >= 1, got {getattr(self, key)!r}")
+        if self.servers != 1 and self.replicas != 1 and self.servers != self.replicas:
+            raise InputError(
+                f"servers ({self.servers}) and replicas ({self.replicas}) are one number: give one"
+            )
+        n = max(self.servers, self.replicas)
+        object.__setattr__(self, "servers", n)
+        object.__setattr__(self, "replicas", n)
+        router_code(self.router)
+        if not _posint(self.router_d):
+            raise InputError(f"router_d (d) must be an integer >= 1, got {self.router_d!r}")
+        if self.router == "central":
+            if self.router_d != 2:
+                raise InputError("router_d (d) applies to the router power_of_d only")
+            return
+        if self.kind not in ROUTED_FORMERS:
+            raise InputError(
+                f"router {self.router!r} applies to {', '.join(ROUTED_FORMERS)} batching, not "
+                f"{self.kind} (a central queue only)"
+            )
+        if self.batch_timeout_s is not None:
+            raise InputError("batch_timeout_s needs one queue: the router central")
+        if self.router == "least_kv" and self.kind != "continuous":
+            raise InputError("router least_kv needs continuous batching (the KV tokens held)")
+        if self.router != "power_of_d" and self.router_d != 2:
+            raise InputError("router_d (d) applies to the router power_of_d only")
+        if self.router == "power_of_d" and self.router_d > self.replicas:
+            raise InputError(
+                f"router power_of_d samples d = {self.router_d} replicas of {self.replicas}: "
+                "d must be at most replicas"
+            )
+
+    @property
+    def routed(self) -> bool:
+        """Whether each replica has its own queue (a router other than ``central``)."""
+        return self.router != "central"
+
     @property
     def k(self) -> int:
         """The fixed batch size K (fixed policy only)."""
@@ -272,7 +340,10 @@ class Policy:
             out += f" guard={self.guard_s:g}s"
         if self.guard_factor is not None:
             out += f" guard={self.guard_factor:g}x"
-        if self.servers != 1:
+        if self.routed:
+            d = f" d={self.router_d}" if self.router == "power_of_d" else ""
+            out += f" x{self.replicas} {self.router}{d}"
+        elif self.servers != 1:
             out += f" x{self.servers}"
         return out
 
@@ -285,6 +356,9 @@ _INT_KEYS = {
     "batch": "K",
     "bins": "bins",
     "servers": "servers",
+    "replicas": "replicas",
+    "d": "router_d",
+    "router_d": "router_d",
     "kv_tokens": "kv_tokens",
     "max_batched_tokens": "max_batched_tokens",
     "block_size": "block_size",
@@ -318,12 +392,12 @@ def parse_policy(spec: str) -> Policy:
                 kw[key] = tuple(float(x) for x in val.split("/"))
             except ValueError:
                 raise InputError(f"policy {spec!r}: bin_edges={val!r}: E1/E2/... tokens") from None
-        elif key in ("order", "admission"):
+        elif key in ("order", "admission", "router"):
             kw[key] = val
         else:
             raise InputError(
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
-                "guard_factor, servers, kv_tokens, admission, max_batched_tokens, block_size, bins, "
+                "guard_factor, servers, replicas, router, d, kv_tokens, admission, max_batched_tokens, block_size, bins, "
                 "bin_edges, flush_s, batch_timeout_s"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
@@ -355,6 +429,11 @@ def policy_spec(p: Policy) -> str:
         parts.append(f"guard_s={p.guard_s:g}")
     if p.guard_factor is not None:
         parts.append(f"guard_factor={p.guard_factor:g}")
-    if p.servers != 1:
+    if p.routed:
+        parts.append(f"replicas={p.replicas}")
+        parts.append(f"router={p.router}")
+        if p.router == "power_of_d":
+            parts.append(f"d={p.router_d}")
+    elif p.servers != 1:
         parts.append(f"servers={p.servers}")
     return p.kind + (":" + ",".join(parts) if parts else "")

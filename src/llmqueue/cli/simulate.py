@@ -9,6 +9,9 @@ Examples::
         --profile llama2_7b_vidur_a100
     llmqueue simulate --tokens uniform:low=1,high=20 --batching multibin --bins 4 --batch 8 \\
         --servers 8 --predictor oracle --latency a=0.0366,b0=0 --max-rate --json
+    llmqueue simulate --trace data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv \
+        --rate 20 --batching continuous --max-batch 128 --kv-tokens auto --admission on_demand \
+        --profile llama2_7b_vidur_a100 --replicas 4 --router jsq
 
 A workload is Poisson arrivals at ``--rate`` (requests/s) or ``--load`` (a fraction of the
 policy's highest sustainable rate) with output tokens from ``--tokens LAW`` (and prompt tokens
@@ -23,9 +26,14 @@ by ``make reproduce``) or explicit ``--step c0=S,c_tok=S,c_ctx=S`` (continuous),
 Output: wait (arrival -> service start), ttft (arrival -> first token) and jct (arrival -> last
 token), each mean with its 95% CI and p50/p90/p99 (s), throughput, mean batch, KV utilisation,
 preemptions, rejections, and ``unstable`` when the queue grows without bound (no means then).
-Where a formula applies (no batching, one server, Poisson arrivals, a steady state) ``wait``
-also holds ``exact``: Pollaczek-Khinchine (FCFS) or Cobham's priority formula (SJF, SPJF; for a
-predictor over token laws the formula's integral is evaluated by Monte Carlo, ``exact_se`` > 0).
+Servers: ``--servers C`` puts one queue in front of C servers; ``--replicas C --router NAME`` gives
+each of C replicas its own queue, an arrival going to the replica the router picks (round_robin,
+random, jsq, least_work, least_kv, power_of_d with ``--router-d``; :mod:`llmqueue.sim.router`).
+Where a formula applies (no batching, Poisson arrivals, a steady state) ``wait`` also holds
+``exact``: Pollaczek-Khinchine (FCFS) or Cobham's priority formula (SJF, SPJF; for a predictor over
+token laws the formula's integral is evaluated by Monte Carlo, ``exact_se`` > 0) for one server
+or random routing (c queues at rate lambda / c); Erlang C (central queue) and E_c/M/1 (round
+robin) for exponential service.
 Bad input exits 2 naming the flag and the allowed values, before any simulation.
 """
 
@@ -50,7 +58,7 @@ from llmqueue.limits import (
     MAX_TOKENS,
     integer,
 )
-from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, Policy
+from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, ROUTERS, Policy
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import exact_rate, max_rate
@@ -92,11 +100,22 @@ def parse_batch_time(text: str) -> BatchLatency:
 def _check_flags(args: argparse.Namespace) -> None:
     """What the flags' own types (their ranges) cannot see: which flags go together, and the
     memory the engine keeps per server and per batch (the product of two sizes)."""
-    per_server = args.max_batch if args.max_batch is not None else args.batch
-    if per_server is not None and args.servers * per_server > MAX_SLOTS:
+    if args.replicas is not None and args.servers != 1:
         raise InputError(
-            f"--servers x --{'max-batch' if args.max_batch is not None else 'batch'} = "
-            f"{args.servers * per_server:,} must be at most {MAX_SLOTS:,} (the engine keeps "
+            "--servers C is one queue in front of C servers and --replicas C a queue per replica "
+            "behind --router: give one"
+        )
+    if args.router != "central" and args.replicas is None:
+        raise InputError(f"--router {args.router} routes to --replicas C (C >= 1): give it")
+    if args.router_d is not None and args.router != "power_of_d":
+        raise InputError("--router-d goes with --router power_of_d")
+    n_srv = args.replicas if args.replicas is not None else args.servers
+    per_server = args.max_batch if args.max_batch is not None else args.batch
+    if per_server is not None and n_srv * per_server > MAX_SLOTS:
+        flag = "--replicas" if args.replicas is not None else "--servers"
+        raise InputError(
+            f"{flag} x --{'max-batch' if args.max_batch is not None else 'batch'} = "
+            f"{n_srv * per_server:,} must be at most {MAX_SLOTS:,} (the engine keeps "
             "arrays of that many entries per run)"
         )
     if args.bins is not None and args.batch is not None and args.bins * args.batch > MAX_SLOTS:
@@ -252,6 +271,10 @@ def _kv_tokens(args: argparse.Namespace, fit: dict[str, Any] | None) -> int | No
 
 def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
     kw: dict[str, Any] = dict(order=args.order, guard_s=args.guard, servers=args.servers)
+    if args.replicas is not None:
+        kw.update(replicas=args.replicas, router=args.router)
+    if args.router_d is not None:
+        kw["router_d"] = args.router_d
     kind = args.batching
     if kind in ("dynamic", "elastic", "continuous"):
         kw["bmax"] = args.max_batch
@@ -310,6 +333,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         "policy": policy.kind,
         "order": policy.order,
         "servers": policy.servers,
+        "router": policy.router,
         "latency": latency.name,
         "latency_source": latency.source,
     }
@@ -494,6 +518,23 @@ def register(subparsers: Any) -> None:
         type=flags.count(1, MAX_SERVERS),
         default=1,
         help=f"identical servers sharing the queue, in [1, {MAX_SERVERS}]",
+    )
+    g.add_argument(
+        "--replicas",
+        type=flags.count(1, MAX_SERVERS),
+        help=f"engine replicas behind --router, each with its own queue, in [1, {MAX_SERVERS}]",
+    )
+    g.add_argument(
+        "--router",
+        choices=ROUTERS,
+        default="central",
+        help="how arrivals reach the replicas: central (one shared queue, default), round_robin, "
+        "random, jsq, least_work, least_kv, power_of_d",
+    )
+    g.add_argument(
+        "--router-d",
+        type=flags.count(1, MAX_SERVERS),
+        help="power_of_d: replicas sampled per arrival (default 2)",
     )
     g = p.add_argument_group("time law (exactly one)")
     g.add_argument(

@@ -27,6 +27,14 @@ Data layout, chosen so that an event costs O(log B), not O(B), for a batch of B:
 - the most recently admitted request (the preemption victim) is the top live entry of a
   per-server admission stack with lazy deletion (``adm``: slot and admission number);
 - the requests still prefilling, few, sit in a per-server list (``pref``).
+
+Replicas behind a router (:mod:`llmqueue.sim.router`): :func:`run_continuous_routed` keeps a queue
+per server (:class:`llmqueue.sim.state.Queues`); each arrival goes, at its arrival time, to the
+replica the router chooses, and each server's iterations draw on its own queue only. The loads a
+router compares are exact at the arrival: no boundary before it is pending (events run in time
+order; a pending run of decode-only iterations ends at the first completion, so none falls inside
+it), and the KV held by a server inside such a run is what the iterations started by then took
+(a sequence takes its next token's KV when an iteration starts).
 """
 
 from __future__ import annotations
@@ -40,12 +48,20 @@ from numba import njit
 from llmqueue.sim import fields as F
 from llmqueue.sim import heap as H
 from llmqueue.sim import queue as Q
+from llmqueue.sim import router as R
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
 from llmqueue.sim.recorder import record
 from llmqueue.sim.timelaw import decode_run_time, iterations_until, step_coefficients, step_time
 
-__all__ = ["run_continuous", "new_servers", "policy_params", "ContinuousFormer", "NV"]
+__all__ = [
+    "run_continuous",
+    "run_continuous_routed",
+    "new_servers",
+    "policy_params",
+    "ContinuousFormer",
+    "NV",
+]
 
 # per-server scalar columns
 V_TNEXT = 0  # time of its next iteration boundary (inf: idle)
@@ -59,7 +75,8 @@ V_JM = 7  # pending run of decode-only iterations (0: none)
 V_JT0 = 8  # its start
 V_DHN = 9  # completion-heap size
 V_ADMN = 10  # admission-stack entries (live and stale)
-NV = 11
+V_WORK = 11  # predicted tokens outstanding (prompt + predicted output; routed runs)
+NV = 12
 
 # the policy's numbers, one float64 array (a compiled call takes at most ~30 arguments to inline)
 P_MAXB, P_KV, P_ONDEMAND, P_MAXTOK, P_ORDER, P_GUARD, P_GUARDS, P_WARMUP, P_NREQ, P_NBAT = range(10)
@@ -246,6 +263,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + n
         srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
         srv[s, V_RUN] -= 1.0
+        srv[s, V_WORK] -= R.work_tokens(pool[sl, F.F_PROMPT], pool[sl, F.F_PRED])
         pool[sl, F.F_SERVER] = -1.0
         a = pool[sl, F.F_ARR]
         if window:
@@ -500,6 +518,113 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
             _interrupt(s, t_ev, srv, max_batch, cst)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _replica_load(kind, r, t, srv, pools, dheap, qis, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Replica r's load of kind `kind` (:func:`llmqueue.sim.router.load_kind`) at time t. KV held:
+    what the iteration running at t holds (a sequence takes its next token's KV when an iteration
+    starts); inside a pending run of decode-only iterations, those started before t count."""
+    if kind == R.LOAD_REQUESTS:
+        return qis[r, Q.Q_LEN] + srv[r, V_RUN]
+    if kind == R.LOAD_WORK:
+        return srv[r, V_WORK]
+    u = srv[r, V_KVU]
+    m = srv[r, V_JM]
+    if not on_demand or m == 0.0:
+        return u
+    dec = srv[r, V_DEC]
+    k = iterations_until(cst, dec, srv[r, V_CTX], t - srv[r, V_JT0], np.int64(m))
+    if bs == 1.0:
+        return u + dec * k
+    pool = pools[r]
+    u = 0.0
+    for j in range(np.int64(srv[r, V_DHN])):
+        sl = dheap[r, j]
+        h = _held(pool, srv, r, sl, on_demand)
+        if pool[sl, F.F_DECODING] == 1.0:
+            h += k
+        u += _slots(h, bs)
+    return u
+
+
+@kernel
+def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
+    arr, prompt, out, pred, final,
+    sti, stf, qsamp,
+    pools, rings, heaps, frees, qis, qtot,
+    srv, dheap, adm, pref, qbuf, prm, cst,
+    rcode, rst, perm, load,
+    sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
+):  # fmt: skip
+    """Continuous batching on replicas with a queue each, behind router `rcode` (module
+    docstring); returns a code as :func:`run_continuous` (GROW: every queue is doubled)."""
+    kv_tokens = prm[P_KV]
+    on_demand = prm[P_ONDEMAND] == 1.0
+    order = np.int64(prm[P_ORDER])
+    guard = prm[P_GUARD] == 1.0
+    warmup = np.int64(prm[P_WARMUP])
+    n_req = np.int64(prm[P_NREQ])
+    nbat = np.int64(prm[P_NBAT])
+    bs = prm[P_BLOCK]
+    kind = R.load_kind(rcode)
+    n_avail = arr.size
+    c = srv.shape[0]
+    while True:
+        if sti[S.I_DONE] >= n_req:
+            return S.DONE
+        pos = sti[S.I_POS]
+        if pos + 1 >= n_avail and not final:
+            return S.NEED_MORE  # jumps need the arrival after the next one: keep one in hand
+        a = arr[pos] if pos < n_avail else np.inf
+        s = 0
+        for j in range(1, c):
+            if srv[j, V_TNEXT] < srv[s, V_TNEXT]:
+                s = j
+        tb = srv[s, V_TNEXT]
+        if a <= tb and a < np.inf:
+            waiting = 0
+            for j in range(c):
+                if qis[j, Q.Q_NFREE] == 0:
+                    return S.GROW
+                waiting += qis[j, Q.Q_LEN]
+            if waiting >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
+                return S.CAP
+            rid = sti[S.I_NEXT_ID]
+            sti[S.I_POS] = pos + 1
+            sti[S.I_NEXT_ID] = rid + 1
+            stf[S.S_TLAST] = a
+            qtot[Q.Q_LEN] = waiting
+            if prompt[pos] + out[pos] > kv_tokens:  # can never fit: rejected at arrival
+                S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
+                if S.batch_of(rid, warmup, n_req, nbat) >= 0:
+                    sti[S.I_REJECT] += 1
+                    sti[S.I_DONE] += 1
+                continue
+            if kind != R.LOAD_NONE:
+                for j in range(c):
+                    load[j] = _replica_load(kind, j, a, srv, pools, dheap, qis, on_demand, bs, cst)
+            r = R.choose(rcode, load, rst, perm)
+            slot = Q.alloc(pools[r], frees[r], qis[r], a, prompt[pos], out[pos], pred[pos], rid)
+            Q.push(pools[r], rings[r], heaps[r], qis[r], slot, order, guard)
+            srv[r, V_WORK] += R.work_tokens(prompt[pos], pred[pos])
+            qtot[Q.Q_LEN] = waiting + 1
+            S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
+            if srv[r, V_TNEXT] < np.inf:
+                continue  # a busy replica's decode-only run ends at its first boundary >= a
+            s = r
+            t_ev = a
+            na = arr[pos + 1] if pos + 1 < n_avail else np.inf
+        else:
+            if tb == np.inf:
+                return S.DONE  # nothing runs and no arrivals are left
+            t_ev = tb
+            na = a
+        _iteration(
+            s, t_ev, na, sti, stf, pools[s], rings[s], heaps[s], frees[s], qis[s],
+            srv, dheap, adm, pref, qbuf, prm, cst,
+            sums, counts, hist, maxima, fbuf, ibuf, rec,
+        )  # fmt: skip
+
+
 NO_CAP_RUN = 1 << 30  # max_batch of a policy without one
 
 
@@ -514,8 +639,10 @@ class ContinuousFormer(S.Former):
         policy = setup.policy
         self.step_law = step_coefficients(setup.latency, setup.batch_time_table)
         self.max_batch = policy.bmax if policy.bmax is not None else NO_CAP_RUN
-        mb = self.max_batch if self.max_batch < NO_CAP_RUN else run.queue_cap
         self.c = int(policy.servers)
+        self.queues = S.Queues.new(self.c) if policy.routed else None
+        self.router = R.RouterState.new(policy, setup.seed) if policy.routed else None
+        mb = self.max_batch if self.max_batch < NO_CAP_RUN else self._queue_cap(run)
         self.srv, self.dheap, self.adm, self.pref, self.qbuf = new_servers(self.c, mb)
         guard = policy.guard_s is not None
         guard_s = policy.guard_s if policy.guard_s is not None else math.inf
@@ -533,21 +660,42 @@ class ContinuousFormer(S.Former):
             int(policy.block_size),
         )
 
+    def _queue_cap(self, run: S.Run) -> int:
+        return self.queues.cap if self.queues is not None else run.queue_cap
+
+    def waiting(self, run: S.Run) -> int:
+        return self.queues.waiting() if self.queues is not None else int(run.qi[Q.Q_LEN])
+
     def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
-        code = run_continuous(
-            *chunk, final, run.sti, run.stf, run.qsamp,
-            run.pool, run.ring, run.heap, run.free, run.qi,
-            self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.prm, self.step_law,
-            run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec, run.id_cap,
-        )  # fmt: skip
+        qs, rt = self.queues, self.router
+        if qs is None or rt is None:
+            code = run_continuous(
+                *chunk, final, run.sti, run.stf, run.qsamp,
+                run.pool, run.ring, run.heap, run.free, run.qi,
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.prm, self.step_law,
+                run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
+                run.id_cap,
+            )  # fmt: skip
+        else:
+            code = run_continuous_routed(
+                *chunk, final, run.sti, run.stf, run.qsamp,
+                qs.pools, qs.rings, qs.heaps, qs.frees, qs.qis, qs.qtot,
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.prm, self.step_law,
+                rt.code, rt.rst, rt.perm, rt.load,
+                run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
+                run.id_cap,
+            )  # fmt: skip
         if code == S.GROW:
-            run.grow_queue()
+            if qs is not None:
+                qs.grow()
+            else:
+                run.grow_queue()
             if self.max_batch >= NO_CAP_RUN:  # unlimited batch: room for everyone in the system
                 old = (self.dheap, self.adm, self.pref)
                 srv_keep = self.srv
                 self.srv, self.dheap, self.adm, self.pref, self.qbuf = new_servers(
-                    self.c, run.queue_cap
+                    self.c, self._queue_cap(run)
                 )
                 self.srv[:] = srv_keep
                 self.dheap[:, : old[0].shape[1]] = old[0]

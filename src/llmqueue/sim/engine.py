@@ -1,12 +1,15 @@
 """The serving engine: requests that carry their own lengths, a queue order, a batch former and a
-time law, on c identical servers sharing one queue. Compiled with Numba; one run per call of
-:func:`run`.
+time law, on c identical servers sharing one queue, or on c replicas with a queue each behind a
+router (:mod:`llmqueue.sim.router`). Compiled with Numba; one run per call of :func:`run`.
 
 Where things live (one compiled part per concern):
 
 - the workload, a request table generated chunk by chunk: :mod:`llmqueue.sim.workload`;
 - the queue order (fcfs / sjf / spjf, starvation guard): :mod:`llmqueue.sim.queue`;
 - the time law (Eq. 18 / 26 batches, the iteration step law): :mod:`llmqueue.sim.timelaw`;
+- the router of replicas with a queue each (round_robin, random, jsq, least_work, least_kv,
+  power_of_d): :mod:`llmqueue.sim.router`, called by the routed loops of the static formers
+  ``none``, ``dynamic``, ``elastic`` and of continuous batching;
 - the batch former: one compiled event loop and its Python driver per module,
   :mod:`llmqueue.sim.static` (``none``, ``dynamic``, ``fixed``, ``elastic``),
   :mod:`llmqueue.sim.continuous` (iteration-level scheduling) and :mod:`llmqueue.sim.multibin`,
@@ -61,7 +64,6 @@ import numpy as np
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
 from llmqueue.policy import BATCHING, Policy
-from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
 from llmqueue.sim.continuous import ContinuousFormer
 from llmqueue.sim.multibin import MultiBinFormer
@@ -240,7 +242,7 @@ def _result(
     rs: S.Run, policy: Policy, former: S.Former, code: int, kept: list[Any] | None
 ) -> SimResult:
     """The :class:`SimResult` of a finished run (stability verdict, window rates, metrics)."""
-    sti, stf, qi = rs.sti, rs.stf, rs.qi
+    sti, stf = rs.sti, rs.stf
     n_req = rs.n_req
     total = rs.warmup + n_req
     notes = []
@@ -255,7 +257,7 @@ def _result(
         notes.append(
             f"{n_req - served} measured requests were never served (no arrivals left to fill a batch)"
         )
-    q_end = int(qi[Q.Q_LEN])
+    q_end = former.waiting(rs)
     samples = rs.qsamp[rs.qsamp >= 0].astype(float)
     trend = _spearman(samples)
     if q_end > 0.01 * n_req + 100 and trend > 0.8:

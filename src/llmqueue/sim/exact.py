@@ -17,6 +17,12 @@ that has no formula gets None, and a name outside the registry is an InputError:
   prediction) is sampled from the workload and the formula evaluated on the sample, a Monte Carlo
   estimate whose standard error is reported.
 
+Several servers (one at a time each, FCFS unless said): ``random`` routing to c replicas is c
+independent queues at rate lambda / c, each with the one-server formula of its order (any law);
+with exponential service (an exponential token law, S = a N) the central queue is M/M/c (Erlang
+C) and ``round_robin`` is E_c/M/1 per replica (:mod:`llmqueue.analytic.multiserver`). Other routers
+and laws have no formula here (None).
+
 Units: seconds, requests/s, tokens.
 """
 
@@ -24,11 +30,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
+from llmqueue.analytic.multiserver import mmc_wait, round_robin_mm_wait
 from llmqueue.analytic.priority import (
     pk_wait,
     priority_class_waits,
@@ -41,7 +48,7 @@ from llmqueue.policy import Policy, order_code
 from llmqueue.sim.engine import static_law
 from llmqueue.sim.predictors import Oracle
 from llmqueue.sim.workload import PoissonWorkload, TraceWorkload, Workload
-from llmqueue.tokens import EmpiricalLaw
+from llmqueue.tokens import EmpiricalLaw, ExponentialLaw
 
 __all__ = ["ExactWait", "ROW_FORMULAS", "row_mean_wait", "service_times", "exact_wait"]
 
@@ -157,8 +164,10 @@ def exact_wait(
     server, Poisson arrivals from token laws or trace rows), else None; None also when rho >= 1
     (no steady state). For a predictor over token laws the formula is evaluated by Monte Carlo
     over `samples` draws (stream `seed`)."""
-    if policy.kind != "none" or policy.servers != 1:
+    if policy.kind != "none":
         return None
+    if policy.servers != 1:
+        return _servers_wait(workload, policy, latency, seed=seed, samples=samples)
     order = _known(policy.order)
     if order == "spjf" and isinstance(workload.predictor, Oracle):
         order = "sjf"
@@ -196,3 +205,47 @@ def exact_wait(
         return None
     except UnstableError:
         return None
+
+
+def _servers_wait(
+    workload: Workload,
+    policy: Policy,
+    latency: Latency,
+    *,
+    seed: int | np.random.SeedSequence,
+    samples: int,
+) -> ExactWait | None:
+    """:func:`exact_wait` of c > 1 one-at-a-time servers (module docstring), else None."""
+    c = policy.replicas
+    if policy.router == "random":
+        one = replace(policy, servers=1, replicas=1, router="central")
+        found = exact_wait(
+            workload.at_rate(workload.rate_per_s / c), one, latency, seed=seed, samples=samples
+        )
+        if found is None:
+            return None
+        return ExactWait(
+            found.wait_s,
+            f"random routing: {c} independent queues at rate lambda/{c}, each by {found.method}",
+            found.se_s,
+        )
+    if policy.order != "fcfs" or policy.router not in ("central", "round_robin"):
+        return None
+    if not isinstance(workload, PoissonWorkload) or not isinstance(workload.output, ExponentialLaw):
+        return None
+    if isinstance(latency, StepLaw):
+        return None
+    k = static_law(latency)
+    a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
+    if b0 != 0.0 or a <= 0.0:
+        return None  # exponential service needs S = a N
+    mu = 1.0 / (a * workload.output.mean())
+    lam = workload.rate_per_s
+    if lam >= c * mu:
+        return None
+    if policy.router == "central":
+        return ExactWait(mmc_wait(lam, mu, c), f"M/M/{c}, Erlang C")
+    return ExactWait(
+        round_robin_mm_wait(lam, mu, c),
+        f"round robin: E_{c}/M/1 per replica (sigma = A*(mu (1 - sigma)))",
+    )

@@ -152,6 +152,45 @@ class Run:
         return int(self.qi[Q.Q_CAP])
 
 
+@dataclass
+class Queues:
+    """One queue per replica (a routed policy, :mod:`llmqueue.sim.router`): the arrays of
+    :func:`llmqueue.sim.queue.new_queue` stacked, replica first (``pools[r]`` is replica r's slot
+    pool, and so on), all of one capacity, and ``qtot`` (a queue state whose ``Q_LEN`` the routed
+    loops set to the requests waiting in all the queues, for the run's queue samples)."""
+
+    pools: np.ndarray
+    rings: np.ndarray
+    heaps: np.ndarray
+    frees: np.ndarray
+    qis: np.ndarray
+    qtot: np.ndarray
+
+    @classmethod
+    def new(cls, replicas: int, cap: int = 1024) -> Queues:
+        parts = [Q.new_queue(cap) for _ in range(replicas)]
+        pools, rings, heaps, frees, qis = (np.stack([p[i] for p in parts]) for i in range(5))
+        return cls(pools, rings, heaps, frees, qis, np.zeros(Q.QI_SIZE, dtype=np.int64))
+
+    def grow(self) -> None:
+        """Double every queue's capacity (a routed loop returned :data:`GROW`)."""
+        parts = [
+            Q.grow(self.pools[r], self.rings[r], self.heaps[r], self.frees[r], self.qis[r])
+            for r in range(self.qis.shape[0])
+        ]
+        self.pools, self.rings, self.heaps, self.frees = (
+            np.stack([p[i] for p in parts]) for i in range(4)
+        )
+
+    @property
+    def cap(self) -> int:
+        return int(self.qis[0, Q.Q_CAP])
+
+    def waiting(self) -> int:
+        """Requests waiting in all the queues."""
+        return int(self.qis[:, Q.Q_LEN].sum())
+
+
 @dataclass(frozen=True)
 class Setup:
     """What a batch former's driver is made from: the policy, its time law (each former checks
@@ -183,3 +222,8 @@ class Former:
 
     def finish(self, run: Run) -> None:
         """Nothing is pending unless a former keeps batches in service."""
+
+    def waiting(self, run: Run) -> int:
+        """Requests waiting when the run stopped (in the run's queue; a routed former: in all the
+        replicas' queues)."""
+        return int(run.qi[Q.Q_LEN])

@@ -27,6 +27,7 @@ from numba import njit
 from llmqueue.policy import former_code
 from llmqueue.sim import fields as F
 from llmqueue.sim import queue as Q
+from llmqueue.sim import router as R
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
 from llmqueue.sim.recorder import record
@@ -34,6 +35,7 @@ from llmqueue.sim.timelaw import TABLE, StaticLaw, batch_time, static_settings
 
 __all__ = [
     "run_static",
+    "run_static_routed",
     "start_batch",
     "BatchServers",
     "StaticFormer",
@@ -233,6 +235,111 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         tw[0] = np.nan
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _replica_load(kind, r, t, qis, wwork, pend_t, pend_n, pend_w):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Replica r's load of kind `kind` (:func:`llmqueue.sim.router.load_kind`) at time t: its
+    waiting requests (or their predicted tokens) plus its members in service not yet replied."""
+    if kind == R.LOAD_REQUESTS:
+        u = float(qis[r, Q.Q_LEN])
+        for j in range(pend_n[r]):
+            if pend_t[r, j] > t:
+                u += 1.0
+        return u
+    u = wwork[r]
+    for j in range(pend_n[r]):
+        if pend_t[r, j] > t:
+            u += pend_w[r, j]
+    return u
+
+
+@kernel
+def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
+    arr, prompt, out, pred, final,
+    sti, stf, qsamp,
+    pools, rings, heaps, frees, qis, qtot, tq, wwork,
+    free_at, pend_t, pend_tok, pend_n, pend_w,
+    former, cap_b, order, guard, guard_s, guard_x, run0, run1,
+    law_kind, kcoef, table, slots, lengths, comp, idx,
+    rcode, rst, perm, load,
+    sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat, id_cap,
+):  # fmt: skip
+    """The formers none, dynamic and elastic on replicas with a queue each, behind router `rcode`
+    (module docstring): ``tq[r]``, the arrival that found replica r's queue empty; ``wwork[r]``,
+    the predicted tokens of its waiting requests; ``pend_w``, those of its members in service.
+    Returns a code as :func:`run_static` (GROW: every queue is doubled)."""
+    n_avail = arr.size
+    c = free_at.size
+    elastic = former == ELASTIC
+    kind = R.load_kind(rcode)
+    while True:
+        if sti[S.I_DONE] >= n_req:
+            return S.DONE
+        s = -1
+        ts = np.inf
+        waiting = 0
+        for j in range(c):
+            n = qis[j, Q.Q_LEN]
+            waiting += n
+            if n > 0:
+                t0 = free_at[j] if free_at[j] >= tq[j] else tq[j]
+                if t0 < ts:
+                    ts = t0
+                    s = j
+        pos = sti[S.I_POS]
+        if pos >= n_avail:
+            if not final:
+                return S.NEED_MORE
+            a = np.inf
+        else:
+            a = arr[pos]
+        if a <= ts and a < np.inf:
+            for j in range(c):
+                if qis[j, Q.Q_NFREE] == 0:
+                    return S.GROW
+            if waiting >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
+                return S.CAP
+            rid = sti[S.I_NEXT_ID]
+            if kind != R.LOAD_NONE:
+                for j in range(c):
+                    load[j] = _replica_load(kind, j, a, qis, wwork, pend_t, pend_n, pend_w)
+            r = R.choose(rcode, load, rst, perm)
+            slot = Q.alloc(pools[r], frees[r], qis[r], a, prompt[pos], out[pos], pred[pos], rid)
+            if qis[r, Q.Q_LEN] == 0:
+                tq[r] = a
+            Q.push(pools[r], rings[r], heaps[r], qis[r], slot, order, guard)
+            wwork[r] += R.work_tokens(prompt[pos], pred[pos])
+            qtot[Q.Q_LEN] = waiting + 1
+            S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
+            stf[S.S_TLAST] = a
+            sti[S.I_POS] = pos + 1
+            sti[S.I_NEXT_ID] = rid + 1
+            continue
+        if s < 0:
+            return S.DONE  # nothing waits and no arrivals are left
+        n = qis[s, Q.Q_LEN]
+        b = n if n < cap_b else cap_b
+        if b > slots.size:
+            return S.BUF
+        pool = pools[s]
+        for i in range(b):
+            sl = Q.select_aged(
+                pool, rings[s], heaps[s], qis[s], order, guard, guard_s, guard_x, run0, run1, ts
+            )
+            Q.remove(pool, rings[s], heaps[s], qis[s], sl, order)
+            slots[i] = sl
+            lengths[i] = pool[sl, F.F_OUT]
+            w = R.work_tokens(pool[sl, F.F_PROMPT], pool[sl, F.F_PRED])
+            wwork[s] -= w
+            pend_w[s, i] = w
+        d, t1 = batch_time(law_kind, kcoef, table, lengths, b, elastic, comp, idx)
+        start_batch(
+            s, ts, b, d, t1, slots, lengths, comp, pool, frees[s], qis[s], sti, stf,
+            free_at, pend_t, pend_tok, pend_n,
+            sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+        )  # fmt: skip
+        tq[s] = ts
+
+
 def run_time_law(law: StaticLaw) -> tuple[float, float]:
     """(r0, r1) of a request's run time alone on a server, T_1(n) = r0 + r1 n (s): t1(1) and
     t2(1) of an Eq. (18) law, or the fixed-T table's T_1 (the starvation guard's run-time
@@ -306,10 +413,88 @@ class StaticFormer(S.Former):
         self.cap_b = int(min(policy.cap, 1 << 30))
         width = int(min(self.cap_b, 64)) if policy.kind != "fixed" else policy.k
         self.b = BatchServers.new(int(policy.servers), width)
+        self.queues = S.Queues.new(int(policy.servers)) if policy.routed else None
+        self.router = R.RouterState.new(policy, setup.seed) if policy.routed else None
+        self.tq = np.zeros(int(policy.servers))
+        self.wwork = np.zeros(int(policy.servers))
+        self.pend_w = np.zeros((int(policy.servers), width))
+
+    def waiting(self, run: S.Run) -> int:
+        return self.queues.waiting() if self.queues is not None else int(run.qi[Q.Q_LEN])
+
+    def _step_routed(
+        self, run: S.Run, chunk: Sequence[np.ndarray], final: bool, qs: S.Queues, rt: R.RouterState
+    ) -> int:
+        b = self.b
+        return int(
+            run_static_routed(
+                *chunk,
+                final,
+                run.sti,
+                run.stf,
+                run.qsamp,
+                qs.pools,
+                qs.rings,
+                qs.heaps,
+                qs.frees,
+                qs.qis,
+                qs.qtot,
+                self.tq,
+                self.wwork,
+                b.free_at,
+                b.pend_t,
+                b.pend_tok,
+                b.pend_n,
+                self.pend_w,
+                self.former,
+                self.cap_b,
+                self.order,
+                self.guard,
+                self.guard_s,
+                self.guard_x,
+                self.run0,
+                self.run1,
+                self.law.kind,
+                self.law.kcoef,
+                self.law.table,
+                b.slots,
+                b.lengths,
+                b.comp,
+                b.idx,
+                rt.code,
+                rt.rst,
+                rt.perm,
+                rt.load,
+                run.sums,
+                run.counts,
+                run.hist,
+                run.maxima,
+                run.fbuf,
+                run.ibuf,
+                run.rec,
+                run.warmup,
+                run.n_req,
+                run.nbat,
+                run.id_cap,
+            )  # fmt: skip
+        )
 
     def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
         b = self.b
+        if self.queues is not None and self.router is not None:
+            code = self._step_routed(run, chunk, final, self.queues, self.router)
+            if code == S.GROW:
+                self.queues.grow()
+            elif code == S.BUF:
+                nb = 2 * b.slots.size
+                while nb < min(self.queues.qis[:, Q.Q_LEN].max(), self.cap_b):
+                    nb *= 2
+                b.widen(nb)
+                wider = np.zeros((self.pend_w.shape[0], nb))
+                wider[:, : self.pend_w.shape[1]] = self.pend_w
+                self.pend_w = wider
+            return code
         code = run_static(
             *chunk, final, run.sti, run.stf, run.qsamp,
             run.pool, run.ring, run.heap, run.free, run.qi,
