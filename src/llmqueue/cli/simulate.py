@@ -42,13 +42,11 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
-from llmqueue.cli import add_command, flags
+from llmqueue.cli import add_command, flags, inputs
 from llmqueue.errors import InputError
 from llmqueue.io import strict_json
-from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
 from llmqueue.limits import (
     MAX_BATCH,
     MAX_RATE_PER_S,
@@ -56,45 +54,16 @@ from llmqueue.limits import (
     MAX_SERVERS,
     MAX_TIME_S,
     MAX_TOKENS,
-    integer,
 )
 from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, ROUTERS, Policy
-from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import exact_rate, max_rate
 from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.exact import exact_wait
-from llmqueue.sim.predictors import parse_predictor
-from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
-from llmqueue.tokens import parse_law
+from llmqueue.sim.workload import PoissonWorkload, Workload
 
-DEFAULT_CONFIG = "config/config.yaml"
 MAX_BINS = 1024
 MAX_SLOTS = 1 << 22  # servers x batch entries of the engine's per-server arrays (a few 10 MiB)
-MAX_KV_TOKENS = 10**12  # KV-cache tokens per server
-
-
-def parse_batch_time(text: str) -> BatchLatency:
-    """``k1=..,k2=..,k3=..,k4=..`` (s, s, s/token, s/token) -> BatchLatency (Eq. 18)."""
-    vals: dict[str, float] = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        key, eq, val = item.partition("=")
-        if not eq or key.strip() not in ("k1", "k2", "k3", "k4"):
-            raise InputError(f"--batch-time {text!r}: expected k1=S,k2=S,k3=S,k4=S (all >= 0)")
-        try:
-            vals[key.strip()] = float(val)
-        except ValueError:
-            raise InputError(
-                f"--batch-time {text!r}: {key.strip()}={val!r} is not a number"
-            ) from None
-    if set(vals) != {"k1", "k2", "k3", "k4"}:
-        raise InputError(f"--batch-time {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
-    try:
-        return BatchLatency(
-            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--batch-time"
-        )
-    except InputError as err:
-        raise InputError(f"--batch-time {text!r}: {str(err).split(': ', 1)[-1]}") from None
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -166,109 +135,6 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError("--max-batch applies to --batching dynamic, elastic or continuous")
 
 
-def _predictor(args: argparse.Namespace) -> Any:
-    if args.predictor is None:
-        if args.order == "spjf" or args.batching == "multibin":
-            raise InputError(
-                "--predictor SPEC is needed by --order spjf and --batching multibin "
-                "(oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH)"
-            )
-        return None
-    return _flag("--predictor", parse_predictor, args.predictor)
-
-
-def _flag(flag: str, parse: Any, *a: Any) -> Any:
-    """`parse(*a)`, its InputError naming `flag` (unless it already does)."""
-    try:
-        return parse(*a)
-    except InputError as err:
-        text = str(err)
-        raise InputError(text if text.startswith(flag) else f"{flag}: {text}") from None
-
-
-def _workload(args: argparse.Namespace, predictor: Any) -> Workload:
-    kw = {"predictor": predictor} if predictor is not None else {}
-    rate = args.rate if args.rate is not None else 1.0
-    if args.tokens is not None:
-        law = _flag("--tokens", parse_law, args.tokens, ".")
-        prompt = (
-            _flag("--prompt-tokens", parse_law, args.prompt_tokens, ".")
-            if args.prompt_tokens
-            else None
-        )
-        return PoissonWorkload(law, rate, prompt=prompt, **kw)
-    if not Path(args.trace).is_file():
-        raise InputError(f"--trace: file {args.trace!r} does not exist")
-    if args.replay:
-        return ReplayWorkload.from_csv(
-            args.trace,
-            timestamp_column=args.timestamp_column,
-            prompt_column=args.prompt_column,
-            output_column=args.output_column,
-            rate_per_s=args.rate,
-            **kw,
-        )
-    return TraceWorkload.from_csv(
-        args.trace,
-        rate,
-        prompt_column=args.prompt_column,
-        output_column=args.output_column,
-        timestamp_column=args.timestamp_column,  # read only by a learned predictor's features
-        **kw,
-    )
-
-
-def _latency(args: argparse.Namespace) -> tuple[Latency, dict[str, Any] | None]:
-    if args.step:
-        return parse_step_law(args.step), None
-    if args.batch_time:
-        return parse_batch_time(args.batch_time), None
-    if args.latency:
-        return parse_linear_latency(args.latency), None
-    import yaml
-
-    cfg_path = Path(args.config)
-    if not cfg_path.is_file():
-        raise InputError(f"--config: {args.config!r} does not exist (--profile NAME reads it)")
-    try:
-        config = yaml.safe_load(cfg_path.read_text()) or {}
-    except (yaml.YAMLError, UnicodeDecodeError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise InputError(f"--config {args.config}: not a YAML file ({first})") from None
-    if not isinstance(config, dict):
-        raise InputError(
-            f"--config {args.config}: must be a YAML mapping of sections, got a "
-            f"{type(config).__name__}"
-        )
-    # fit.json files live under the project root: the folder above config/ (else here)
-    here = cfg_path.resolve().parent
-    root = here.parent if here.name == "config" else Path.cwd()
-    return named_latency(config, args.profile, args.batching, root)
-
-
-def _kv_tokens(args: argparse.Namespace, fit: dict[str, Any] | None) -> int | None:
-    if args.kv_tokens is None or args.kv_tokens == "none":
-        return None
-    if args.kv_tokens == "auto":
-        if fit is None:
-            raise InputError("--kv-tokens auto needs --profile NAME (its model and GPU); or give N")
-        n = kv_tokens_of_fit(fit, memory_fraction=args.kv_memory_fraction)
-        if n < 1:
-            raise InputError(
-                f"--kv-memory-fraction {args.kv_memory_fraction:g}: the weights already fill that "
-                "share of the GPU's memory, so the KV cache gets no token; give a larger fraction "
-                "or --kv-tokens N"
-            )
-        return n
-    try:
-        return integer(args.kv_tokens, "--kv-tokens", lo=1, hi=MAX_KV_TOKENS, unit="tokens")
-    except InputError:
-        raise InputError(
-            f"--kv-tokens must be an integer in [1, {MAX_KV_TOKENS:g}] tokens, auto or none, "
-            f"got {args.kv_tokens!r}"
-        ) from None
-
-
 def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
     kw: dict[str, Any] = dict(order=args.order, guard_s=args.guard, servers=args.servers)
     if args.replicas is not None:
@@ -324,10 +190,11 @@ def _check_fits(workload: Workload, policy: Policy) -> None:
 def simulate(args: argparse.Namespace) -> dict[str, Any]:
     """Everything the command prints, as one JSON-ready dict (module docstring)."""
     _check_flags(args)
-    predictor = _predictor(args)
-    workload = _workload(args, predictor)
-    latency, fit = _latency(args)
-    policy = _policy(args, _kv_tokens(args, fit))
+    needed = args.order == "spjf" or args.batching == "multibin" or args.router == "least_work"
+    predictor = inputs.predictor_from(args, needed)
+    workload = inputs.workload_from(args, predictor)
+    latency, fit = inputs.latency_from(args, args.batching)
+    policy = _policy(args, inputs.kv_tokens_from(args.kv_tokens, args.kv_memory_fraction, fit))
     _check_fits(workload, policy)
     out: dict[str, Any] = {
         "policy": policy.kind,
@@ -452,14 +319,7 @@ def register(subparsers: Any) -> None:
         type=flags.number(0, 1, lo_open=True, hi_open=True),
         help="arrival rate as a fraction of the highest sustainable rate, in (0, 1)",
     )
-    g.add_argument("--tokens", help="output-token law, e.g. lognormal:mu=5,sigma=1,cap=2048")
-    g.add_argument("--prompt-tokens", help="prompt-token law (default: no prompt)")
-    g.add_argument("--trace", help="CSV with prompt and output columns (joint rows)")
-    g.add_argument("--replay", action="store_true", help="replay --trace at its own timestamps")
-    g.add_argument("--prompt-column", default="ContextTokens")
-    g.add_argument("--output-column", default="GeneratedTokens")
-    g.add_argument("--timestamp-column", default="TIMESTAMP")
-    g.add_argument("--predictor", help="oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH")
+    inputs.add_workload_flags(g)
     g = p.add_argument_group("policy")
     g.add_argument("--order", choices=ORDERS, default="fcfs")
     g.add_argument(
@@ -537,16 +397,7 @@ def register(subparsers: Any) -> None:
         help="power_of_d: replicas sampled per arrival (default 2)",
     )
     g = p.add_argument_group("time law (exactly one)")
-    g.add_argument(
-        "--profile",
-        help="a named profile of --config (step_profiles, batch_profiles, latency_profiles)",
-    )
-    g.add_argument("--step", help="continuous: c0=S,c_tok=S,c_ctx=S (s, s/token, s/token)")
-    g.add_argument("--batch-time", help="Eq. (18): k1=S,k2=S,k3=S,k4=S (s, s, s/token, s/token)")
-    g.add_argument("--latency", help="one request: a=S_PER_TOKEN,b0=S (S = a N + b0)")
-    g.add_argument(
-        "--config", default=DEFAULT_CONFIG, help=f"config for --profile (default {DEFAULT_CONFIG})"
-    )
+    inputs.add_law_flags(g)
     g = p.add_argument_group("run")
     g.add_argument(
         "--requests",

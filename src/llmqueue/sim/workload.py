@@ -321,21 +321,26 @@ class TraceWorkload(Workload):
         output_column: str = "GeneratedTokens",
         predictor: Predictor | None = None,
         timestamp_column: str = "TIMESTAMP",
+        trace_format: str = "csv",
     ) -> TraceWorkload:
-        """Rows of a CSV trace; `timestamp_column` is read only for a predictor that reads rows
-        (``learned``: its features need arrival times and the history of finished requests)."""
+        """Rows of a trace (a CSV's columns, or a file of another format of
+        :data:`llmqueue.traces.FORMATS`, whose columns the format fixes); `timestamp_column` is
+        read only for a predictor that reads rows (``learned``: its features need arrival times
+        and the history of finished requests)."""
         pred = predictor or Oracle()
         source = f"{Path(path).name}:{prompt_column},{output_column}"
-        if pred.needs_rows:
+        if trace_format != "csv":
+            source = f"{Path(path).name} ({trace_format})"
+        if pred.needs_rows or trace_format != "csv":
             columns = TraceColumns(timestamp_column, prompt_column, output_column)
-            rows = read_trace(path, columns)
+            rows = read_trace(path, columns, format=trace_format)
             return cls(
                 rows.prompt_tokens,
                 rows.output_tokens,
                 rate_per_s,
                 pred,
                 source,
-                _learned_rows(pred, rows),
+                _learned_rows(pred, rows) if pred.needs_rows else None,
             )
         cols = read_columns(path, [prompt_column, output_column])
         return cls(cols[prompt_column], cols[output_column], rate_per_s, pred, source)
@@ -469,10 +474,14 @@ class ReplayWorkload(Workload):
         output_column: str = "GeneratedTokens",
         rate_per_s: float | None = None,
         predictor: Predictor | None = None,
+        trace_format: str = "csv",
     ) -> ReplayWorkload:
-        """Replay a CSV (:func:`llmqueue.traces.read_trace`); timestamps may be numbers (s) or
-        date-times; `rate_per_s` rescales time so the mean rate is that (None: the trace's own)."""
-        rows = read_trace(path, TraceColumns(timestamp_column, prompt_column, output_column))
+        """Replay a trace (:func:`llmqueue.traces.read_trace`, format `trace_format`); timestamps
+        may be numbers (s) or date-times; `rate_per_s` rescales time so the mean rate is that
+        (None: the trace's own)."""
+        rows = read_trace(
+            path, TraceColumns(timestamp_column, prompt_column, output_column), format=trace_format
+        )
         w = cls(
             rows.arrival_s,
             rows.prompt_tokens,

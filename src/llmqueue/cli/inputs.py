@@ -1,0 +1,209 @@
+"""The flags a workload, a time law and a KV budget are given by, shared by ``llmqueue simulate`` and
+``llmqueue plan``, and their conversion into library objects (every error naming its flag).
+
+- workload: ``--tokens LAW`` [``--prompt-tokens LAW``] (Poisson arrivals), or ``--trace PATH``
+  (joint prompt/output rows; ``--trace-format NAME``, :data:`llmqueue.traces.FORMATS`) drawn
+  i.i.d. or, with ``--replay``, at the trace's own timestamps; ``--predictor SPEC``;
+- time law: ``--profile NAME`` (a config profile; its fit.json), ``--step``, ``--batch-time`` or
+  ``--latency``; ``--config``;
+- KV budget: ``--kv-tokens N|auto|none`` with ``--kv-memory-fraction``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from llmqueue.errors import InputError
+from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
+from llmqueue.limits import integer
+from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
+from llmqueue.sim.predictors import parse_predictor
+from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
+from llmqueue.tokens import parse_law
+from llmqueue.traces import FORMATS
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "MAX_KV_TOKENS",
+    "add_workload_flags",
+    "add_law_flags",
+    "flagged",
+    "parse_batch_time",
+    "predictor_from",
+    "workload_from",
+    "latency_from",
+    "kv_tokens_from",
+]
+
+DEFAULT_CONFIG = "config/config.yaml"
+MAX_KV_TOKENS = 10**12  # KV-cache tokens per server
+
+
+def add_workload_flags(g: Any) -> None:
+    """--tokens, --prompt-tokens, --trace (--trace-format, --replay, its columns), --predictor."""
+    g.add_argument("--tokens", help="output-token law, e.g. lognormal:mu=5,sigma=1,cap=2048")
+    g.add_argument("--prompt-tokens", help="prompt-token law (default: no prompt)")
+    g.add_argument("--trace", help="a request table with prompt and output tokens (joint rows)")
+    g.add_argument(
+        "--trace-format",
+        choices=sorted(FORMATS),
+        default="csv",
+        help="the --trace file's format (default csv: the columns below)",
+    )
+    g.add_argument("--replay", action="store_true", help="replay --trace at its own timestamps")
+    g.add_argument("--prompt-column", default="ContextTokens")
+    g.add_argument("--output-column", default="GeneratedTokens")
+    g.add_argument("--timestamp-column", default="TIMESTAMP")
+    g.add_argument("--predictor", help="oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH")
+
+
+def add_law_flags(g: Any) -> None:
+    """--profile, --step, --batch-time, --latency and --config (exactly one law is given)."""
+    g.add_argument(
+        "--profile",
+        help="a named profile of --config (step_profiles, batch_profiles, latency_profiles)",
+    )
+    g.add_argument("--step", help="continuous: c0=S,c_tok=S,c_ctx=S (s, s/token, s/token)")
+    g.add_argument("--batch-time", help="Eq. (18): k1=S,k2=S,k3=S,k4=S (s, s, s/token, s/token)")
+    g.add_argument("--latency", help="one request: a=S_PER_TOKEN,b0=S (S = a N + b0)")
+    g.add_argument(
+        "--config", default=DEFAULT_CONFIG, help=f"config for --profile (default {DEFAULT_CONFIG})"
+    )
+
+
+def parse_batch_time(text: str) -> BatchLatency:
+    """``k1=..,k2=..,k3=..,k4=..`` (s, s, s/token, s/token) -> BatchLatency (Eq. 18)."""
+    vals: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, eq, val = item.partition("=")
+        if not eq or key.strip() not in ("k1", "k2", "k3", "k4"):
+            raise InputError(f"--batch-time {text!r}: expected k1=S,k2=S,k3=S,k4=S (all >= 0)")
+        try:
+            vals[key.strip()] = float(val)
+        except ValueError:
+            raise InputError(
+                f"--batch-time {text!r}: {key.strip()}={val!r} is not a number"
+            ) from None
+    if set(vals) != {"k1", "k2", "k3", "k4"}:
+        raise InputError(f"--batch-time {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
+    try:
+        return BatchLatency(
+            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--batch-time"
+        )
+    except InputError as err:
+        raise InputError(f"--batch-time {text!r}: {str(err).split(': ', 1)[-1]}") from None
+
+
+def predictor_from(args: argparse.Namespace, needed: bool) -> Any:
+    """The --predictor of `args` (None when not given); `needed`: refuse its absence."""
+    if args.predictor is None:
+        if needed:
+            raise InputError(
+                "--predictor SPEC is needed by --order spjf, --batching multibin and --router "
+                "least_work "
+                "(oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH)"
+            )
+        return None
+    return flagged("--predictor", parse_predictor, args.predictor)
+
+
+def flagged(flag: str, parse: Any, *a: Any) -> Any:
+    """`parse(*a)`, its InputError naming `flag` (unless it already does)."""
+    try:
+        return parse(*a)
+    except InputError as err:
+        text = str(err)
+        raise InputError(text if text.startswith(flag) else f"{flag}: {text}") from None
+
+
+def workload_from(args: argparse.Namespace, predictor: Any) -> Workload:
+    """The workload of the workload flags (:func:`add_workload_flags`) at --rate (1/s if none)."""
+    kw = {"predictor": predictor} if predictor is not None else {}
+    rate = args.rate if args.rate is not None else 1.0
+    if args.tokens is not None:
+        law = flagged("--tokens", parse_law, args.tokens, ".")
+        prompt = (
+            flagged("--prompt-tokens", parse_law, args.prompt_tokens, ".")
+            if args.prompt_tokens
+            else None
+        )
+        return PoissonWorkload(law, rate, prompt=prompt, **kw)
+    if not Path(args.trace).is_file():
+        raise InputError(f"--trace: file {args.trace!r} does not exist")
+    if args.replay:
+        return ReplayWorkload.from_csv(
+            args.trace,
+            trace_format=args.trace_format,
+            timestamp_column=args.timestamp_column,
+            prompt_column=args.prompt_column,
+            output_column=args.output_column,
+            rate_per_s=args.rate,
+            **kw,
+        )
+    return TraceWorkload.from_csv(
+        args.trace,
+        rate,
+        trace_format=args.trace_format,
+        prompt_column=args.prompt_column,
+        output_column=args.output_column,
+        timestamp_column=args.timestamp_column,  # read only by a learned predictor's features
+        **kw,
+    )
+
+
+def latency_from(args: argparse.Namespace, batching: str) -> tuple[Latency, dict[str, Any] | None]:
+    """The time law of the law flags (:func:`add_law_flags`) for batch former `batching`, and the
+    profile's fit.json (None for a law given on the command line)."""
+    if args.step:
+        return parse_step_law(args.step), None
+    if args.batch_time:
+        return parse_batch_time(args.batch_time), None
+    if args.latency:
+        return parse_linear_latency(args.latency), None
+    import yaml
+
+    cfg_path = Path(args.config)
+    if not cfg_path.is_file():
+        raise InputError(f"--config: {args.config!r} does not exist (--profile NAME reads it)")
+    try:
+        config = yaml.safe_load(cfg_path.read_text()) or {}
+    except (yaml.YAMLError, UnicodeDecodeError) as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise InputError(f"--config {args.config}: not a YAML file ({first})") from None
+    if not isinstance(config, dict):
+        raise InputError(
+            f"--config {args.config}: must be a YAML mapping of sections, got a "
+            f"{type(config).__name__}"
+        )
+    # fit.json files live under the project root: the folder above config/ (else here)
+    here = cfg_path.resolve().parent
+    root = here.parent if here.name == "config" else Path.cwd()
+    return named_latency(config, args.profile, batching, root)
+
+
+def kv_tokens_from(
+    text: str | None, memory_fraction: float, fit: dict[str, Any] | None
+) -> int | None:
+    """--kv-tokens N, auto (from the profile's model and GPU at `memory_fraction`) or none."""
+    if text is None or text == "none":
+        return None
+    if text == "auto":
+        if fit is None:
+            raise InputError("--kv-tokens auto needs --profile NAME (its model and GPU); or give N")
+        n = kv_tokens_of_fit(fit, memory_fraction=memory_fraction)
+        if n < 1:
+            raise InputError(
+                f"--kv-memory-fraction {memory_fraction:g}: the weights already fill that "
+                "share of the GPU's memory, so the KV cache gets no token; give a larger fraction "
+                "or --kv-tokens N"
+            )
+        return n
+    try:
+        return integer(text, "--kv-tokens", lo=1, hi=MAX_KV_TOKENS, unit="tokens")
+    except InputError:
+        raise InputError(
+            f"--kv-tokens must be an integer in [1, {MAX_KV_TOKENS:g}] tokens, auto or none, "
+            f"got {text!r}"
+        ) from None
