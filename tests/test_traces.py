@@ -127,7 +127,7 @@ def test_vllm_request_tables_read_as_rows_with_their_frame(tmp_path: Path) -> No
     df.drop(columns=["warmup"]).to_csv(tmp_path / "short.csv", index=False)
     with pytest.raises(InputError, match=r"lacks columns \['warmup'\]"):
         read_trace(tmp_path / "short.csv", format="vllm-requests")
-    assert set(FORMATS) == {"csv", "vllm-requests"}
+    assert set(FORMATS) == {"csv", "vllm-requests", "ssjf-predictions"}
 
 
 @given(
