@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from llmqueue.errors import InputError
+from llmqueue.limits import MAX_TOKENS
 from llmqueue.traces import (
     DAY_S,
     FORMATS,
@@ -76,6 +77,78 @@ def test_errors_name_the_file_the_column_and_what_exists(tmp_path: Path) -> None
         TraceColumns.from_mapping({"stamp": "x"})
 
 
+@pytest.mark.parametrize(
+    "cell, words",
+    [
+        ("inf", "'GeneratedTokens' of .*t.csv: 1 values are not finite, the first in data row 2"),
+        ("nan", "'GeneratedTokens' of .*t.csv: 1 values are not numbers .*data row 2"),
+        ("", "'GeneratedTokens' of .*t.csv: 1 values are not numbers .*data row 2"),
+        ("x", "'GeneratedTokens' of .*t.csv: 1 values are not numbers .*data row 2: 'x'"),
+        ("-1", "'GeneratedTokens' of .*t.csv: 1 values are out of range, .*: -1; allowed: "),
+        (
+            f"{2 * MAX_TOKENS:.0f}",
+            r"out of range, the first in data row 2: 2e\+09; allowed: .*1e\+09",
+        ),
+    ],
+)
+def test_csv_token_counts_must_be_finite_and_in_range(
+    tmp_path: Path, cell: str, words: str
+) -> None:
+    """The csv reader refuses a token count that is not a number, NaN, infinite, negative or
+    above MAX_TOKENS, in one line naming the file, the column, the row and the allowed range."""
+    p = _csv(tmp_path, f"TIMESTAMP,ContextTokens,GeneratedTokens\n0,1,2\n1,3,{cell}\n2,5,6\n")
+    with pytest.raises(InputError, match=words) as err:
+        read_trace(p, format="csv")
+    assert "\n" not in str(err.value) and str(err.value).startswith("--trace: ")
+    with pytest.raises(InputError, match="allowed: numbers >= 0 and <= 1e\\+09 tokens"):
+        read_trace(p, format="csv")
+
+
+def test_csv_refuses_ragged_rows_infinite_times_and_empty_files(tmp_path: Path) -> None:
+    head = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+    for row in ("1,3,4,9", "1,3"):  # pandas would drop the 9 or read the missing cell as NaN
+        p = _csv(tmp_path, f"{head}0,1,2\n{row}\n2,5,6\n", "ragged.csv")
+        with pytest.raises(
+            InputError, match=r"ragged.csv, line 3: \d fields where the header has 3"
+        ):
+            read_trace(p)
+        with pytest.raises(InputError, match="ragged row"):
+            read_columns(p, ["ContextTokens"])
+    p = _csv(tmp_path, f"{head}0,1,2\ninf,3,4\n", "inf.csv")
+    with pytest.raises(
+        InputError, match="timestamp column 'TIMESTAMP' of .*inf.csv: 1 values are not finite"
+    ):
+        read_trace(p)
+    with pytest.raises(InputError, match="'TIMESTAMP' of .*: 1 values are not finite"):
+        read_columns(p, ["TIMESTAMP"])
+    with pytest.raises(InputError, match="empty.csv' is empty; known formats"):
+        read_trace(_csv(tmp_path, "", "empty.csv"))
+    with pytest.raises(InputError, match="holds 0 rows; a trace needs at least 2"):
+        read_trace(_csv(tmp_path, head, "head.csv"))
+    with pytest.raises(
+        InputError, match="holds neither numbers nor dates, the first in data row 2"
+    ):
+        read_trace(_csv(tmp_path, f"{head}2023-11-16 18:15:46,1,2\nsoon,3,4\n", "d.csv"))
+    big = _csv(tmp_path, "n\n1\n2e9\n", "big.csv")
+    with pytest.raises(InputError, match="<= 1e\\+09 tokens"):
+        read_column(big, "n")
+
+
+def test_auto_reads_every_csv_the_csv_reader_reads_as_csv(tmp_path: Path) -> None:
+    """read_trace's default, auto, gives the csv reader's rows for a table holding the named
+    columns, even one whose header also matches another format."""
+    p = _csv(
+        tmp_path,
+        "Timestamp,Request tokens,Response tokens,t\n5,1,0,1\n3,2,4,2\n9,3,5,3\n",
+        "both.csv",
+    )
+    cols = TraceColumns("t", "Request tokens", "Response tokens")
+    auto, csv = read_trace(p, cols), read_trace(p, cols, format="csv")
+    assert auto.fingerprint() == csv.fingerprint() and auto.n == 3  # the failed row kept
+    assert auto.source == csv.source == "--trace both.csv"
+    assert read_trace(p).n == 2  # without those columns named: BurstGPT's, failed row dropped
+
+
 def test_trace_rows_check_their_columns() -> None:
     a = np.array([0.0, 1.0])
     with pytest.raises(InputError, match="arrival order"):
@@ -127,7 +200,10 @@ def test_vllm_request_tables_read_as_rows_with_their_frame(tmp_path: Path) -> No
     df.drop(columns=["warmup"]).to_csv(tmp_path / "short.csv", index=False)
     with pytest.raises(InputError, match=r"lacks columns \['warmup'\]"):
         read_trace(tmp_path / "short.csv", format="vllm-requests")
-    assert set(FORMATS) == {"csv", "vllm-requests", "ssjf-predictions"}
+    assert set(FORMATS) == {
+        *("auto", "csv", "vllm-requests", "ssjf-predictions"),
+        *("burstgpt", "mooncake", "vidur", "vllm-bench"),
+    }
 
 
 @given(

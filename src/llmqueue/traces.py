@@ -1,33 +1,42 @@
 """Every reader of request tables, behind one small interface returning one typed table.
 
 A *request table* is a list of requests in arrival order with their prompt and output tokens:
-the Azure LLM inference traces (``data/traces/``), any CSV with such columns, and the request
-tables of a vLLM validation run (``requests_<run>.csv``, which also carry the measured first
-token and finish times). Every one of them is read here into :class:`TraceRows`, whatever the
-file's format; the simulators' workloads (:mod:`llmqueue.sim.workload`), the learned predictor
-(:mod:`llmqueue.predictor`), token laws of a trace column (:mod:`llmqueue.tokens`), the profiling
-and validation drivers and the studies read tables through this module only.
+the Azure LLM inference traces (``data/traces/``), any CSV with such columns, the request tables
+of a vLLM validation run (``requests_<run>.csv``, which also carry the measured first token and
+finish times), and the traces operators have: BurstGPT's CSV, Mooncake's JSONL, vidur's request
+CSV and vLLM's benchmark result JSON (docs/traces.md). Every one of them is read here into
+:class:`TraceRows`, whatever the file's format; the simulators' workloads
+(:mod:`llmqueue.sim.workload`), the learned predictor (:mod:`llmqueue.predictor`), token laws of
+a trace column (:mod:`llmqueue.tokens`), the profiling and validation drivers and the studies read
+tables through this module only.
 
 - :func:`read_trace`: a file as :class:`TraceRows`, by format name (:data:`FORMATS`): ``csv``
   (named timestamp, prompt, output and optional finish columns; timestamps are seconds or
-  date-times), ``vllm-requests`` (a validation run's request table) or ``ssjf-predictions``
+  date-times), ``vllm-requests`` (a validation run's request table), ``ssjf-predictions``
   (SSJF's published output lengths with their proxy model's predicted class,
-  ``data/ssjf-predictions/``);
+  ``data/ssjf-predictions/``), ``burstgpt``, ``mooncake``, ``vidur``, ``vllm-bench``, or
+  ``auto`` (the default: the format :func:`detect_format` recognises from the file);
+- :func:`write_vidur`: rows as vidur's request CSV (atomically), to run the same load in vidur;
 - :func:`read_columns`, :func:`read_timestamps`, :func:`read_column`, :func:`read_table`: the
   parts they are built from, for callers that need only some columns;
 - :func:`parse_trace_spec`: the one parser of a ``trace:PATH:COLUMN[:cap=L]`` token-law spec.
 
 A new format plugs in as one reader function ``(path, columns, where) -> TraceRows`` added to
-:data:`FORMATS`. Errors are :class:`~llmqueue.errors.InputError` s naming the file, the column
-and what exists (`where` names the flag or config key the path came from). Units: seconds and
-tokens. pandas is imported on first use.
+:data:`FORMATS` (and, to be recognised, a signature in :func:`detect_format`). Errors are
+:class:`~llmqueue.errors.InputError` s of one line naming the file, the column or key, the row
+and what is allowed (`where` names the flag or config key the path came from): a missing file or
+column, an empty file, a ragged CSV row, a value that is not a finite number or is out of range
+(token counts in [0, :data:`~llmqueue.limits.MAX_TOKENS`]). Units: seconds and tokens (Mooncake's
+timestamps are read in ms and returned in s). pandas is imported on first use.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +44,8 @@ from typing import Any
 import numpy as np
 
 from llmqueue.errors import InputError
+from llmqueue.io import atomic_path
+from llmqueue.limits import MAX_TIME_S, MAX_TOKENS
 
 __all__ = [
     "DAY_S",
@@ -45,12 +56,18 @@ __all__ = [
     "VLLM_REQUEST_COLUMNS",
     "SSJF_PREDICTION_COLUMNS",
     "PREDICTED_CLASS",
+    "BURSTGPT_COLUMNS",
+    "MOONCAKE_KEYS",
+    "VIDUR_COLUMNS",
+    "VLLM_BENCH_KEYS",
+    "detect_format",
     "parse_trace_spec",
     "read_trace",
     "read_table",
     "read_columns",
     "read_column",
     "read_timestamps",
+    "write_vidur",
 ]
 
 DAY_S = 86_400.0  # seconds in a day: a numeric timestamp's time of day is taken modulo this
@@ -159,26 +176,38 @@ def _header(p: Path, where: str) -> list[str]:
 
     try:
         return [str(c) for c in pd.read_csv(p, nrows=0).columns]
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{where}: {p} is empty (no header, no rows)") from None
     except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
         raise InputError(f"{where}: {p} cannot be read as CSV: {err}") from None
 
 
-def read_table(path: str | os.PathLike[str], where: str = "--trace") -> Any:
-    """The whole CSV as a pandas DataFrame (InputError for a missing or unreadable file)."""
-    import pandas as pd
+def _check_rows(p: Path, where: str) -> None:
+    """Refuse a ragged CSV: every non-blank line holds as many fields as the header (pandas would
+    pad a short row with NaN, or drop a long row's extra fields, without a word)."""
+    import csv
 
-    p = _existing(path, where)
     try:
-        return pd.read_csv(p)
-    except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
+        with p.open(newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh)
+            width = None
+            for row in reader:
+                if not row:
+                    continue  # a blank line (pandas skips it too)
+                if width is None:
+                    width = len(row)
+                elif len(row) != width:
+                    raise InputError(
+                        f"{where}: {p}, line {reader.line_num}: {len(row)} fields where the "
+                        f"header has {width} (a ragged row); every row needs one value per column"
+                    )
+    except csv.Error as err:
         raise InputError(f"{where}: {p} cannot be read as CSV: {err}") from None
 
 
-def read_columns(
-    path: str | os.PathLike[str], columns: list[str], where: str = "--trace"
-) -> dict[str, np.ndarray]:
-    """Numeric columns of a CSV trace as float64 (InputError naming the file, the column and what
-    exists, or the column holding a non-numeric or empty value)."""
+def _csv_frame(path: str | os.PathLike[str], columns: Sequence[str], where: str) -> Any:
+    """The named columns of a CSV (a pandas DataFrame, file order), after refusing a missing
+    file, an empty file, a missing column (naming what exists) and a ragged row."""
     import pandas as pd
 
     p = _existing(path, where)
@@ -187,29 +216,132 @@ def read_columns(
     if missing:
         what = f"column {missing[0]!r}" if len(missing) == 1 else f"columns {missing}"
         raise InputError(f"{where}: {path} has no {what}; its columns are {head}")
-    df = pd.read_csv(p, usecols=columns)
-    out = {}
-    for c in columns:
-        v = pd.to_numeric(df[c], errors="coerce")
-        if v.isna().any():
+    _check_rows(p, where)
+    try:
+        return pd.read_csv(p, usecols=list(dict.fromkeys(columns)))
+    except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
+        raise InputError(f"{where}: {p} cannot be read as CSV: {err}") from None
+
+
+def _show(value: Any) -> str:
+    """A raw value as an error message quotes it."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is None:
+        return "null"
+    if isinstance(value, float) and math.isnan(value):
+        return "an empty value or NaN"
+    return repr(value)
+
+
+def _data_row(i: int) -> str:
+    return f"data row {i + 1}"
+
+
+def _checked(
+    values: np.ndarray,
+    raw: Callable[[int], Any],
+    place: str,
+    where: str,
+    label: Callable[[int], str] = _data_row,
+    lo: float = -math.inf,
+    hi: float = math.inf,
+    unit: str = "",
+    lo_open: bool = False,
+) -> np.ndarray:
+    """`values` (float64, NaN where the raw value is not a number) when every one is a finite
+    number in [lo, hi] (lo excluded when `lo_open`); else an InputError naming `where`, the
+    `place` (``column 'x' of FILE``), how many values are bad, the first (`label` names its row
+    or line, `raw` gives what the file holds) and what is allowed."""
+    bounded = math.isfinite(lo) or math.isfinite(hi)
+    rng = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}{' ' + unit if unit else ''}"
+    allowed = f"numbers {rng}" if bounded else "finite numbers"
+    for bad, what in (
+        (np.isnan(values), "are not numbers (or are empty)"),
+        (np.isinf(values), "are not finite"),
+    ):
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
             raise InputError(
-                f"{where}: column {c!r} of {path}: {int(v.isna().sum())} values are not numbers "
-                "(or are empty)"
+                f"{where}: {place}: {int(bad.sum())} values {what}, the first in {label(i)}: "
+                f"{_show(raw(i))}; allowed: {allowed}"
             )
-        out[c] = v.to_numpy(dtype=float)
-    return out
+    out = (values <= lo if lo_open else values < lo) | (values > hi)
+    if out.any():
+        i = int(np.flatnonzero(out)[0])
+        raise InputError(
+            f"{where}: {place}: {int(out.sum())} values are out of range, the first in "
+            f"{label(i)}: {values[i]:g}; allowed: {allowed}"
+        )
+    return values
+
+
+def _numbers(series: Any) -> np.ndarray:
+    """A pandas column as float64, NaN where a value is not a number."""
+    import pandas as pd
+
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
+
+
+def _tokens(series: Any, place: str, where: str) -> np.ndarray:
+    """A column of token counts: finite numbers in [0, MAX_TOKENS]."""
+    return _checked(
+        _numbers(series), series.iloc.__getitem__, place, where, lo=0, hi=MAX_TOKENS, unit="tokens"
+    )
+
+
+def _enough(n: int, f: str, where: str, what: str = "rows") -> None:
+    if n < 2:
+        raise InputError(f"{where}: {f} holds {n} {what}; a trace needs at least 2")
+
+
+def read_table(path: str | os.PathLike[str], where: str = "--trace") -> Any:
+    """The whole CSV as a pandas DataFrame (InputError for a missing, empty, unreadable or ragged
+    file)."""
+    p = _existing(path, where)
+    return _csv_frame(p, _header(p, where), where)
+
+
+def read_columns(
+    path: str | os.PathLike[str], columns: list[str], where: str = "--trace"
+) -> dict[str, np.ndarray]:
+    """Numeric columns of a CSV trace as float64 (InputError naming the file, the column and what
+    exists, a ragged row, or the column holding a value that is not a finite number)."""
+    df = _csv_frame(path, columns, where)
+    return {
+        c: _checked(_numbers(df[c]), df[c].iloc.__getitem__, f"column {c!r} of {path}", where)
+        for c in columns
+    }
 
 
 def read_column(path: str | os.PathLike[str], column: str, where: str = "token law") -> np.ndarray:
-    """One column of token counts (float64, at least one row, every value a number >= 0)."""
-    values = read_columns(path, [column], where)[column]
-    if values.size == 0:
+    """One column of token counts (float64, at least one row, every value a number in
+    [0, MAX_TOKENS])."""
+    df = _csv_frame(path, [column], where)
+    if len(df) == 0:
         raise InputError(f"{where}: trace file {str(path)!r}, column {column!r}: no rows")
-    if np.any(values < 0):
+    return _tokens(df[column], f"column {column!r} of {path}", where)
+
+
+def _timestamps(series: Any, column: str, f: str, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(absolute seconds, seconds since midnight) of a timestamp column: finite numbers are
+    seconds (time of day: modulo :data:`DAY_S`), anything else is parsed as date-times."""
+    import pandas as pd
+
+    t = _numbers(series)
+    if not np.isnan(t).any():
+        a = _checked(t, series.iloc.__getitem__, f"timestamp column {column!r} of {f}", where)
+        return a, np.mod(a, DAY_S)
+    parsed = pd.to_datetime(series, errors="coerce", utc=True, format="mixed")
+    if parsed.isna().any():
+        i = int(np.flatnonzero(parsed.isna().to_numpy())[0])
         raise InputError(
-            f"{where}: trace file {str(path)!r}, column {column!r}: token counts must be >= 0"
+            f"{where}: column {column!r} of {f} holds neither numbers nor dates, the first in "
+            f"{_data_row(i)}: {_show(series.iloc[i])}; allowed: seconds or date-times"
         )
-    return values
+    epoch = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float)
+    tod = (parsed - parsed.dt.normalize()).dt.total_seconds().to_numpy(dtype=float)
+    return epoch, tod
 
 
 def read_timestamps(
@@ -217,42 +349,35 @@ def read_timestamps(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(absolute seconds, seconds since midnight) of a timestamp column, in file order: numbers
     are seconds (time of day: modulo :data:`DAY_S`), anything else is parsed as date-times."""
-    import pandas as pd
-
     p = _existing(path, where)
     head = _header(p, where)
     if not column or column not in head:
         raise InputError(f"{where}: {path} has no timestamp column {column!r}; columns: {head}")
-    ts = pd.read_csv(p, usecols=[column])[column]
-    t = pd.to_numeric(ts, errors="coerce")
-    if not t.isna().any():
-        a = t.to_numpy(dtype=float)
-        return a, np.mod(a, DAY_S)
-    parsed = pd.to_datetime(ts, errors="coerce", utc=True, format="mixed")
-    if parsed.isna().any():
-        raise InputError(f"{where}: column {column!r} of {path} holds neither numbers nor dates")
-    epoch = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float)
-    tod = (parsed - parsed.dt.normalize()).dt.total_seconds().to_numpy(dtype=float)
-    return epoch, tod
+    return _timestamps(_csv_frame(p, [column], where)[column], column, str(path), where)
 
 
 # ---- the formats -------------------------------------------------------------------------------
 def _read_csv(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
     """A CSV request table with named columns, sorted by arrival (stable), arrival times from the
-    earliest request."""
-    cols = read_columns(path, [columns.prompt, columns.output], where)
-    abs_s, tod = read_timestamps(path, columns.timestamp, where)
+    earliest request. Token counts must be finite numbers in [0, MAX_TOKENS], timestamps finite
+    seconds or date-times; a ragged row is refused."""
+    names = [columns.timestamp, columns.prompt, columns.output]
+    df = _csv_frame(path, names + ([columns.finish] if columns.finish else []), where)
+    _enough(len(df), str(path), where)
+    prompt = _tokens(df[columns.prompt], f"column {columns.prompt!r} of {path}", where)
+    output = _tokens(df[columns.output], f"column {columns.output!r} of {path}", where)
+    abs_s, tod = _timestamps(df[columns.timestamp], columns.timestamp, str(path), where)
     origin = float(abs_s.min())
     arr = abs_s - origin
     fin = None
     if columns.finish:
-        fin = read_timestamps(path, columns.finish, where)[0] - origin
+        fin = _timestamps(df[columns.finish], columns.finish, str(path), where)[0] - origin
     order = np.argsort(arr, kind="stable")
     return TraceRows(
         arr[order],
         tod[order],
-        cols[columns.prompt][order],
-        cols[columns.output][order],
+        prompt[order],
+        output[order],
         None if fin is None else fin[order],
         source=f"{where} {Path(path).name}",
     )
@@ -357,11 +482,406 @@ def _read_ssjf_predictions(
     )
 
 
+# ---- the traces operators have ------------------------------------------------------------------
+def _as_float(value: Any) -> float:
+    """A JSON value as a float: NaN for anything but a number (null, text, true/false)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond float64
+        return math.inf
+
+
+def _json_floats(values: Sequence[Any]) -> np.ndarray:
+    return np.array([_as_float(v) for v in values], dtype=float)
+
+
+def _json_document(p: Path, where: str) -> Any:
+    """A whole file parsed as one JSON document (InputError for an empty, non-UTF-8 or
+    malformed file)."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: {p} is not UTF-8 text (expected JSON)") from None
+    if not text.strip():
+        raise InputError(f"{where}: {p} is empty (expected a JSON object)")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{where}: {p} is not JSON ({err.msg}, line {err.lineno})") from None
+
+
+def _in_order(
+    t: np.ndarray, f: str, where: str, label: Callable[[int], str], column: str, unit: str
+) -> None:
+    """Refuse a timestamp earlier than the one before it (a format that promises arrival order)."""
+    back = np.flatnonzero(np.diff(t) < 0)
+    if back.size:
+        i = int(back[0]) + 1
+        raise InputError(
+            f"{where}: {f}, {label(i)}: {column} {t[i]:g} {unit} is earlier than the "
+            f"{t[i - 1]:g} {unit} of {label(i - 1)}; the format promises arrival order (sort the "
+            f"file by {column})"
+        )
+
+
+# BurstGPT (Wang et al., arXiv 2401.17644; github.com/HPMLL/BurstGPT, data under CC-BY-4.0): the
+# columns this reader needs. Its files also hold Model, Total tokens and Log Type and, in the later
+# releases, Session ID and Elapsed time, none of which is read.
+BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens")
+
+
+def _read_burstgpt(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
+    """BurstGPT's CSV. Its README ("Schema") gives ``Timestamp``: request submission time, s from
+    0:00:00 on the trace's first day (local time); ``Request tokens`` and ``Response tokens``:
+    the request's and the response's lengths; and says the files with failures (BurstGPT_1.csv,
+    ...) hold "some failure that `Response tokens` are `0`s" (the *_without_fails_* files leave
+    them out). So rows with 0 response tokens are failed requests: they are dropped and their
+    count goes into ``source``; a file with no successful row is refused. The README promises no
+    order: rows are sorted (stable) by Timestamp, arrival in s from the earliest kept request,
+    time of day Timestamp modulo a day. Timestamp in [0, MAX_TIME_S] s, token counts in
+    [0, MAX_TOKENS]. `columns` is not read: BurstGPT's names are fixed."""
+    df = _csv_frame(path, BURSTGPT_COLUMNS, where)
+    f = str(path)
+    ts_col, req_col, resp_col = BURSTGPT_COLUMNS
+    if len(df) == 0:
+        raise InputError(f"{where}: {f} holds no rows (a header only)")
+    ts = _checked(
+        _numbers(df[ts_col]),
+        df[ts_col].iloc.__getitem__,
+        f"column {ts_col!r} of {f}",
+        where,
+        lo=0,
+        hi=MAX_TIME_S,
+        unit="s",
+    )
+    prompt = _tokens(df[req_col], f"column {req_col!r} of {f}", where)
+    output = _tokens(df[resp_col], f"column {resp_col!r} of {f}", where)
+    ok = output > 0
+    if not ok.any():
+        raise InputError(
+            f"{where}: {f}: all {len(df)} rows are failed requests ({resp_col!r} is 0); a trace "
+            "needs successful ones"
+        )
+    _enough(int(ok.sum()), f, where, "successful requests")
+    order = np.argsort(ts[ok], kind="stable")
+    ts, prompt, output = ts[ok][order], prompt[ok][order], output[ok][order]
+    dropped = int((~ok).sum())
+    return TraceRows(
+        ts - ts[0],
+        np.mod(ts, DAY_S),
+        prompt,
+        output,
+        None,
+        source=f"{where} {Path(path).name} (burstgpt, {dropped} failed requests dropped)",
+    )
+
+
+# Mooncake's traces (Qin et al., FAST'25; github.com/kvcache-ai/Mooncake, FAST25-release/traces,
+# repository under Apache-2.0): the keys of each line this reader needs. Each line also holds
+# hash_ids (the remapped hashes of the prompt's KV-cache blocks), which is not read.
+MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
+
+
+def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
+    """Mooncake's JSONL trace: one JSON object per line with ``timestamp`` (ms from the trace's
+    start), ``input_length`` (prompt tokens) and ``output_length`` (output tokens); blank lines
+    are skipped. The released traces are in arrival order (timestamps non-decreasing, many
+    equal): a line earlier than the one before it is refused, naming both lines. Arrival: s from
+    the first request (timestamp / 1000); time of day: arrival modulo a day (the traces carry no
+    clock time). Timestamps in [0, 1000 MAX_TIME_S] ms, token counts in [0, MAX_TOKENS].
+    `columns` is not read: Mooncake's keys are fixed."""
+    p = _existing(path, where)
+    f = str(path)
+    fields: dict[str, list[Any]] = {k: [] for k in MOONCAKE_KEYS}
+    lines: list[int] = []
+    form = f"one JSON object per line with keys {list(MOONCAKE_KEYS)}"
+    try:
+        with p.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                text = line.strip()
+                if not text:
+                    continue
+                try:
+                    obj = json.loads(text)
+                except json.JSONDecodeError as err:
+                    raise InputError(
+                        f"{where}: {f}, line {lineno}: not JSON ({err.msg}); allowed: {form}"
+                    ) from None
+                if not isinstance(obj, dict):
+                    raise InputError(f"{where}: {f}, line {lineno}: not an object; allowed: {form}")
+                missing = [k for k in MOONCAKE_KEYS if k not in obj]
+                if missing:
+                    raise InputError(
+                        f"{where}: {f}, line {lineno}: no key {missing[0]!r}; allowed: {form}"
+                    )
+                for k in MOONCAKE_KEYS:
+                    fields[k].append(obj[k])
+                lines.append(lineno)
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: {f} is not UTF-8 text; allowed: {form}") from None
+    if not lines:
+        raise InputError(f"{where}: {f} is empty; allowed: {form}")
+    _enough(len(lines), f, where, "requests")
+
+    def label(i: int) -> str:
+        return f"line {lines[i]}"
+
+    def values(key: str, hi: float, unit: str) -> np.ndarray:
+        raw = fields[key]
+        place = f"key {key!r} of {f}"
+        return _checked(_json_floats(raw), raw.__getitem__, place, where, label, 0, hi, unit)
+
+    t = values("timestamp", 1e3 * MAX_TIME_S, "ms")
+    prompt = values("input_length", MAX_TOKENS, "tokens")
+    output = values("output_length", MAX_TOKENS, "tokens")
+    _in_order(t, f, where, label, "timestamp", "ms")
+    arrival = (t - t[0]) / 1e3
+    return TraceRows(
+        arrival, np.mod(arrival, DAY_S), prompt, output, None, source=f"{where} {p.name} (mooncake)"
+    )
+
+
+# vidur's request CSV (github.com/microsoft/vidur, MIT): the columns its trace_replay request
+# generator reads (vidur/request_generator/trace_replay_request_generator.py; e.g. its
+# data/processed_traces/splitwise_conv.csv), and what write_vidur writes.
+VIDUR_COLUMNS = ("arrived_at", "num_prefill_tokens", "num_decode_tokens")
+
+
+def _read_vidur(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
+    """vidur's request CSV: ``arrived_at`` (s), ``num_prefill_tokens`` (prompt tokens) and
+    ``num_decode_tokens`` (output tokens); other columns are ignored. vidur's processed traces
+    are in arrival order and its synthetic generator sorts its requests: a row earlier than the
+    one before it is refused (not reordered). Arrival: s from the first request; time of day:
+    arrival modulo a day. arrived_at in [0, MAX_TIME_S] s, token counts in [0, MAX_TOKENS].
+    `columns` is not read: vidur's names are fixed."""
+    df = _csv_frame(path, VIDUR_COLUMNS, where)
+    f = str(path)
+    _enough(len(df), f, where)
+    at_col, prefill_col, decode_col = VIDUR_COLUMNS
+    t = _checked(
+        _numbers(df[at_col]),
+        df[at_col].iloc.__getitem__,
+        f"column {at_col!r} of {f}",
+        where,
+        lo=0,
+        hi=MAX_TIME_S,
+        unit="s",
+    )
+    prompt = _tokens(df[prefill_col], f"column {prefill_col!r} of {f}", where)
+    output = _tokens(df[decode_col], f"column {decode_col!r} of {f}", where)
+    _in_order(t, f, where, _data_row, "arrived_at", "s")
+    arrival = t - t[0]
+    return TraceRows(
+        arrival,
+        np.mod(arrival, DAY_S),
+        prompt,
+        output,
+        None,
+        source=f"{where} {Path(path).name} (vidur)",
+    )
+
+
+# vLLM's benchmark result JSON (``vllm bench serve --save-result --save-detailed``,
+# vllm/benchmarks/serve.py; formerly benchmarks/benchmark_serving.py; github.com/vllm-project/vllm,
+# Apache-2.0): the per-request lists this reader needs. It also reads, when present, ``errors``,
+# ``start_times``, ``latencies`` and ``ttfts`` (not ``itls`` nor ``generated_texts``).
+VLLM_BENCH_KEYS = ("input_lens", "output_lens")
+_VLLM_BENCH_LISTS = (*VLLM_BENCH_KEYS, "errors", "start_times", "latencies", "ttfts")
+
+
+def _read_vllm_bench(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
+    """vLLM's benchmark result: one JSON object whose per-request lists (one entry per request,
+    in the order the benchmark issued them) are ``input_lens`` and ``output_lens`` (tokens),
+    ``errors`` ("" for a success), ``ttfts`` and ``latencies`` (s) and, in the newer versions,
+    ``start_times`` (time.perf_counter() when the request was sent, s). vLLM keeps these lists
+    only with ``--save-detailed``: a file without them is refused, saying so.
+
+    Failed requests (a non-empty ``errors`` entry; without ``errors``, 0 output tokens, which vLLM
+    writes for a failed request) are dropped, their count in ``source``; a file with no successful
+    request is refused. Arrival: with ``start_times``, s from the earliest send, rows sorted
+    (stable) by it, and the finish time arrival + latency when ``latencies`` is there; without
+    ``start_times`` the send times are unknown: every arrival is 0 (the rows are a length law,
+    drawn at ``--rate``; a replay refuses them as all timestamps are equal), and the request
+    rate the file records is not turned into times (vLLM drew its gaps at random). Time of day:
+    arrival modulo a day. ``frame``: per kept row, its index in the file (``request``), the
+    tokens and, where present, ``arrival_s``, ``ttft_s`` and ``latency_s``. Token counts in
+    [0, MAX_TOKENS], times in [0, MAX_TIME_S] s (latencies > 0). `columns` is not read."""
+    import pandas as pd
+
+    p = _existing(path, where)
+    f = str(path)
+    obj = _json_document(p, where)
+    if not isinstance(obj, dict):
+        raise InputError(f"{where}: {f}: a JSON {type(obj).__name__}, not a vLLM result object")
+    missing = [k for k in VLLM_BENCH_KEYS if k not in obj]
+    if missing:
+        raise InputError(
+            f"{where}: {f}: a vLLM benchmark result without the per-request list {missing[0]!r}; "
+            "allowed: a result saved with --save-result --save-detailed"
+        )
+    if not isinstance(obj["input_lens"], list):
+        raise InputError(
+            f"{where}: {f}: key 'input_lens' holds a JSON {type(obj['input_lens']).__name__}; "
+            "allowed: a list of one prompt length per request"
+        )
+    n = len(obj["input_lens"])
+    lists: dict[str, list[Any]] = {}
+    for key in _VLLM_BENCH_LISTS:
+        if key in obj:
+            v = obj[key]
+            if not isinstance(v, list) or len(v) != n:
+                got = f"{len(v)} entries" if isinstance(v, list) else f"a JSON {type(v).__name__}"
+                raise InputError(
+                    f"{where}: {f}: key {key!r} holds {got}; allowed: a list of one value per "
+                    f"request ({n}, as input_lens)"
+                )
+            lists[key] = v
+    if n == 0:
+        raise InputError(f"{where}: {f}: its per-request lists are empty (no request)")
+    if "errors" in lists:
+        failed = np.array([bool(e) for e in lists["errors"]])
+    else:
+        failed = _json_floats(lists["output_lens"]) == 0
+    keep = np.flatnonzero(~failed)
+    if keep.size == 0:
+        raise InputError(f"{where}: {f}: all {n} requests failed; a trace needs successful ones")
+    _enough(int(keep.size), f, where, "successful requests")
+
+    def values(key: str, hi: float, unit: str, lo_open: bool = False) -> np.ndarray:
+        raw = lists[key]
+        return _checked(
+            _json_floats([raw[i] for i in keep]),
+            lambda j: raw[keep[j]],
+            f"key {key!r} of {f}",
+            where,
+            lambda j: f"entry {keep[j]}",
+            0 if math.isfinite(hi) else -math.inf,
+            hi,
+            unit,
+            lo_open,
+        )
+
+    prompt = values("input_lens", MAX_TOKENS, "tokens")
+    output = values("output_lens", MAX_TOKENS, "tokens")
+    cols: dict[str, np.ndarray] = {
+        "request": keep,
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+    }
+    arrival = np.zeros(keep.size)
+    finish = None
+    note = "no start_times: arrival times unknown, all 0"
+    if "start_times" in lists:
+        start = values("start_times", math.inf, "s")  # a perf_counter clock: any finite origin
+        arrival = start - start.min()
+        note = "arrivals from start_times"
+        cols["arrival_s"] = arrival
+        if "latencies" in lists:
+            lat = values("latencies", MAX_TIME_S, "s", lo_open=True)
+            finish = arrival + lat
+            cols["latency_s"] = lat
+    if "ttfts" in lists:
+        cols["ttft_s"] = values("ttfts", MAX_TIME_S, "s")
+    order = np.argsort(arrival, kind="stable")
+    frame = pd.DataFrame({k: v[order] for k, v in cols.items()})
+    dropped = n - int(keep.size)
+    return TraceRows(
+        arrival[order],
+        np.mod(arrival[order], DAY_S),
+        prompt[order],
+        output[order],
+        None if finish is None else finish[order],
+        source=f"{where} {p.name} (vllm-bench, {dropped} failed requests dropped, {note})",
+        frame=frame,
+    )
+
+
+# ---- recognising a format ------------------------------------------------------------------------
+_CSV_SIGNATURES = (
+    ("burstgpt", BURSTGPT_COLUMNS),
+    ("vidur", VIDUR_COLUMNS),
+    ("vllm-requests", VLLM_REQUEST_COLUMNS),
+    ("ssjf-predictions", SSJF_PREDICTION_COLUMNS),
+)
+# the keys of a vLLM benchmark result saved without --save-detailed (recognised, then refused
+# by the reader with the reason)
+_VLLM_BENCH_SUMMARY = ("completed", "request_throughput")
+
+
+def _known() -> list[str]:
+    return sorted(k for k in FORMATS if k != "auto")
+
+
+def _first_line(p: Path, where: str) -> str:
+    with p.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if line.strip():
+                return line
+    raise InputError(f"{where}: trace file {str(p)!r} is empty; known formats: {_known()}")
+
+
+def detect_format(
+    path: str | os.PathLike[str], columns: TraceColumns | None = None, *, where: str = "--trace"
+) -> str:
+    """The format (a key of :data:`FORMATS`) of a trace file, recognised from its content: a
+    file whose first non-blank line starts a JSON value, or named ``*.json``/``*.jsonl``, is JSON:
+    ``mooncake`` when its first line is an object with :data:`MOONCAKE_KEYS`, ``vllm-bench``
+    when the document is an object with :data:`VLLM_BENCH_KEYS` (or the summary keys of a result
+    saved without them). Any other file is a CSV: ``csv`` when its header holds the `columns`
+    named (default the Azure trace's TIMESTAMP, ContextTokens, GeneratedTokens, and finish when
+    named), so every table the csv reader reads keeps reading as csv; else ``burstgpt``,
+    ``vidur``, ``vllm-requests`` or ``ssjf-predictions`` when the header holds that format's
+    columns (:data:`BURSTGPT_COLUMNS`, :data:`VIDUR_COLUMNS`, ...), in that order. Anything else:
+    an InputError naming the file, what it lacks and the known formats."""
+    p = _existing(path, where)
+    first = _first_line(p, where)
+    if first.lstrip().startswith(("{", "[")) or p.suffix.lower() in (".json", ".jsonl"):
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError:
+            obj = _json_document(p, where)  # one document over several lines
+        if isinstance(obj, dict):
+            if set(MOONCAKE_KEYS) <= set(obj):
+                return "mooncake"
+            if set(VLLM_BENCH_KEYS) <= set(obj) or set(_VLLM_BENCH_SUMMARY) <= set(obj):
+                return "vllm-bench"
+        raise InputError(
+            f"{where}: {p}: JSON of no known trace format (mooncake: lines with keys "
+            f"{list(MOONCAKE_KEYS)}; vllm-bench: an object with keys {list(VLLM_BENCH_KEYS)}); "
+            f"known formats: {_known()}"
+        )
+    head = _header(p, where)
+    cols = columns or TraceColumns()
+    wanted = [cols.timestamp, cols.prompt, cols.output] + ([cols.finish] if cols.finish else [])
+    missing = [c for c in wanted if c not in head]
+    if not missing:
+        return "csv"
+    for name, signature in _CSV_SIGNATURES:
+        if set(signature) <= set(head):
+            return name
+    raise InputError(
+        f"{where}: {p}: no known trace format: as csv it lacks columns {missing} (its columns "
+        f"are {head}); known formats: {_known()}"
+    )
+
+
+def _read_auto(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
+    """The file by the reader of the format :func:`detect_format` recognises."""
+    return FORMATS[detect_format(path, columns, where=where)](path, columns, where)
+
+
 Reader = Callable[[str | os.PathLike[str], TraceColumns, str], TraceRows]
 FORMATS: dict[str, Reader] = {
+    "auto": _read_auto,
     "csv": _read_csv,
     "vllm-requests": _read_vllm_requests,
     "ssjf-predictions": _read_ssjf_predictions,
+    "burstgpt": _read_burstgpt,
+    "mooncake": _read_mooncake,
+    "vidur": _read_vidur,
+    "vllm-bench": _read_vllm_bench,
 }
 
 
@@ -369,14 +889,49 @@ def read_trace(
     path: str | os.PathLike[str],
     columns: TraceColumns | None = None,
     *,
-    format: str = "csv",  # noqa: A002 - the format's name, as the CLI flag says
+    format: str = "auto",  # noqa: A002 - the format's name, as the CLI flag says
     where: str = "--trace",
 ) -> TraceRows:
-    """A request table as :class:`TraceRows` by its format's reader (:data:`FORMATS`)."""
+    """A request table as :class:`TraceRows` by its format's reader (:data:`FORMATS`); the
+    default ``auto`` reads a CSV holding the named `columns` as ``csv``, as before, and
+    recognises the other formats (:func:`detect_format`)."""
     reader = FORMATS.get(format)
     if reader is None:
         raise InputError(f"{where}: unknown trace format {format!r}; known: {sorted(FORMATS)}")
     return reader(path, columns or TraceColumns(), where)
+
+
+# ---- export ------------------------------------------------------------------------------------
+def write_vidur(rows: TraceRows, path: str | os.PathLike[str]) -> None:
+    """Write `rows` as vidur's request CSV (:data:`VIDUR_COLUMNS`: ``arrived_at`` in s from the
+    first request, whole prompt and output tokens), atomically (:func:`llmqueue.io.atomic_path`),
+    for vidur's trace_replay request generator (``--request_generator_config_type trace_replay
+    --trace_request_generator_config_trace_file PATH``). Times keep every digit (the shortest
+    text that reads back as the same float64), so reading the file back (format ``vidur``) gives
+    the same arrival, prompt and output columns. vidur itself raises counts below 1 to 1 and
+    trims prompts so that prompt + output <= its ``trace_request_generator_config_max_tokens``
+    (default 4096): set that above the longest request to run the same load. InputError for a
+    token count that is not a whole number (vidur's columns hold integers)."""
+    import pandas as pd
+
+    for name, col in (("prompt", rows.prompt_tokens), ("output", rows.output_tokens)):
+        frac = np.flatnonzero(col != np.round(col))
+        if frac.size:
+            i = int(frac[0])
+            raise InputError(
+                f"write_vidur: {rows.source}: {frac.size} {name} token counts are not whole "
+                f"numbers, the first in row {i + 1}: {col[i]:g}; vidur's columns hold integers"
+            )
+    at_col, prefill_col, decode_col = VIDUR_COLUMNS
+    df = pd.DataFrame(
+        {
+            at_col: rows.arrival_s - rows.arrival_s[0],
+            prefill_col: rows.prompt_tokens.astype(np.int64),
+            decode_col: rows.output_tokens.astype(np.int64),
+        }
+    )
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, lineterminator="\n")
 
 
 # ---- the trace: token-law spec -----------------------------------------------------------------
