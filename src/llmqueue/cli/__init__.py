@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "token-limit": "the max-token limit of an M/G/1 server (paper Sec. III)",
     "batching": "one batching policy by formula, bound, exact chain and simulation (Sec. IV)",
     "simulate": "one serving policy (queue order, batch former, KV budget) under your load",
+    "plan": "the serving configurations that carry your load within your latency targets",
     "predictor": "train or score an output-length predictor on a trace",
     "profile": "measure and fit latencies (the profiling harness; a GPU machine as it is)",
     "validate": "measure vLLM's CPU build for the validation (in .venv-vllm)",

@@ -35,7 +35,12 @@ __all__ = [
     "workload_from",
     "latency_from",
     "kv_tokens_from",
+    "EXPORT_FORMATS",
+    "check_export",
+    "export_workload",
 ]
+
+EXPORT_FORMATS = ("vidur",)
 
 DEFAULT_CONFIG = "config/config.yaml"
 MAX_KV_TOKENS = 10**12  # KV-cache tokens per server
@@ -49,14 +54,22 @@ def add_workload_flags(g: Any) -> None:
     g.add_argument(
         "--trace-format",
         choices=sorted(FORMATS),
-        default="csv",
-        help="the --trace file's format (default csv: the columns below)",
+        default="auto",
+        help="the --trace file's format (default auto: recognised from the file; csv: the "
+        "columns below; docs/traces.md)",
     )
     g.add_argument("--replay", action="store_true", help="replay --trace at its own timestamps")
     g.add_argument("--prompt-column", default="ContextTokens")
     g.add_argument("--output-column", default="GeneratedTokens")
     g.add_argument("--timestamp-column", default="TIMESTAMP")
     g.add_argument("--predictor", help="oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH")
+    g.add_argument(
+        "--export",
+        nargs=2,
+        metavar=("FORMAT", "PATH"),
+        help="also write the requests run (arrival, prompt, output) as FORMAT: vidur (its "
+        "request CSV, to run the same load through vidur; docs/traces.md)",
+    )
 
 
 def add_law_flags(g: Any) -> None:
@@ -207,3 +220,40 @@ def kv_tokens_from(
             f"--kv-tokens must be an integer in [1, {MAX_KV_TOKENS:g}] tokens, auto or none, "
             f"got {text!r}"
         ) from None
+
+
+def check_export(export: list[str] | None) -> None:
+    """Refuse a bad ``--export FORMAT PATH`` before any simulation."""
+    if export is None:
+        return
+    from llmqueue.io import check_output_path
+
+    fmt, path = export
+    if fmt not in EXPORT_FORMATS:
+        raise InputError(f"--export: format {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
+    check_output_path(path, "--export")
+
+
+def export_workload(workload: Workload, export: list[str], *, seed: Any, requests: int) -> None:
+    """Write the first `requests` requests `workload` generates with `seed` (the ones a run with
+    that seed simulates, whole tokens) in the ``--export`` format."""
+    from llmqueue.sim.engine import DEFAULT_CHUNK
+    from llmqueue.traces import DAY_S, TraceRows, write_vidur
+
+    fmt, path = export
+    if fmt != "vidur":  # pragma: no cover - check_export refused it
+        raise InputError(f"--export: format {fmt!r} is not one of {', '.join(EXPORT_FORMATS)}")
+    parts: list[Any] = []
+    left = requests
+    for ch in workload.chunks(seed, DEFAULT_CHUNK, True):  # the engine's chunks: its draws
+        parts.append(ch)
+        left -= ch.arrival_s.size
+        if left <= 0:
+            break
+    import numpy as np
+
+    arr = np.concatenate([c.arrival_s for c in parts])[:requests]
+    prompt = np.concatenate([c.prompt for c in parts])[:requests]
+    out = np.concatenate([c.output for c in parts])[:requests]
+    rows = TraceRows(arr - arr[0], np.mod(arr, DAY_S), prompt, out, source=workload.describe())
+    write_vidur(rows, path)

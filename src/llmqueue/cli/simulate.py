@@ -190,6 +190,7 @@ def _check_fits(workload: Workload, policy: Policy) -> None:
 def simulate(args: argparse.Namespace) -> dict[str, Any]:
     """Everything the command prints, as one JSON-ready dict (module docstring)."""
     _check_flags(args)
+    inputs.check_export(args.export)
     needed = args.order == "spjf" or args.batching == "multibin" or args.router == "least_work"
     predictor = inputs.predictor_from(args, needed)
     workload = inputs.workload_from(args, predictor)
@@ -241,6 +242,11 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         # no steady state by the exact capacity: nothing to simulate, no mean to print
         out.update(_no_steady_state(workload.rate_per_s, capacity))
         return out
+    if args.export:
+        inputs.export_workload(
+            workload, args.export, seed=streams["run"], requests=requests + warmup
+        )
+        out["export"] = args.export[1]
     exact = exact_wait(workload, policy, latency, seed=streams["formula"])
     res = run_engine(
         workload, policy, latency, requests=requests, warmup=warmup, seed=streams["run"]

@@ -79,6 +79,7 @@ __all__ = [
     "run",
     "DEFAULT_WARMUP",
     "DEFAULT_BATCHES",
+    "DEFAULT_CHUNK",
     "static_law",
     "FORMERS",
     "PER_REQUEST_COLUMNS",
@@ -86,6 +87,7 @@ __all__ = [
 
 DEFAULT_WARMUP = 100_000
 DEFAULT_BATCHES = 40
+DEFAULT_CHUNK = 1 << 16  # requests generated per chunk (the workload's draws depend on it)
 PER_REQUEST_COLUMNS = (
     "id",
     "arrival_s",
@@ -153,7 +155,7 @@ def run(
     warmup: int = DEFAULT_WARMUP,
     batches: int = DEFAULT_BATCHES,
     seed: int | np.random.SeedSequence,
-    chunk: int = 1 << 16,
+    chunk: int = DEFAULT_CHUNK,
     batch_time_table: np.ndarray | None = None,
     per_request: bool = False,
     last_arrival: int | None = None,

@@ -41,7 +41,14 @@ from llmqueue.sim.laws import draw, encode_law
 from llmqueue.sim.predictors import Oracle, Predictor, predict_chunk
 from llmqueue.sim.rng import EXP_F, EXP_K, EXP_W, WordStream, std_exp, uniform32
 from llmqueue.tokens import TokenLaw
-from llmqueue.traces import DAY_S, TraceColumns, TraceRows, read_columns, read_trace
+from llmqueue.traces import (
+    DAY_S,
+    TraceColumns,
+    TraceRows,
+    detect_format,
+    read_columns,
+    read_trace,
+)
 
 __all__ = [
     "RequestChunk",
@@ -321,18 +328,25 @@ class TraceWorkload(Workload):
         output_column: str = "GeneratedTokens",
         predictor: Predictor | None = None,
         timestamp_column: str = "TIMESTAMP",
-        trace_format: str = "csv",
+        trace_format: str = "auto",
     ) -> TraceWorkload:
         """Rows of a trace (a CSV's columns, or a file of another format of
         :data:`llmqueue.traces.FORMATS`, whose columns the format fixes); `timestamp_column` is
         read only for a predictor that reads rows (``learned``: its features need arrival times
         and the history of finished requests)."""
         pred = predictor or Oracle()
+        columns = TraceColumns(timestamp_column, prompt_column, output_column)
+        if trace_format == "auto":
+            try:
+                trace_format = detect_format(path, columns)
+            except InputError:
+                if pred.needs_rows:
+                    raise
+                trace_format = "csv"  # drawn rows need no timestamps: the prompt and output columns
         source = f"{Path(path).name}:{prompt_column},{output_column}"
         if trace_format != "csv":
             source = f"{Path(path).name} ({trace_format})"
         if pred.needs_rows or trace_format != "csv":
-            columns = TraceColumns(timestamp_column, prompt_column, output_column)
             rows = read_trace(path, columns, format=trace_format)
             return cls(
                 rows.prompt_tokens,
@@ -474,7 +488,7 @@ class ReplayWorkload(Workload):
         output_column: str = "GeneratedTokens",
         rate_per_s: float | None = None,
         predictor: Predictor | None = None,
-        trace_format: str = "csv",
+        trace_format: str = "auto",
     ) -> ReplayWorkload:
         """Replay a trace (:func:`llmqueue.traces.read_trace`, format `trace_format`); timestamps
         may be numbers (s) or date-times; `rate_per_s` rescales time so the mean rate is that

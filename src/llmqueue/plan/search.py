@@ -1,0 +1,337 @@
+"""The goodput of a serving configuration, and a search over many.
+
+**Goodput** (DistServe's, Zhong et al., OSDI 2024): the highest arrival rate at which a
+configuration meets every SLO (:mod:`llmqueue.plan.slo`). Latencies grow with the rate, so
+whether the SLOs are met is monotone in the rate and the goodput is found by bisection
+(:func:`goodput`), every run at every rate on the same requests (common random numbers: one seed
+for every run, the workload time-scaled to the rate), so that a configuration's verdicts are
+monotone in practice too and two configurations differ by their serving, not by their draws. The
+rate is searched
+
+- ``max``: below the configuration's saturation rate, c x the rate at which one of its replicas
+  completes requests when every request arrives at once, in FCFS order
+  (:func:`llmqueue.sim.capacity.saturated_rate`; c replicas cannot complete more, so no rate
+  above has a steady state; measured once per replica setting and shared by the configurations
+  that differ only in replicas, router or order), and at most ``max_load`` x sat (0.95): near
+  saturation no run of finite length reaches the steady state (the relaxation time grows like
+  1 / (1 - rho)^2), so a run there would show latencies far below the queue's own. The bisection
+  starts from [top / 2, top], top = max_load x sat, taking top / 2 to meet the SLOs and running it
+  only when every rate tried above it missed them; then, if it misses them too, the lower end
+  halves until a rate meets them, down to ``rel_tol`` x sat, below which the configuration has
+  goodput 0 (bound ``<``); a configuration that never misses them up to the top gets the bound
+  ``>=`` (its goodput is at least that, the search reached its ceiling);
+- ``LO:HI``: in a range: ``>=`` HI when HI meets the SLOs, ``<`` LO when LO does not;
+- one rate: no bisection, only whether the configuration meets its SLOs at that rate.
+
+The bisection stops when the bracket is within ``rel_tol`` of its upper end; the goodput
+reported is the highest rate found to meet the SLOs (bound ``=``: the true goodput lies in
+[rate, rate (1 + rel_tol))). At ``headroom`` x the goodput (0.8: the rate an operator would run
+at), the configuration's p99 of the SLOs' first metric is its Pareto latency.
+
+:func:`search` evaluates configurations on worker threads (the engine's compiled loops release
+the GIL), reporting each finished one to a progress callback; results come back in the
+configurations' order and are the same for any number of workers.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from typing import Any
+
+from llmqueue.errors import InputError
+from llmqueue.latency import StepLaw
+from llmqueue.limits import MAX_RATE_PER_S
+from llmqueue.plan.slo import SLO, Verdict, as_row, slo_columns
+from llmqueue.plan.space import Config
+from llmqueue.sim.capacity import saturated_rate
+from llmqueue.sim.engine import run as run_engine
+from llmqueue.sim.result import SimResult
+from llmqueue.sim.workload import Workload
+
+__all__ = ["RateSpec", "PlanRun", "Goodput", "parse_rate", "evaluate", "goodput", "search"]
+
+
+@dataclass(frozen=True)
+class RateSpec:
+    """How the rate is searched: ``max``, a range [lo, hi] or ``one`` rate (lo == hi)."""
+
+    mode: str
+    lo: float = math.nan
+    hi: float = math.nan
+
+    def describe(self) -> str:
+        if self.mode == "max":
+            return "the highest rate meeting the SLOs"
+        if self.mode == "range":
+            return f"the highest rate in [{self.lo:g}, {self.hi:g}] /s meeting the SLOs"
+        return f"the SLOs at {self.lo:g} requests/s"
+
+
+def _rate(text: str, flag: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (0 < v <= MAX_RATE_PER_S):
+        raise InputError(f"{flag}: {text!r} must be a rate in (0, {MAX_RATE_PER_S:g}] requests/s")
+    return v
+
+
+def parse_rate(text: str, *, flag: str = "--rate") -> RateSpec:
+    """``max``, ``R`` or ``LO:HI`` (requests/s)."""
+    t = str(text).strip()
+    if t == "max":
+        return RateSpec("max")
+    if ":" in t:
+        lo_t, _, hi_t = t.partition(":")
+        lo, hi = _rate(lo_t, flag), _rate(hi_t, flag)
+        if not hi > lo:
+            raise InputError(f"{flag} {t!r}: a range LO:HI needs HI > LO")
+        return RateSpec("range", lo, hi)
+    r = _rate(t, flag)
+    return RateSpec("one", r, r)
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """How each configuration is run: ``requests`` measured after ``warmup`` (a replayed trace:
+    at most its rows, the warm-up at most a tenth of them), one ``seed`` for every run, the
+    bisection's relative tolerance, the Pareto headroom, the saturation run's size, the
+    starvation guard of the non-FCFS orders (s, None: none) and the highest share of the
+    saturation rate searched (``max``)."""
+
+    requests: int = 20_000
+    warmup: int = 2_000
+    seed: int = 0
+    rel_tol: float = 0.02
+    headroom: float = 0.8
+    capacity_requests: int = 20_000
+    guard_s: float | None = None
+    max_load: float = 0.95
+
+    def sizes(self, workload: Workload) -> tuple[int, int]:
+        """(requests, warmup) for this workload."""
+        req, warm = self.requests, self.warmup
+        if workload.total is not None:
+            warm = min(warm, workload.total // 10)
+            req = min(req, workload.total - warm)
+        return req, warm
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """A configuration's result: its goodput (requests/s) and what it means (``bound``: ``=``,
+    ``>=`` the range's top, ``<`` the range's bottom / the lowest rate tried), the verdict at
+    that rate (or at the one rate), its saturation rate (NaN unless searched to ``max``), the
+    p99 of the SLOs' first metric at headroom x goodput (NaN when the goodput is 0), the runs
+    made, and why the lowest failing rate failed."""
+
+    rate_per_s: float
+    bound: str
+    verdict: Verdict
+    saturation_per_s: float
+    pareto_latency_s: float
+    runs: int
+    why_not_higher: str = ""
+
+    @property
+    def met(self) -> bool:
+        return self.verdict.met
+
+
+def evaluate(
+    workload: Workload,
+    config: Config,
+    latency: StepLaw,
+    slo: SLO,
+    rate_per_s: float,
+    run: PlanRun,
+) -> tuple[Verdict, SimResult]:
+    """One run of `config` at `rate_per_s` and its SLO verdict."""
+    req, warm = run.sizes(workload)
+    res = run_engine(
+        workload.at_rate(rate_per_s),
+        config.policy(run.guard_s),
+        latency,
+        requests=req,
+        warmup=warm,
+        seed=run.seed,
+        per_request=slo.needs_table,
+    )
+    return slo.check(res, res.per_request, slice(warm, warm + req)), res
+
+
+def _p99(res: SimResult, metric: str) -> float:
+    field = {"wait": "wait", "ttft": "ttft", "tpot": "tpot", "jct": "response"}[metric]
+    m = getattr(res, field)
+    return math.inf if res.unstable or m is None else float(m.p99)
+
+
+def _saturation(workload: Workload, config: Config, latency: StepLaw, run: PlanRun) -> float:
+    """The saturation rate of one replica of `config` (FCFS, every request at once), /s."""
+    n_cap = run.capacity_requests
+    if workload.total is not None:
+        n_cap = min(n_cap, workload.total)
+    one = replace(config, replicas=1, router="central", order="fcfs").policy()
+    return saturated_rate(workload, one, latency, requests=n_cap, seed=run.seed).rate_per_s
+
+
+class SaturationCache:
+    """:func:`_saturation` once per replica setting (batch cap, token budget, KV budget, blocks),
+    shared by the configurations that differ only in replicas, router or order; thread-safe."""
+
+    def __init__(self, workload: Workload, latency: StepLaw, run: PlanRun) -> None:
+        self.workload, self.latency, self.run = workload, latency, run
+        self._done: dict[tuple[Any, ...], float] = {}
+        self._lock = threading.Lock()
+        self._key_locks: dict[tuple[Any, ...], threading.Lock] = {}
+
+    def __call__(self, workload: Workload, config: Config, latency: StepLaw, run: PlanRun) -> float:
+        key = (config.max_batch, config.max_batched_tokens, config.kv_tokens, config.block_size)
+        with self._lock:
+            if key in self._done:
+                return self._done[key]
+            lock = self._key_locks.setdefault(key, threading.Lock())
+        with lock:  # one thread measures a setting; the others wait for it
+            if key not in self._done:
+                self._done[key] = _saturation(workload, config, latency, run)
+            return self._done[key]
+
+
+def goodput(
+    workload: Workload,
+    config: Config,
+    latency: StepLaw,
+    slo: SLO,
+    rates: RateSpec,
+    run: PlanRun,
+    saturation: Callable[[Workload, Config, StepLaw, PlanRun], float] | None = None,
+) -> Goodput:
+    """The goodput of one configuration (module docstring); `saturation`: a shared
+    :class:`SaturationCache` (default: measured for this configuration alone)."""
+    runs = 0
+
+    def at(rate: float) -> tuple[Verdict, SimResult]:
+        nonlocal runs
+        runs += 1
+        return evaluate(workload, config, latency, slo, rate, run)
+
+    if rates.mode == "one":
+        v, res = at(rates.lo)
+        return Goodput(rates.lo, "=", v, math.nan, _p99(res, slo.first_metric), runs, v.why)
+    sat = math.nan
+    if rates.mode == "max":
+        sat = config.replicas * (saturation or _saturation)(workload, config, latency, run)
+        hi = run.max_load * sat
+        lo = 0.5 * hi
+        v_lo: Verdict | None = None  # the lower end is run only when no rate above it met the SLOs
+        v_hi: Verdict | None = None
+    else:
+        lo, hi = rates.lo, rates.hi
+        v_hi, _ = at(hi)
+        if v_hi.met:
+            return _finish(workload, config, latency, slo, run, hi, ">=", v_hi, sat, runs, "")
+        v_lo, _ = at(lo)
+        if not v_lo.met:
+            return Goodput(lo, "<", v_lo, sat, math.nan, runs, v_lo.why)
+    ceiling = v_hi is None  # max: the top itself is never run
+    why = v_hi.why if v_hi is not None else f"the search's top, {run.max_load:g} x saturation"
+    while True:
+        while hi - lo > run.rel_tol * hi:
+            mid = 0.5 * (lo + hi)
+            v, _ = at(mid)
+            if v.met:
+                lo, v_lo = mid, v
+            else:
+                hi, why, ceiling = mid, v.why, False
+        if v_lo is not None:
+            break
+        v_lo, _ = at(lo)  # every rate tried above it missed: the lower end itself
+        if v_lo.met:
+            break
+        hi, why, ceiling = lo, v_lo.why, False
+        if lo <= run.rel_tol * sat:
+            return Goodput(lo, "<", v_lo, sat, math.nan, runs, v_lo.why)
+        lo, v_lo = max(0.5 * lo, run.rel_tol * sat), None
+    bound = ">=" if ceiling else "="
+    return _finish(workload, config, latency, slo, run, lo, bound, v_lo, sat, runs, why)
+
+
+def _finish(
+    workload: Workload,
+    config: Config,
+    latency: StepLaw,
+    slo: SLO,
+    run: PlanRun,
+    rate: float,
+    bound: str,
+    verdict: Verdict,
+    sat: float,
+    runs: int,
+    why: str,
+) -> Goodput:
+    """The goodput with its Pareto latency (one more run at headroom x rate)."""
+    _, res = evaluate(workload, config, latency, slo, run.headroom * rate, run)
+    return Goodput(rate, bound, verdict, sat, _p99(res, slo.first_metric), runs + 1, why)
+
+
+def result_row(config: Config, g: Goodput, slo: SLO) -> dict[str, Any]:
+    """A configuration's row: its settings, goodput and the SLO values at it."""
+    row: dict[str, Any] = dict(config.row())
+    row.update(
+        goodput_rate_per_s=g.rate_per_s if g.bound != "<" else 0.0,
+        goodput_bound=g.bound,
+        goodput_per_replica_per_s=(g.rate_per_s if g.bound != "<" else 0.0) / config.replicas,
+        met=g.met,
+        saturation_rate_per_s=g.saturation_per_s,
+        pareto_latency_s=g.pareto_latency_s,
+    )
+    values = as_row(g.verdict.values)
+    for col in slo_columns(slo):
+        row[col] = values.get(col, math.nan)
+    row.update(runs=g.runs, why_not_higher=g.why_not_higher)
+    return row
+
+
+def search(
+    workload: Workload,
+    configs: Sequence[Config],
+    latency: StepLaw,
+    slo: SLO,
+    rates: RateSpec,
+    run: PlanRun,
+    *,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """The rows of every configuration (:func:`result_row`), in the configurations' order,
+    computed on `workers` threads (default: the machine's cores); `progress(done, total)` after
+    each."""
+    n = len(configs)
+    workers = max(1, min(workers or os.cpu_count() or 1, n or 1))
+    rows: list[dict[str, Any] | None] = [None] * n
+    sat = SaturationCache(workload, latency, run)
+
+    def one(i: int) -> tuple[int, dict[str, Any]]:
+        c = configs[i]
+        return i, result_row(c, goodput(workload, c, latency, slo, rates, run, sat), slo)
+
+    if workers == 1:
+        for i in range(n):
+            rows[i] = one(i)[1]
+            if progress is not None:
+                progress(i + 1, n)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(one, i) for i in range(n)]
+            for done, fut in enumerate(as_completed(futures), 1):
+                i, row = fut.result()
+                rows[i] = row
+                if progress is not None:
+                    progress(done, n)
+    return [r for r in rows if r is not None]

@@ -1,0 +1,74 @@
+# llmqueue plan's worked example as a workflow (llmqueue.plan.spec): the search space split into
+# `plan.slices` jobs (llmqueue plan --slice K/N), merged by rule plan into one table, a summary
+# (best configuration, fewest replicas for the target rate) and the Pareto figure. A search too
+# large for one machine runs the same way on a cluster: --profile profiles/slurm.
+PLAN = config.get("plan") or {}
+if PLAN:
+    from llmqueue.plan.spec import plan_args
+
+    PLAN_SLICES = list(range(PLAN["slices"]))
+    PLAN_TRACE = PLAN.get("trace") or config["data"]["azure_trace"]
+
+    wildcard_constraints:
+        pslice=r"\d+",
+
+    rule plan_slice:
+        """One slice of the search space: every configuration's goodput and SLO values."""
+        input:
+            fits=fit_inputs(config["step_profiles"][PLAN["step_profile"]]),
+            trace=PLAN_TRACE,
+            code=script_code("plan_slice.py"),
+        output:
+            "results/plan/slice_{pslice}.csv",
+        log:
+            "logs/plan/slice_{pslice}.log",
+        benchmark:
+            "logs/benchmarks/plan_slice_{pslice}.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            args=plan_args(PLAN, seed=config["seed"]),
+            slices=len(PLAN_SLICES),
+            profiles={
+                "step_profiles": {
+                    PLAN["step_profile"]: config["step_profiles"][PLAN["step_profile"]]
+                }
+            },
+        script:
+            "../scripts/plan_slice.py"
+
+    rule plan:
+        """The slices merged: results/plan/plan.csv (every configuration, its Pareto flag) and
+        results/plan/summary.json (best, fewest replicas for plan.target_rate)."""
+        input:
+            slices=expand("results/plan/slice_{k}.csv", k=PLAN_SLICES),
+            code=script_code("plan_merge.py"),
+        output:
+            csv="results/plan/plan.csv",
+            summary="results/plan/summary.json",
+        log:
+            "logs/plan/merge.log",
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            rate=str(PLAN.get("rate", "max")),
+            target_rate=PLAN.get("target_rate"),
+            slo=PLAN["slo"],
+        script:
+            "../scripts/plan_merge.py"
+
+    declare_figure(
+        "fig_plan_pareto",
+        study="plan",
+        plot="fig_plan_pareto",
+        data={"plan": "results/plan/plan.csv"},
+        params={
+            "metric": PLAN["slo"].split("_")[0].split("=")[0].upper(),
+            "headroom": (PLAN.get("run") or {}).get("headroom", 0.8),
+            "note": (
+                f"llmqueue plan, {PLAN['step_profile']}, SLOs {PLAN['slo']}; "
+                f"space {PLAN['space']}"
+            ),
+        },
+        category="Operators (llmqueue plan)",
+    )
