@@ -9,11 +9,14 @@ decoding sequence and prefills the admitted prompts (chunked after the decodes b
 budget); it lasts step(decode_seqs, prefill_tokens, context_tokens).
 
 KV in blocks of ``P_BLOCK`` tokens (1: token-granular): a sequence holding h tokens takes
-``_slots(h)`` = P_BLOCK * ceil(h / P_BLOCK) of the budget, and ``V_KVU`` counts those slots. With
-blocks > 1 and on-demand admission, ``V_KVU`` is recounted from the running requests at every
-boundary (O(B): a decode-only run grows each sequence's blocks at its own phase), a run of
-decode-only iterations is cut to the length the free blocks surely cover, and the KV-time
-integral counts the growth inside such a run in tokens.
+``_slots(h)`` = P_BLOCK * ceil(h / P_BLOCK) of the budget, and ``V_KVU`` counts those slots. A
+decoding sequence takes a new block when an iteration starts with its blocks full (h a multiple
+of P_BLOCK); its held tokens are ``steps + F_HBASE``, so whether it does depends only on
+``F_HBASE`` modulo P_BLOCK (its *phase*): ``phase[s, r]`` counts server s's decoding sequences of
+phase r, and the blocks an iteration, or a run of m decode-only iterations, takes come from these
+counts in O(P_BLOCK), not O(B) (:func:`_new_blocks`). A run of decode-only iterations is cut to
+the length the free blocks surely cover, and the KV-time integral counts the growth inside such a
+run in tokens.
 
 Data layout, chosen so that an event costs O(log B), not O(B), for a batch of B:
 
@@ -96,8 +99,9 @@ def policy_params(
     )  # fmt: skip
 
 
-def new_servers(c: int, mb: int) -> tuple[np.ndarray, ...]:
-    """(srv, dheap, adm, pref, qbuf) for c servers of at most mb running requests each."""
+def new_servers(c: int, mb: int, block: int = 1) -> tuple[np.ndarray, ...]:
+    """(srv, dheap, adm, pref, qbuf, phase) for c servers of at most mb running requests each,
+    KV blocks of `block` tokens."""
     srv = np.zeros((c, NV))
     srv[:, V_TNEXT] = np.inf
     return (
@@ -106,6 +110,7 @@ def new_servers(c: int, mb: int) -> tuple[np.ndarray, ...]:
         np.zeros((c, 2 * mb + 4, 2), dtype=np.int64),
         np.zeros((c, mb), dtype=np.int64),
         np.zeros(mb),
+        np.zeros((c, block), dtype=np.int64),
     )
 
 
@@ -152,9 +157,39 @@ def _adm_top(pool, srv, adm, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
     return -1
 
 
+# ---- KV blocks by phase ----------------------------------------------------------------------
+@njit(cache=True, nogil=True, inline="always")
+def _phase_of(hbase, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The phase of a decoding sequence: its ``F_HBASE`` modulo the block size (in [0, bs))."""
+    b = np.int64(bs)
+    r = np.int64(hbase) % b
+    return r + b if r < 0 else r
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _new_blocks(phase, s, steps, m, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """KV slots the next m decode-only iterations of server s take, from step count `steps`:
+    a sequence of phase r takes a block as the iteration of step count j starts when
+    j + r is a multiple of bs (its held tokens fill its blocks)."""
+    b = np.int64(bs)
+    st = np.int64(steps)
+    mi = np.int64(m)
+    total = 0
+    for r in range(b):
+        n = phase[s, r]
+        if n == 0:
+            continue
+        j0 = (-(st + r)) % b
+        if j0 < 0:
+            j0 += b
+        if j0 < mi:
+            total += n * (1 + (mi - 1 - j0) // b)
+    return bs * total
+
+
 # ---- iterations ------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
-def _apply_jump(s, sti, stf, srv, on_demand, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def _apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Apply the pending run of decode-only iterations of server s."""
     m = srv[s, V_JM]
     if m == 0.0:
@@ -174,10 +209,13 @@ def _apply_jump(s, sti, stf, srv, on_demand, cst):  # type: ignore[no-untyped-de
             + (u0 * dd + du * a0) * m * (m - 1.0) * 0.5
             + du * dd * (m - 1.0) * m * (2.0 * m - 1.0) / 6.0
         )
+    if on_demand:
+        if bs == 1.0:
+            srv[s, V_KVU] += dec * m
+        else:
+            srv[s, V_KVU] += _new_blocks(phase, s, srv[s, V_STEPS], m, bs)
     srv[s, V_STEPS] += m
     srv[s, V_CTX] += dec * m
-    if on_demand:
-        srv[s, V_KVU] += dec * m
     srv[s, V_JM] = 0.0
 
 
@@ -213,21 +251,10 @@ def _slots(h, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _kv_recount(pool, srv, dheap, pref, s, on_demand, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """KV slots held by the requests running on server s (block mode)."""
-    u = 0.0
-    for j in range(np.int64(srv[s, V_DHN])):
-        u += _slots(_held(pool, srv, s, dheap[s, j], on_demand), bs)
-    for j in range(np.int64(srv[s, V_NPREF])):
-        u += _slots(pool[pref[s, j], F.F_HELD], bs)
-    return u
-
-
-@njit(cache=True, nogil=True, inline="always")
 def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     s, t, next_a, sti, stf,
     pool, ring, heap, free, qi,
-    srv, dheap, adm, pref, qbuf, prm, cst,
+    srv, dheap, adm, pref, qbuf, phase, prm, cst,
     sums, counts, hist, maxima, fbuf, ibuf, rec,
 ):  # fmt: skip
     """Server s at an iteration boundary at time t: the pending decode-only run, completions,
@@ -244,9 +271,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     n_req = np.int64(prm[P_NREQ])
     nbat = np.int64(prm[P_NBAT])
     bs = prm[P_BLOCK]
-    _apply_jump(s, sti, stf, srv, on_demand, cst)
-    if on_demand and bs != 1.0:
-        srv[s, V_KVU] = _kv_recount(pool, srv, dheap, pref, s, on_demand, bs)
+    _apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst)
     stf[S.S_EVENTS] += 1.0
     changed = False
     window = S.in_window(sti, stf, t)
@@ -261,6 +286,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         if pool[sl, F.F_DECODING] == 1.0:
             srv[s, V_DEC] -= 1.0
             srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + n
+            phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
         srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
         srv[s, V_RUN] -= 1.0
         srv[s, V_WORK] -= R.work_tokens(pool[sl, F.F_PROMPT], pool[sl, F.F_PRED])
@@ -290,21 +316,18 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     preempted = False
     need = 0.0
     if on_demand:
-        need = srv[s, V_DEC]
-        if bs != 1.0:
-            need = 0.0
-            for j in range(np.int64(srv[s, V_DHN])):
-                h = _held(pool, srv, s, dheap[s, j], on_demand)
-                need += _slots(h + 1.0, bs) - _slots(h, bs)
+        # a decoding sequence whose blocks are full (phase = -steps mod bs) takes a new one
+        full = _phase_of(-steps, bs)
+        need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
         while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
             sl = _adm_top(pool, srv, adm, s)
             if pool[sl, F.F_DECODING] == 1.0:
                 g = steps + pool[sl, F.F_BASE]
-                h = _held(pool, srv, s, sl, on_demand)
                 _dremove(pool, srv, dheap, s, sl)
                 srv[s, V_DEC] -= 1.0
                 srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
-                need -= _slots(h + 1.0, bs) - _slots(h, bs)
+                phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
+                need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
                 pool[sl, F.F_DONE] = g
             else:
                 npf = np.int64(srv[s, V_NPREF])
@@ -431,6 +454,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 pool[sl, F.F_BASE] = g - steps
                 pool[sl, F.F_TARGET] = n - (g - steps)
                 pool[sl, F.F_HBASE] = pool[sl, F.F_HELD] - steps
+                phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] += 1
                 srv[s, V_DEC] += 1.0
                 srv[s, V_CTX] += pool[sl, F.F_PROMPT] + g
             else:
@@ -449,7 +473,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
     arr, prompt, out, pred, final,
     sti, stf, qsamp,
     pool, ring, heap, free, qi,
-    srv, dheap, adm, pref, qbuf, prm, cst,
+    srv, dheap, adm, pref, qbuf, phase, prm, cst,
     sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
 ):  # fmt: skip
     """Continuous batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
@@ -511,7 +535,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
         # one call site: _iteration is inlined once (compile time), for both kinds of event
         ch = _iteration(
             s, t_ev, na, sti, stf, pool, ring, heap, free, qi,
-            srv, dheap, adm, pref, qbuf, prm, cst,
+            srv, dheap, adm, pref, qbuf, phase, prm, cst,
             sums, counts, hist, maxima, fbuf, ibuf, rec,
         )  # fmt: skip
         if ch:
@@ -519,7 +543,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _replica_load(kind, r, t, srv, pools, dheap, qis, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Replica r's load of kind `kind` (:func:`llmqueue.sim.router.load_kind`) at time t. KV held:
     what the iteration running at t holds (a sequence takes its next token's KV when an iteration
     starts); inside a pending run of decode-only iterations, those started before t count."""
@@ -535,15 +559,7 @@ def _replica_load(kind, r, t, srv, pools, dheap, qis, on_demand, bs, cst):  # ty
     k = iterations_until(cst, dec, srv[r, V_CTX], t - srv[r, V_JT0], np.int64(m))
     if bs == 1.0:
         return u + dec * k
-    pool = pools[r]
-    u = 0.0
-    for j in range(np.int64(srv[r, V_DHN])):
-        sl = dheap[r, j]
-        h = _held(pool, srv, r, sl, on_demand)
-        if pool[sl, F.F_DECODING] == 1.0:
-            h += k
-        u += _slots(h, bs)
-    return u
+    return u + _new_blocks(phase, r, srv[r, V_STEPS], k, bs)
 
 
 @kernel
@@ -551,7 +567,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     arr, prompt, out, pred, final,
     sti, stf, qsamp,
     pools, rings, heaps, frees, qis, qtot,
-    srv, dheap, adm, pref, qbuf, prm, cst,
+    srv, dheap, adm, pref, qbuf, phase, prm, cst,
     rcode, rst, perm, load,
     sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
 ):  # fmt: skip
@@ -601,7 +617,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
                 continue
             if kind != R.LOAD_NONE:
                 for j in range(c):
-                    load[j] = _replica_load(kind, j, a, srv, pools, dheap, qis, on_demand, bs, cst)
+                    load[j] = _replica_load(kind, j, a, srv, phase, qis, on_demand, bs, cst)
             r = R.choose(rcode, load, rst, perm)
             slot = Q.alloc(pools[r], frees[r], qis[r], a, prompt[pos], out[pos], pred[pos], rid)
             Q.push(pools[r], rings[r], heaps[r], qis[r], slot, order, guard)
@@ -620,7 +636,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             na = a
         _iteration(
             s, t_ev, na, sti, stf, pools[s], rings[s], heaps[s], frees[s], qis[s],
-            srv, dheap, adm, pref, qbuf, prm, cst,
+            srv, dheap, adm, pref, qbuf, phase, prm, cst,
             sums, counts, hist, maxima, fbuf, ibuf, rec,
         )  # fmt: skip
 
@@ -643,7 +659,10 @@ class ContinuousFormer(S.Former):
         self.queues = S.Queues.new(self.c) if policy.routed else None
         self.router = R.RouterState.new(policy, setup.seed) if policy.routed else None
         mb = self.max_batch if self.max_batch < NO_CAP_RUN else self._queue_cap(run)
-        self.srv, self.dheap, self.adm, self.pref, self.qbuf = new_servers(self.c, mb)
+        self.block = int(policy.block_size)
+        self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase = new_servers(
+            self.c, mb, self.block
+        )
         guard = policy.guard_s is not None
         guard_s = policy.guard_s if policy.guard_s is not None else math.inf
         self.prm = policy_params(
@@ -673,16 +692,16 @@ class ContinuousFormer(S.Former):
             code = run_continuous(
                 *chunk, final, run.sti, run.stf, run.qsamp,
                 run.pool, run.ring, run.heap, run.free, run.qi,
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.prm, self.step_law,
-                run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.prm,
+                self.step_law, run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
                 run.id_cap,
             )  # fmt: skip
         else:
             code = run_continuous_routed(
                 *chunk, final, run.sti, run.stf, run.qsamp,
                 qs.pools, qs.rings, qs.heaps, qs.frees, qs.qis, qs.qtot,
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.prm, self.step_law,
-                rt.code, rt.rst, rt.perm, rt.load,
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.prm,
+                self.step_law, rt.code, rt.rst, rt.perm, rt.load,
                 run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
                 run.id_cap,
             )  # fmt: skip
@@ -694,8 +713,9 @@ class ContinuousFormer(S.Former):
             if self.max_batch >= NO_CAP_RUN:  # unlimited batch: room for everyone in the system
                 old = (self.dheap, self.adm, self.pref)
                 srv_keep = self.srv
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf = new_servers(
-                    self.c, self._queue_cap(run)
+                # the phase counts keep their size (c x block): only the per-request arrays grow
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, _ = new_servers(
+                    self.c, self._queue_cap(run), self.block
                 )
                 self.srv[:] = srv_keep
                 self.dheap[:, : old[0].shape[1]] = old[0]
