@@ -86,6 +86,12 @@ def test_a_space_over_a_million_configurations_is_refused_with_its_count() -> No
     assert MAX_CONFIGS == 10**6
 
 
+def test_power_of_d_on_one_replica_samples_it() -> None:
+    one = Config(1, "power_of_d", "fcfs", 8, None, 4096, math.nan, 16).policy()
+    assert one.router_d == 1
+    assert Config(3, "power_of_d", "fcfs", 8, None, 4096, math.nan, 16).policy().router_d == 2
+
+
 def test_slices_partition_the_space_in_a_fixed_order() -> None:
     sp = SearchSpace((1, 2, 3), ("jsq", "random"), ("fcfs", "spjf"), (8, 16), (None,),
                      ((math.nan, 4096),))  # fmt: skip

@@ -14,16 +14,20 @@ rate is searched
   above has a steady state; measured once per replica setting and shared by the configurations
   that differ only in replicas, router or order), and at most ``max_load`` x sat (0.95): near
   saturation no run of finite length reaches the steady state (the relaxation time grows like
-  1 / (1 - rho)^2), so a run there would show latencies far below the queue's own. The bisection
-  starts from [top / 2, top], top = max_load x sat, taking top / 2 to meet the SLOs and running it
-  only when every rate tried above it missed them; then, if it misses them too, the lower end
-  halves until a rate meets them, down to ``rel_tol`` x sat, below which the configuration has
-  goodput 0 (bound ``<``); a configuration that never misses them up to the top gets the bound
-  ``>=`` (its goodput is at least that, the search reached its ceiling);
+  1 / (1 - rho)^2), so a run there would show latencies far below the queue's own. The search
+  runs top / 2 first (top = max_load x sat): if it meets the SLOs the bracket is [top / 2, top]
+  (the top itself is not run); else the rate halves until one meets them, down to ``rel_tol`` x
+  sat, below which the configuration has goodput 0 (bound ``<``). A configuration that never
+  misses them up to the top gets the bound ``>=`` (its goodput is at least that: the search
+  reached its ceiling);
 - ``LO:HI``: in a range: ``>=`` HI when HI meets the SLOs, ``<`` LO when LO does not;
 - one rate: no bisection, only whether the configuration meets its SLOs at that rate.
 
-The bisection stops when the bracket is within ``rel_tol`` of its upper end; the goodput
+Inside a bracket (a rate that meets the SLOs, one that does not) the search interpolates: each
+run's *severity* (the largest value / limit over the SLOs, :class:`llmqueue.plan.slo.Verdict`)
+is 1 at the goodput, and the Illinois variant of regula falsi on log(severity) against the rate
+picks the next rate, with a bisection step whenever interpolation does not halve the bracket
+(:func:`_refine`). It stops when the bracket is within ``rel_tol`` of its upper end; the goodput
 reported is the highest rate found to meet the SLOs (bound ``=``: the true goodput lies in
 [rate, rate (1 + rel_tol))). At ``headroom`` x the goodput (0.8: the rate an operator would run
 at), the configuration's p99 of the SLOs' first metric is its Pareto latency.
@@ -227,10 +231,17 @@ def goodput(
     sat = math.nan
     if rates.mode == "max":
         sat = config.replicas * (saturation or _saturation)(workload, config, latency, run)
-        hi = run.max_load * sat
-        lo = 0.5 * hi
-        v_lo: Verdict | None = None  # the lower end is run only when no rate above it met the SLOs
-        v_hi: Verdict | None = None
+        top, floor = run.max_load * sat, run.rel_tol * sat
+        x = 0.5 * top
+        v, _ = at(x)
+        lo, hi, v_lo, v_hi = x, top, v, None
+        while not v.met:  # down by halves until a rate meets the SLOs
+            hi, v_hi = x, v
+            if x <= floor:
+                return Goodput(x, "<", v, sat, math.nan, runs, v.why)
+            x = max(0.5 * x, floor)
+            v, _ = at(x)
+            lo, v_lo = x, v
     else:
         lo, hi = rates.lo, rates.hi
         v_hi, _ = at(hi)
@@ -239,27 +250,59 @@ def goodput(
         v_lo, _ = at(lo)
         if not v_lo.met:
             return Goodput(lo, "<", v_lo, sat, math.nan, runs, v_lo.why)
-    ceiling = v_hi is None  # max: the top itself is never run
+    lo, v_lo, hi, v_hi, n = _refine(lambda r: at(r)[0], lo, v_lo, hi, v_hi, run.rel_tol)
+    del n
     why = v_hi.why if v_hi is not None else f"the search's top, {run.max_load:g} x saturation"
-    while True:
-        while hi - lo > run.rel_tol * hi:
-            mid = 0.5 * (lo + hi)
-            v, _ = at(mid)
-            if v.met:
-                lo, v_lo = mid, v
-            else:
-                hi, why, ceiling = mid, v.why, False
-        if v_lo is not None:
-            break
-        v_lo, _ = at(lo)  # every rate tried above it missed: the lower end itself
-        if v_lo.met:
-            break
-        hi, why, ceiling = lo, v_lo.why, False
-        if lo <= run.rel_tol * sat:
-            return Goodput(lo, "<", v_lo, sat, math.nan, runs, v_lo.why)
-        lo, v_lo = max(0.5 * lo, run.rel_tol * sat), None
-    bound = ">=" if ceiling else "="
+    bound = ">=" if v_hi is None else "="
     return _finish(workload, config, latency, slo, run, lo, bound, v_lo, sat, runs, why)
+
+
+def _log_severity(v: Verdict | None) -> float:
+    """log(severity): <= 0 where the SLOs are met; NaN when unknown or not finite."""
+    if v is None or not (0 < v.severity < math.inf):
+        return math.nan
+    return math.log(v.severity)
+
+
+def _refine(
+    at: Callable[[float], Verdict],
+    lo: float,
+    v_lo: Verdict,
+    hi: float,
+    v_hi: Verdict | None,
+    rel_tol: float,
+) -> tuple[float, Verdict, float, Verdict | None, int]:
+    """Narrow [lo, hi] (lo meets the SLOs, hi does not or is the unrun top, `v_hi` None) until
+    hi - lo <= rel_tol x hi: the Illinois variant of regula falsi on log(severity) against the
+    rate (the root of the line through the ends, an end kept twice in a row having its value
+    halved), kept 5% inside the bracket, and a bisection whenever an end's value is unknown or
+    the last step did not halve the bracket (so it converges at least as fast as bisection
+    every two steps). Returns the bracket and the runs made."""
+    g_lo, g_hi = _log_severity(v_lo), _log_severity(v_hi)
+    kept = 0  # +1: lo was kept last step, -1: hi was
+    bisect = False
+    runs = 0
+    while hi - lo > rel_tol * hi:
+        w = hi - lo
+        if bisect or math.isnan(g_lo) or math.isnan(g_hi) or not g_hi > g_lo:
+            x = lo + 0.5 * w
+        else:
+            x = lo + w * (-g_lo) / (g_hi - g_lo)
+            x = min(max(x, lo + 0.05 * w), hi - 0.05 * w)
+        v = at(x)
+        runs += 1
+        if v.met:
+            lo, v_lo, g_lo = x, v, _log_severity(v)
+            if kept == -1 and not math.isnan(g_hi):
+                g_hi *= 0.5  # hi kept twice: Illinois
+            kept = -1
+        else:
+            hi, v_hi, g_hi = x, v, _log_severity(v)
+            if kept == 1 and not math.isnan(g_lo):
+                g_lo *= 0.5
+            kept = 1
+        bisect = hi - lo > 0.5 * w
+    return lo, v_lo, hi, v_hi, runs
 
 
 def _finish(

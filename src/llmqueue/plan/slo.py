@@ -71,11 +71,14 @@ class Deadline:
 class Verdict:
     """Whether a run meets the SLOs, each bound's value (s; ``<metric>_<stat>``) and the share
     of requests meeting every deadline (``attainment``), inf / 0 for an unstable run; ``why``:
-    the first SLO missed ("" when met)."""
+    the first SLO missed ("" when met); ``severity``: the largest of value / limit over the
+    bounds and required / achieved attainment (<= 1 when every SLO is met; inf for an unstable
+    run or one that rejects requests), what the goodput search interpolates."""
 
     met: bool
     values: dict[str, float]
     why: str = ""
+    severity: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -111,12 +114,15 @@ class SLO:
             values.update({b.name: math.inf for b in self.bounds})
             if self.deadlines:
                 values["attainment"] = 0.0
-            return Verdict(False, values, "no steady state (the queue grows without bound)")
+            why = "no steady state (the queue grows without bound)"
+            return Verdict(False, values, why, math.inf)
         why = ""
+        severity = 0.0
         for b in self.bounds:
             metric = getattr(res, _FIELD[b.metric])
             v = float(getattr(metric, b.stat)) if metric is not None else math.nan
             values[b.name] = v
+            severity = max(severity, v / b.limit_s if v == v else math.inf)
             if not why and not v <= b.limit_s:
                 why = f"{b.name} = {v:.4g} s > {b.limit_s:g} s"
         if self.deadlines:
@@ -124,11 +130,14 @@ class SLO:
                 raise InputError("deadline SLOs need the run's per-request table")
             share = _attainment(table[measured], self.deadlines)
             values["attainment"] = share
+            severity = max(severity, self.attainment / share if share > 0 else math.inf)
             if not why and share < self.attainment:
                 why = f"attainment {share:.3f} < {self.attainment:g}"
-        if res.rejected > 0 and not why:
-            why = f"{res.rejected} requests can never fit the KV budget"
-        return Verdict(not why, values, why)
+        if res.rejected > 0:
+            severity = math.inf
+            if not why:
+                why = f"{res.rejected} requests can never fit the KV budget"
+        return Verdict(not why, values, why, severity)
 
 
 def _attainment(rows: np.ndarray, deadlines: tuple[Deadline, ...]) -> float:

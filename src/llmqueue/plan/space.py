@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 MAX_CONFIGS = 10**6
+POWER_D = 2  # power_of_d samples two replicas (one when there is one)
 MAX_VALUES = 10_000  # values of one dimension
 
 
@@ -125,7 +126,7 @@ class Config:
     requests and ``max_batched_tokens`` tokens per iteration (None: no chunked prefill) per
     replica, a KV budget of ``kv_tokens`` tokens per replica (from ``kv_fraction`` of the GPU's
     memory when a profile gives it; NaN otherwise), paged in blocks of ``block_size`` tokens,
-    on-demand admission with preemption (vLLM's)."""
+    on-demand admission with preemption (vLLM's); ``power_of_d`` samples two replicas."""
 
     replicas: int
     router: str
@@ -150,6 +151,7 @@ class Config:
             block_size=self.block_size,
             replicas=self.replicas,
             router=self.router,
+            router_d=min(POWER_D, self.replicas) if self.router == "power_of_d" else 2,
         )
 
     def row(self) -> dict[str, object]:

@@ -220,19 +220,27 @@ def _apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _cut(j, t, srv, max_batch, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Server j, if it has room, ends its pending decode-only run at its first boundary >= t
+    (where it can admit what its queue got at t)."""
+    m0 = srv[j, V_JM]
+    if m0 <= 1.0 or srv[j, V_RUN] >= max_batch:
+        return
+    dec = srv[j, V_DEC]
+    ctx = srv[j, V_CTX]
+    m = iterations_until(cst, dec, ctx, t - srv[j, V_JT0], np.int64(m0))
+    if m < m0:
+        srv[j, V_JM] = m
+        srv[j, V_TNEXT] = srv[j, V_JT0] + decode_run_time(cst, dec, ctx, m)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _interrupt(s, t, srv, max_batch, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """The queue changed at time t (another server admitted or put back a request): every other
     server with room ends its pending decode-only run at its first boundary >= t."""
     for j in range(srv.shape[0]):
-        m0 = srv[j, V_JM]
-        if j == s or m0 <= 1.0 or srv[j, V_RUN] >= max_batch:
-            continue
-        dec = srv[j, V_DEC]
-        ctx = srv[j, V_CTX]
-        m = iterations_until(cst, dec, ctx, t - srv[j, V_JT0], np.int64(m0))
-        if m < m0:
-            srv[j, V_JM] = m
-            srv[j, V_TNEXT] = srv[j, V_JT0] + decode_run_time(cst, dec, ctx, m)
+        if j != s:
+            _cut(j, t, srv, max_batch, cst)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -572,7 +580,9 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
 ):  # fmt: skip
     """Continuous batching on replicas with a queue each, behind router `rcode` (module
-    docstring); returns a code as :func:`run_continuous` (GROW: every queue is doubled)."""
+    docstring); returns a code as :func:`run_continuous` (GROW: every queue is doubled). A replica's
+    run of decode-only iterations is cut by an arrival only when the arrival joins its queue."""
+    max_batch = prm[P_MAXB]
     kv_tokens = prm[P_KV]
     on_demand = prm[P_ONDEMAND] == 1.0
     order = np.int64(prm[P_ORDER])
@@ -625,17 +635,17 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             qtot[Q.Q_LEN] = waiting + 1
             S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
             if srv[r, V_TNEXT] < np.inf:
-                continue  # a busy replica's decode-only run ends at its first boundary >= a
+                _cut(r, a, srv, max_batch, cst)  # its decode-only run ends at its boundary >= a
+                continue
             s = r
             t_ev = a
-            na = arr[pos + 1] if pos + 1 < n_avail else np.inf
         else:
             if tb == np.inf:
                 return S.DONE  # nothing runs and no arrivals are left
             t_ev = tb
-            na = a
+        # a replica's decode-only runs are not cut at every arrival, only at its own (_cut)
         _iteration(
-            s, t_ev, na, sti, stf, pools[s], rings[s], heaps[s], frees[s], qis[s],
+            s, t_ev, np.inf, sti, stf, pools[s], rings[s], heaps[s], frees[s], qis[s],
             srv, dheap, adm, pref, qbuf, phase, prm, cst,
             sums, counts, hist, maxima, fbuf, ibuf, rec,
         )  # fmt: skip
