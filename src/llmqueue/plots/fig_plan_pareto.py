@@ -1,7 +1,8 @@
 """``llmqueue plan``'s Pareto figure: each configuration's goodput per replica (the highest rate
 meeting every SLO, over its replicas) against the p99 of the SLOs' first metric at a fraction of
 that goodput (the headroom an operator runs at); the Pareto front (no other configuration has both
-more goodput per replica and less latency) joined by a line, the best configuration ringed.
+more goodput per replica and less latency) joined by a line, the best configuration
+(:func:`llmqueue.plan.summary.best`) ringed.
 Colour: the router; marker: the queue order; configurations of goodput 0 are left out."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from llmqueue.io import atomic_path
+from llmqueue.plan.summary import best
 from llmqueue.plots import style
 
 MARKERS = ("o", "s", "^", "D", "v")
@@ -48,7 +50,8 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
             lw=0.8,
             label="Pareto front",
         )
-        top = df.loc[df["goodput_per_replica_per_s"].idxmax()]
+    top = best(df.to_dict("records")) if len(df) else None
+    if top is not None:
         ax.scatter(
             [top["pareto_latency_s"]],
             [top["goodput_per_replica_per_s"]],
