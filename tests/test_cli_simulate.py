@@ -162,6 +162,22 @@ def test_over_capacity_is_reported_unstable_not_refused(capsys: pytest.CaptureFi
     assert "highest sustainable rate" in out["note"]  # rho = 1.5: no steady state, no formula
 
 
+def test_just_above_the_simulated_capacity_is_unstable(capsys: pytest.CaptureFixture[str]) -> None:
+    """1.25% above a continuous-batching capacity a 22,000-request run barely drifts; the
+    saturated queue's capacity, measured for --max-rate, decides instead: no mean."""
+    args = [
+        *("--tokens", "deterministic:value=100", "--prompt-tokens", "deterministic:value=100"),
+        *("--batching", "continuous", "--max-batch", "8", "--step", "c0=0.01,c_tok=0,c_ctx=0"),
+        *("--requests", "20000", "--warmup", "2000", "--max-rate"),
+    ]
+    out = simulate(capsys, *args, "--rate", "8.1")  # capacity 8/s: 8 sequences of 100 steps
+    assert out["max_rate_per_s"] == pytest.approx(8.0, rel=1e-6)
+    assert out["unstable"] is True and out["jct"] is None
+    assert "(simulation)" in out["note"]
+    below = simulate(capsys, *args, "--rate", "7.2")
+    assert below["unstable"] is False and below["jct"]["mean"] > 0
+
+
 def test_multibin_max_rate_on_a_uniform_law_is_theorem_4_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -218,6 +218,10 @@ SIM_EXTRA = st.sampled_from(
         "--seed",
         "--warmup",
         "--load",
+        "--replicas",
+        "--router-d",
+        "--batch-timeout",
+        "--guard-factor",
     ]
 )
 
@@ -230,8 +234,11 @@ SIM_EXTRA = st.sampled_from(
         st.just(["--trace", "/etc/hostname"]),
     ),
     rate=number(0.01, 3.0),
-    batching=st.sampled_from(["none", "dynamic", "fixed", "elastic", "continuous", "multibin"]),
+    batching=st.sampled_from(
+        ["none", "dynamic", "fixed", "elastic", "continuous", "multibin", "rebatch"]
+    ),
     order=st.sampled_from(["fcfs", "sjf", "spjf", "srpt"]),
+    router=st.sampled_from([None, "central", "random", "jsq", "least_work", "least_kv", "x"]),
     law=st.sampled_from(
         [
             ["--latency", "a=0.002,b0=0.05"],
@@ -255,14 +262,17 @@ def test_simulate_flags(
     rate: str,
     batching: str,
     order: str,
+    router: Any,
     law: list,
     sizes: dict,
     predictor: Any,
     extra: list,
 ) -> None:
     argv = ["simulate", *workload, "--rate", rate, "--batching", batching, "--order", order]
+    if router is not None:
+        argv += ["--router", router, "--replicas", "3"]
     argv += [*law, "--requests", "2000", "--warmup", "200", "--capacity-requests", "2000"]
-    if batching in ("dynamic", "elastic", "continuous"):
+    if batching in ("dynamic", "elastic", "continuous", "rebatch"):
         argv += ["--max-batch", sizes["--max-batch"]]
     if batching in ("fixed", "multibin"):
         argv += ["--batch", sizes["--batch"]]
@@ -270,6 +280,64 @@ def test_simulate_flags(
         argv += ["--bins", sizes["--bins"]]
     if predictor is not None:
         argv += ["--predictor", predictor]
+    for flag, value in extra:
+        argv += [flag, value]
+    check_outcome([*argv, "--json"])
+
+
+@given(
+    workload=st.one_of(LAWS.map(lambda law: ["--tokens", law]), st.just(["--trace", TRACE])),
+    slo=st.sampled_from(
+        ["ttft_p99=2,tpot_p99=0.1", "jct=30,attainment=0.9", "ttft_p42=1", "tpot=-1", "", "x=1"]
+    ),
+    rate=st.sampled_from(["max", "2", "1:4", "4:1", "inf", "0", "1e308"]),
+    space=st.fixed_dictionaries(
+        {
+            "--replicas": st.sampled_from(["1", "1:3", "0", "2:1", "1:100000", "x"]),
+            "--router": st.sampled_from(["central", "jsq,random", "least_kv", "nearest"]),
+            "--order": st.sampled_from(["fcfs", "fcfs,sjf", "spjf", "lifo"]),
+            "--max-batch": st.sampled_from(["8", "8,16", "4:64", "1:100000:+1", "-3"]),
+            "--max-batched-tokens": st.sampled_from(["none", "512", "512:2048", "0"]),
+        }
+    ),
+    extra=st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "--kv-tokens",
+                    "--block-size",
+                    "--tolerance",
+                    "--headroom",
+                    "--max-load",
+                    "--target-rate",
+                    "--guard",
+                    "--seed",
+                    "--slice",
+                    "--workers",
+                ]
+            ),
+            st.sampled_from(NASTY_NUMBERS),
+        ),
+        max_size=2,
+    ),
+)
+@FUZZ
+def test_plan_flags(workload: list, slo: str, rate: str, space: dict, extra: list) -> None:
+    argv = [
+        "plan",
+        *workload,
+        "--slo",
+        slo,
+        "--rate",
+        rate,
+        "--step",
+        "c0=0.02,c_tok=1e-5,c_ctx=1e-7",
+    ]
+    argv += ["--requests", "600", "--warmup", "60", "--tolerance", "0.2"]
+    if not any(f == "--kv-tokens" for f, _ in extra):
+        argv += ["--kv-tokens", "40000"]
+    for flag, value in space.items():
+        argv += [flag, value]
     for flag, value in extra:
         argv += [flag, value]
     check_outcome([*argv, "--json"])

@@ -55,7 +55,16 @@ from llmqueue.limits import (
     MAX_TIME_S,
     MAX_TOKENS,
 )
-from llmqueue.policy import ADMISSIONS, BATCHING, ORDERS, ROUTERS, Policy
+from llmqueue.policy import (
+    ADMISSIONS,
+    BATCHING,
+    GUARD_FACTOR_FORMERS,
+    ORDERS,
+    ROUTED_FORMERS,
+    ROUTERS,
+    TIMEOUT_FORMERS,
+    Policy,
+)
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import exact_rate, max_rate
 from llmqueue.sim.engine import run as run_engine
@@ -78,6 +87,17 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError(f"--router {args.router} routes to --replicas C (C >= 1): give it")
     if args.router_d is not None and args.router != "power_of_d":
         raise InputError("--router-d goes with --router power_of_d")
+    if args.router != "central" and args.batching not in ROUTED_FORMERS:
+        raise InputError(
+            f"--router {args.router} applies to --batching {', '.join(ROUTED_FORMERS)} "
+            "(the others have one shared queue: --servers)"
+        )
+    if args.router == "least_kv" and args.batching != "continuous":
+        raise InputError("--router least_kv needs --batching continuous (the KV tokens held)")
+    if args.router_d is not None and args.replicas is not None and args.router_d > args.replicas:
+        raise InputError(
+            f"--router-d {args.router_d} samples more replicas than --replicas {args.replicas}"
+        )
     n_srv = args.replicas if args.replicas is not None else args.servers
     per_server = args.max_batch if args.max_batch is not None else args.batch
     if per_server is not None and n_srv * per_server > MAX_SLOTS:
@@ -131,8 +151,23 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError("--batch K applies to --batching fixed or multibin (batches of exactly K)")
     if args.batching in ("fixed", "multibin") and args.batch is None:
         raise InputError(f"--batching {args.batching} needs --batch K (an integer >= 1)")
-    if args.max_batch is not None and args.batching not in ("dynamic", "elastic", "continuous"):
-        raise InputError("--max-batch applies to --batching dynamic, elastic or continuous")
+    if args.batch_timeout is not None and (
+        args.batching not in TIMEOUT_FORMERS or args.servers != 1 or args.replicas is not None
+    ):
+        raise InputError(
+            f"--batch-timeout applies to --batching {', '.join(TIMEOUT_FORMERS)} on one server "
+            "(no --servers, no --replicas)"
+        )
+    if args.guard_factor is not None and args.batching not in GUARD_FACTOR_FORMERS:
+        raise InputError(f"--guard-factor applies to --batching {', '.join(GUARD_FACTOR_FORMERS)}")
+    if args.guard_factor is not None and args.order != "fcfs" and args.guard is None:
+        raise InputError("--guard-factor is the guard's second trigger: give --guard S too")
+    if args.max_batch is not None and args.batching not in (
+        "dynamic", "elastic", "continuous", "rebatch",
+    ):  # fmt: skip
+        raise InputError(
+            "--max-batch applies to --batching dynamic, elastic, continuous or rebatch"
+        )
 
 
 def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
@@ -142,8 +177,12 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
     if args.router_d is not None:
         kw["router_d"] = args.router_d
     kind = args.batching
-    if kind in ("dynamic", "elastic", "continuous"):
+    if kind in ("dynamic", "elastic", "continuous", "rebatch"):
         kw["bmax"] = args.max_batch
+    if args.batch_timeout is not None:
+        kw["batch_timeout_s"] = args.batch_timeout
+    if args.guard_factor is not None:
+        kw["guard_factor"] = args.guard_factor
     if kind in ("fixed", "multibin"):
         kw["K"] = args.batch
     if kind == "continuous":
@@ -236,10 +275,11 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     if workload.total is not None:  # a replayed trace: its rows, warm-up first
         warmup = min(warmup, workload.total // 10)
         requests = min(requests, workload.total - warmup)
-    capacity = cap if cap is not None and cap.method != "simulation" else None
-    capacity = capacity or exact_rate(workload, policy, latency)
+    # the exact capacity where one exists, else the saturated queue's when it was measured
+    # (--max-rate, --load): at or above it there is no steady state, whatever a finite run shows
+    capacity = exact_rate(workload, policy, latency) or cap
     if capacity is not None and workload.rate_per_s >= capacity.rate_per_s:
-        # no steady state by the exact capacity: nothing to simulate, no mean to print
+        # no steady state: nothing to simulate, no mean to print
         out.update(_no_steady_state(workload.rate_per_s, capacity))
         return out
     if args.export:
@@ -336,9 +376,23 @@ def register(subparsers: Any) -> None:
     )
     g.add_argument("--batching", choices=BATCHING, default="none")
     g.add_argument(
+        "--batch-timeout",
+        type=flags.number(0, MAX_TIME_S, unit="s"),
+        metavar="S",
+        help="dynamic, elastic, rebatch (one server): a batch not full waits up to S s for "
+        "arrivals (SSJF's simulator)",
+    )
+    g.add_argument(
+        "--guard-factor",
+        type=flags.number(0, 1e9, lo_open=True),
+        metavar="X",
+        help="the starvation guard also serves by age once the longest wait exceeds X times its "
+        "run time (SSJF's 10; with --guard under sjf/spjf)",
+    )
+    g.add_argument(
         "--max-batch",
         type=flags.count(1, MAX_BATCH),
-        help=f"b_max (dynamic, elastic) or max_batch (continuous), in [1, {MAX_BATCH}]",
+        help=f"b_max (dynamic, elastic, rebatch) or max_batch (continuous), in [1, {MAX_BATCH}]",
     )
     g.add_argument(
         "--batch",
