@@ -57,12 +57,12 @@ test: $(STAMP)
 
 # profiles/slurm on a throwaway single-node Slurm (root on Debian only; not part of `make test`):
 # fig3a fig3b fig4a built through sbatch and compared with a local build, then the daemons stopped
-# and the packages it installed purged (tools/slurm/local_slurm.py; docs/reproduce.md). It
+# and the packages it installed purged (profiles/slurm/local_slurm.py; docs/reproduce.md). It
 # refuses, in one line with exit status 2, before doing anything on another machine.
 test-slurm:
-	@$(PYTHON) tools/slurm/local_slurm.py --preflight
+	@$(PYTHON) profiles/slurm/local_slurm.py --preflight
 	@$(MAKE) --no-print-directory install
-	$(BIN)/python tools/slurm/local_slurm.py
+	$(BIN)/python profiles/slurm/local_slurm.py
 
 fig%: $(STAMP) unlock
 	$(SNAKEMAKE) $@

@@ -1,6 +1,6 @@
 """The cluster profile plans the whole study: GPU partition and a GPU for the profiling rules,
 the CPU partition for everything else. Dry runs only (no Slurm needed). Then what `make
-test-slurm` (tools/slurm/local_slurm.py; the real run needs root and Debian) does without
+test-slurm` (profiles/slurm/local_slurm.py; the real run needs root and Debian) does without
 root: its slurm.conf, its refusals, its bookkeeping."""
 
 from __future__ import annotations
@@ -145,8 +145,8 @@ def test_local_profile_plans() -> None:
     dry_run("--profile", "profiles/local")
 
 
-# ---- `make test-slurm` (tools/slurm/local_slurm.py): what can be checked without root ----------
-SCRIPT = ROOT / "tools" / "slurm" / "local_slurm.py"
+# ---- `make test-slurm` (profiles/slurm/local_slurm.py): what can be checked without root ----------
+SCRIPT = ROOT / "profiles" / "slurm" / "local_slurm.py"
 # The plugin (2.8.0) waits at most this long between two status checks.
 PLUGIN_MAX_CHECK_INTERVAL_S = 180
 
