@@ -12,6 +12,7 @@ DOC_PAGES = [
     "README.md",
     "docs/results.md",
     "docs/reproduce.md",
+    "docs/cli.md",
     *sorted(str(p) for p in Path("docs/studies").glob("*.md")),
 ]
 # {study: data/reference/claims_<study>.csv}: the studies of the claims table and their order.
@@ -133,6 +134,19 @@ if SERV:
     )
 else:
     DOC_SKIPPED.append("serving-policies")
+# llmqueue plan's worked example (config plan): its answer (docs/cli.md) and the answer with the
+# top 10 configurations by goodput per replica (docs/studies/plan.md)
+if PLAN:
+    DOC_PLAN = dict(summary="results/plan/summary.json", plan="results/plan/plan.csv")
+    DOC_PLAN_HEADROOM = (PLAN.get("run") or {}).get("headroom", 0.8)
+    DOC_BLOCKS["plan-answer"] = doc_block(
+        "plan_summary", DOC_PLAN, top=0, headroom=DOC_PLAN_HEADROOM
+    )
+    DOC_BLOCKS["plan-summary"] = doc_block(
+        "plan_summary", DOC_PLAN, top=10, headroom=DOC_PLAN_HEADROOM
+    )
+else:
+    DOC_SKIPPED += ["plan-answer", "plan-summary"]
 # {block: (renderer, its input, results/multibin/<table>.csv)}
 MB_BLOCKS = {
     "multibin-synthetic": ("multibin_synthetic", "synthetic", "synthetic"),
