@@ -7,14 +7,15 @@ Target (issue 26): the goodput search over 1,000 configurations of the Azure con
 2 cores, with the machine's load printed. The space: replicas 1-10 x routers (round_robin,
 random, jsq, least_work, power_of_d) x orders (fcfs, spjf with a noisy predictor and a 100 s
 guard) x max_batch 32-512 x max_batched_tokens 512, 2048 = 1,000; continuous batching, on-demand
-paged KV (16-token blocks, 0.9 of an A100-40GB after LLaMA-2-7B's weights), vidur's A100 step law
+paged KV (16-token blocks, 0.9 of an A100-80GB after LLaMA-2-7B's weights), vidur's A100 step law
 of LLaMA-2-7B (the fitted coefficients of results/profiling/step_laws.csv, written here so the
 benchmark needs no pipeline run); SLOs p99 TTFT <= 0.5 s and p99 TPOT <= 50 ms, bisection to 2%.
 In the same run: one configuration through ``llmqueue simulate`` (a fresh process, as an operator
 would run it: start-up, trace read and one simulation), and one simulation in this process.
 
-Peers (published): BLIS reports 1,000 configurations in about 13 minutes; vidur's
-configuration search about one CPU-hour for one model (their papers; docs/cli.md).
+Peers (published, not run here; sources in docs/studies/plan.md): BLIS, about 13 minutes for
+1,000 configurations (one simulation each, no search over the rate); vidur's configuration search
+(Vidur-Search), the best configuration of one model in about an hour on a CPU machine.
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ def main() -> None:
           f"{fresh:.2f} s (start-up, trace read, one simulation); {load()}")  # fmt: skip
     blis = 13 * 60
     print(f"peers (published): BLIS 1,000 configurations in about {blis} s "
-          f"({1000 / blis:.2f} configurations/s); vidur's search about 3,600 CPU-s for one "
-          f"model; this run {wall:.0f} s ({blis / wall if wall > 0 else math.nan:.0f}x BLIS)")  # fmt: skip
+          f"({1000 / blis:.2f} configurations/s, one simulation each); Vidur-Search about an hour "
+          f"for one model; this run {wall:.0f} s ({blis / wall if wall > 0 else math.nan:.0f}x BLIS)")  # fmt: skip
 
 
 if __name__ == "__main__":
