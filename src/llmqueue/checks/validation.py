@@ -6,6 +6,9 @@ batches that do not fit the engine, a model shape whose heads do not divide, war
 leave no request to measure. Imports nothing beyond numpy/pandas (used by
 ``python -m llmqueue validate`` in the vLLM environment too).
 
+``validation.vllm.matrix`` (the run groups of ``make validate-vllm``): every group, its engine
+settings, runs and repeats (:func:`llmqueue.validation.groups.read_matrix`; no file access).
+
 ``validation.compare`` (the prediction): every run folder exists and holds the files and columns
 the comparison reads, the figure's run is one of them, the settings are in range
 (:func:`check_compare_section`; reads JSON files and CSV headers only).
@@ -70,11 +73,22 @@ def check_compare_section(section: Mapping[str, Any], base_dir: Path, seed: int 
         check_run_folder(Path(base_dir) / section["dir"] / run, cfg.tables)
 
 
+def check_matrix_section(config: Mapping[str, Any]) -> None:
+    """Semantic checks of ``validation.vllm.matrix`` (:func:`llmqueue.validation.groups.read_matrix`)."""
+    from llmqueue.validation.groups import read_matrix
+
+    vllm = (config.get("validation") or {}).get("vllm") or {}
+    if "matrix" in vllm:
+        train = float((config.get("ssjf") or {}).get("train_fraction", 0.7))
+        read_matrix(vllm, config.get("data") or {}, train)
+
+
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
     validation = config.get("validation") or {}
     section = validation.get("vllm")
     if section is not None:
         check_validation_section(section)
+        check_matrix_section(config)
     compare = validation.get("compare")
     if compare is not None:
         check_compare_section(compare, base_dir, int(config.get("seed", 0)))

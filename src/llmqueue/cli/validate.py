@@ -4,6 +4,10 @@
     PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate model   [--config FILE]
     PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate measure [--config FILE] [--out DIR]
         [--requests N] [--warmup-requests W] [--capacity-requests C]
+    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate matrix [--config FILE] [--groups A,B]
+        [--redo] [--out DIR] [--requests N] [--warmup-requests W] [--capacity-requests C]
+        [--calibration-batches K] [--repeat-sessions S]
+    .venv/bin/python -m llmqueue validate predictions [--config FILE]
 
 ``measure`` makes the model if needed, starts vLLM once and runs, in this order: the warm-up
 batches, the calibration batches, the capacity burst, then one Poisson run per load (rates =
@@ -11,6 +15,18 @@ load x measured capacity); then it writes the run folder
 (``<validation.vllm.out>/vllm-cpu-<hardware-id>/``, see :mod:`llmqueue.validation.record`).
 The overrides make short trial runs; the run folder's meta.json records them. Bad input exits
 with code 2 and a one-line message; so does a missing or broken vLLM environment.
+
+``matrix`` measures the run groups of the validation matrix (config ``validation.vllm.matrix``,
+:mod:`llmqueue.validation.groups`), each into its own folder
+``<matrix.out>/matrix-<hardware-id>/<group>/``, written whole when the group is done: a group
+whose folder is complete is skipped unless ``--redo``, so an interrupted matrix resumes group by
+group. Every group is checked (config, trace files, the predictions file) before the first engine
+starts. Per group: one engine start for its warm-up batches, calibration, capacity bursts and
+judged runs, then one fresh engine start per repeat session (``repeat_sessions``) for the runs
+named in ``repeat``; per run, CPU contention before/after (:mod:`llmqueue.validation.contention`).
+The overrides (fewer requests, fewer calibration batches, fewer repeat sessions) make the short
+smoke runs; meta.json records them. ``predictions`` (main environment: scikit-learn) writes the
+learned predictor's prediction for every trace row that ``ssjf`` runs draw from.
 """
 
 from __future__ import annotations
@@ -63,9 +79,10 @@ def load_section(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
             e = errors[0]
             key = ".".join(["validation", *(str(k) for k in e.path)])
             raise InputError(f"{path}: {key}: {e.message}")
-    from llmqueue.checks.validation import check_validation_section
+    from llmqueue.checks.validation import check_matrix_section, check_validation_section
 
     check_validation_section(cfg["validation"]["vllm"])
+    check_matrix_section(cfg)
     return cfg, cfg["validation"]["vllm"]
 
 
@@ -545,10 +562,577 @@ def _stats(x: Any, np: Any) -> dict[str, float]:
     }
 
 
+# ---- the validation matrix ----------------------------------------------------------------------
+def _matrix_spec(cfg: dict[str, Any], sec: dict[str, Any]) -> Any:
+    from llmqueue.validation.groups import read_matrix
+
+    train = float((cfg.get("ssjf") or {}).get("train_fraction", 0.7))
+    return read_matrix(sec, cfg.get("data") or {}, train)
+
+
+def _matrix_overrides(
+    args: argparse.Namespace, groups: list[Any]
+) -> tuple[list[Any], dict[str, int]]:
+    """The groups with the smoke-run overrides applied (fewer requests, calibration batches,
+    repeat sessions); returns them and the overrides given."""
+    from dataclasses import replace
+
+    over: dict[str, int] = {}
+    for key in ("requests", "warmup_requests", "capacity_requests", "calibration_batches",
+                "repeat_sessions"):  # fmt: skip
+        val = getattr(args, key, None)
+        if val is not None:
+            if int(val) < (0 if key in ("warmup_requests", "repeat_sessions") else 1):
+                raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {val}")
+            over[key] = int(val)
+    out = []
+    for g in groups:
+        runs = []
+        for r in g.runs:
+            n = over.get("requests", r.requests)
+            w = over.get("warmup_requests", min(r.warmup, max(n // 10, 0)))
+            if n < 20 or w >= n - 10:
+                raise InputError(
+                    f"--requests {n} / --warmup-requests {w}: need >= 20 requests, >= 10 measured"
+                )
+            runs.append(replace(r, requests=n, warmup=w))
+        cal = (
+            g.calibration[: over["calibration_batches"]]
+            if "calibration_batches" in over
+            else g.calibration
+        )
+        sessions = over.get("repeat_sessions", g.repeat_sessions)
+        g2 = replace(
+            g, runs=tuple(runs), calibration=tuple(cal),
+            capacity_requests=over.get("capacity_requests", g.capacity_requests),
+            repeat=g.repeat if sessions > 0 else (), repeat_sessions=max(sessions, 1),
+        )  # fmt: skip
+        out.append(g2)
+    return out, over
+
+
+def _read_predictions(path: str) -> Any:
+    """The learned predictor's predictions file (trace_row, predicted_tokens, held_out) as an
+    array by trace row (NaN where none), and the held-out mask."""
+    import numpy as np  # noqa: F811
+
+    from llmqueue.traces import read_columns
+
+    if not Path(path).is_file():
+        raise InputError(
+            f"the predictions file {path!r} does not exist: make it with "
+            "`.venv/bin/python -m llmqueue validate predictions` (make validate-vllm does)"
+        )
+    cols = read_columns(
+        path, ["trace_row", "predicted_tokens", "held_out"], where="predictions file"
+    )
+    rows = cols["trace_row"].astype(np.int64)
+    out = np.full(int(rows.max()) + 1, np.nan)
+    out[rows] = cols["predicted_tokens"]
+    held = np.zeros(out.size, dtype=bool)
+    held[rows] = cols["held_out"].astype(bool)
+    return out, held
+
+
+def cmd_matrix(args: argparse.Namespace) -> None:
+    """Measure the groups of the validation matrix (module docstring)."""
+    import numpy as np
+
+    from llmqueue.validation.engine import EngineSettings
+    from llmqueue.validation.groups import select_groups
+    from llmqueue.validation.record import cpu_name, hardware_id
+    from llmqueue.validation.requests import candidate_rows, read_trace_lengths
+
+    cfg, sec = load_section(args.config)
+    spec = _matrix_spec(cfg, sec)
+    groups, over = _matrix_overrides(args, select_groups(spec, args.groups))
+    cores = os.cpu_count() or 1
+    hw = hardware_id(cpu_name(), cores) if sec["hardware_id"] == "auto" else sec["hardware_id"]
+    root = Path(args.out or Path(spec.out) / f"matrix-{hw}")
+    # everything a group needs, checked before the first engine starts
+    inputs: dict[str, Any] = {}
+    if args.check:
+        for g in groups:
+            EngineSettings.from_config(g.engine)
+            read_trace_lengths(g.trace.file, g.trace.input_column, g.trace.output_column)
+        print(f"validation matrix: groups {', '.join(g.name for g in groups)} OK -> {root}")
+        return
+    for g in groups:
+        EngineSettings.from_config(g.engine)
+        prompt, output = read_trace_lengths(
+            g.trace.file, g.trace.input_column, g.trace.output_column
+        )
+        rows = candidate_rows(len(prompt), g.trace.rows, g.trace.train_fraction)
+        preds = None
+        if any(r.priority == "ssjf" for r in g.runs):
+            preds, held = _read_predictions(spec.predictions)
+            if (
+                preds.size < len(prompt)
+                or not held[rows].all()
+                or not np.isfinite(preds[rows]).all()
+            ):
+                raise InputError(
+                    f"group {g.name}: the predictions file {spec.predictions!r} does not cover the "
+                    "held-out trace rows the runs draw from (made for another trace or split?)"
+                )
+        inputs[g.name] = (prompt, output, rows, preds)
+    todo = []
+    for g in groups:
+        done = (root / g.name / "meta.json").is_file()
+        if done and not args.redo:
+            log(f"group {g.name}: {root / g.name} is complete, skipped (--redo measures it again)")
+        else:
+            todo.append(g)
+    log(f"groups to measure: {', '.join(g.name for g in todo) or 'none'} -> {root}")
+    for g in todo:
+        t = time.monotonic()
+        files = _measure_group(g, spec, inputs[g.name], cfg, sec, hw, over)
+        from llmqueue.validation.record import write_run_folder
+
+        write_run_folder(root / g.name, files)
+        log(f"group {g.name}: done in {time.monotonic() - t:.0f} s -> {root / g.name}")
+
+
+def _measure_group(
+    g: Any, spec: Any, data: Any, cfg: dict[str, Any], sec: dict[str, Any], hw: str,
+    over: dict[str, int],
+) -> dict[str, Any]:  # fmt: skip
+    """Every engine session of one group; returns the group folder's files."""
+    from llmqueue.studies.validation.calibration import CalibrationBatch
+    from llmqueue.validation.engine import EngineSettings
+    from llmqueue.validation.model import make_model
+
+    settings = EngineSettings.from_config(g.engine)
+    m = g.model
+    model_dir = make_model(m.shape, m.dtype, m.seed, m.dir, log=log)
+    work = Path("results/validation/matrix")
+    work.mkdir(parents=True, exist_ok=True)
+    root_seed = int(cfg.get("seed", 0))
+    meta: dict[str, Any] = {
+        "hardware_id": hw,
+        "group": g.name,
+        "started": now_utc(),
+        "load_before": loadavg(),
+        "overrides": over,
+    }
+    plan = {
+        "warmup": [CalibrationBatch(*b) for b in sec["warmup_batches"]],
+        "calibration": [CalibrationBatch(*b) for b in g.calibration],
+    }
+    sessions: list[dict[str, Any]] = []
+    t_start = time.monotonic()
+    tables: dict[str, Any] = {}
+    capacity: dict[str, Any] = {}
+    logs: list[Path] = []
+    try:
+        for k in range(1, 2 + (g.repeat_sessions if g.repeat else 0)):
+            step_log = work / f"steps-{g.name}-{k}-{os.getpid()}.csv"
+            step_log.unlink(missing_ok=True)
+            logs.append(step_log)
+            res = asyncio.run(
+                _group_session(
+                    g, k, settings, model_dir, step_log, plan, data, root_seed, tables, capacity,
+                    spec.contention,
+                )
+            )  # fmt: skip
+            res["step_log"] = step_log
+            sessions.append(res)
+        meta["finished"] = now_utc()
+        meta["load_after"] = loadavg()
+        meta["wall_s"] = round(time.monotonic() - t_start, 1)
+        return _assemble_group(g, spec, settings, sessions, capacity, meta, cfg, sec)
+    finally:
+        for f in logs:
+            f.unlink(missing_ok=True)
+            from llmqueue.validation.steplog import core_facts_path
+
+            Path(core_facts_path(f)).unlink(missing_ok=True)
+
+
+async def _group_session(
+    g: Any, session: int, settings: Any, model_dir: Path, step_log: Path, plan: dict[str, Any],
+    data: Any, root_seed: int, tables: dict[str, Any], capacity: dict[str, Any],
+    thresholds: Any,
+) -> dict[str, Any]:  # fmt: skip
+    """One engine start: warm-up batches, then (session 1) calibration, capacity bursts and the
+    runs, or (later sessions) the repeated runs. `tables` and `capacity` are filled by session 1
+    and read by the repeats (the same request tables, the same planned times)."""
+    import numpy as np
+    import pandas as pd
+
+    from llmqueue.seeds import seed_sequence
+    from llmqueue.studies.validation.calibration import saturation_capacity
+    from llmqueue.validation.client import check_complete, run_open_loop
+    from llmqueue.validation.contention import contention, snapshot
+    from llmqueue.validation.engine import (
+        close_engine,
+        make_stream,
+        open_async_engine,
+        read_settings,
+    )
+    from llmqueue.validation.groups import capacity_name, planned_rate, repeat_name
+    from llmqueue.validation.requests import group_table, prompt_token_ids, run_table
+
+    prompt, output, rows, preds = data
+    vocab = int(g.model.shape["vocab_size"])
+    max_len = settings.max_model_len
+
+    def prompts_for(table: pd.DataFrame, key: str) -> dict[str, list[int]]:
+        rng = np.random.default_rng(seed_sequence(root_seed, "validation", g.name, "prompts", key))
+        return {
+            r: prompt_token_ids(int(n), vocab, rng)
+            for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
+        }
+
+    def batch_table(b: Any, run: str) -> pd.DataFrame:
+        return pd.DataFrame({
+            "request_id": [f"{run}-{i:04d}" for i in range(b.batch)],
+            "planned_s": [0.0] * b.batch,
+            "prompt_tokens": [b.prompt_tokens] * b.batch,
+            "output_tokens": [b.output_tokens] * b.batch,
+        })  # fmt: skip
+
+    log(
+        f"group {g.name}, session {session}: starting vLLM ({g.scheduler} scheduler) on {model_dir}"
+    )
+    t = time.monotonic()
+    engine = open_async_engine(
+        model_dir, g.model.shape, g.model.dtype, settings, step_log, scheduler=g.scheduler
+    )
+    res: dict[str, Any] = {
+        "session": session,
+        "startup_s": round(time.monotonic() - t, 1),
+        "phases": {},
+    }
+    try:
+        from vllm.v1.core.sched.scheduler import Scheduler
+
+        res["settings"] = read_settings(engine.vllm_config, Scheduler)
+        log(f"engine up in {res['startup_s']} s: {res['settings']}")
+        stream = make_stream(engine)
+
+        async def batches(name: str, items: list[Any]) -> None:
+            t_a, load_a = time.monotonic(), loadavg()
+            recs = []
+            for k, b in enumerate(items):
+                tab = batch_table(b, f"{name}{k:02d}")
+                _, rec = await run_open_loop(tab, stream, prompts_for(tab, f"{name}{k}"))
+                check_complete(rec, f"{g.name} {name} batch {k}")
+                recs.append(rec.assign(batch_index=k, batch=b.batch))
+            res["phases"][name] = {
+                "t_start": t_a, "t_end": time.monotonic(), "load_before": load_a,
+                "load_after": loadavg(), "records": pd.concat(recs, ignore_index=True),
+            }  # fmt: skip
+            log(f"{g.name} {name}: {len(items)} batches in {time.monotonic() - t_a:.1f} s")
+
+        async def serve(name: str, tab: pd.DataFrame, extra: dict[str, Any]) -> None:
+            prompts = prompts_for(tab, name.split("_r")[0])
+            snap0 = snapshot()
+            t_a, load_a = time.monotonic(), loadavg()
+            t0, rec = await run_open_loop(tab, stream, prompts)
+            snap1 = snapshot()
+            check_complete(rec, f"{g.name} {name}")
+            res["phases"][name] = {
+                "t_start": t_a, "t_end": time.monotonic(), "t0": t0, "load_before": load_a,
+                "load_after": loadavg(), "table": tab, "records": rec,
+                "contention": contention(snap0, snap1), **extra,
+            }  # fmt: skip
+            late = (rec["arrival_s"] - rec["planned_s"]).max()
+            c = res["phases"][name]["contention"]
+            log(
+                f"{g.name} {name}: {len(tab)} requests in {time.monotonic() - t_a:.1f} s (client "
+                f"lateness <= {1e3 * late:.1f} ms; other processes {100 * c['other_cpu_share']:.1f}% "
+                f"of the CPU, steal {100 * c['steal_share']:.1f}%)"
+            )
+
+        await batches("warmup", plan["warmup"])
+        if session == 1:
+            await batches("calibration", plan["calibration"])
+            for lim in g.token_limits:
+                name = capacity_name(lim)
+                rng = np.random.default_rng(
+                    seed_sequence(root_seed, "validation", g.name, "capacity")
+                )
+                base = group_table(
+                    prompt, output, rows, g.capacity_requests, 1.0, g.trace.scale, max_len, 0, rng,
+                    name, g.trace.prompt_tokens,
+                )  # fmt: skip
+                tab = run_table(base, name, lim)
+                tab["planned_s"] = 0.0
+                await serve(name, tab, {"token_limit": lim})
+                cap = saturation_capacity(res["phases"][name]["records"], 0.1, 0.9)
+                capacity[name] = cap
+                log(f"{g.name} {name}: {cap['capacity_per_s']:.3f} requests/s")
+            for r in g.runs:
+                rate = planned_rate(r.load, capacity["capacity"]["capacity_per_s"])
+                key = r.table
+                if key not in tables:
+                    rng = np.random.default_rng(
+                        seed_sequence(root_seed, "validation", g.name, "table", key)
+                    )
+                    tables[key] = group_table(
+                        prompt, output, rows, r.requests, rate, g.trace.scale, max_len, r.warmup,
+                        rng, key, g.trace.prompt_tokens,
+                    )  # fmt: skip
+                tab = run_table(tables[key], r.name, r.token_limit, r.priority, preds)
+                tables[r.name] = tab
+                log(
+                    f"{g.name} {r.name}: {len(tab)} requests at {rate:.3f}/s "
+                    f"(~{tab['planned_s'].iloc[-1]:.0f} s), priority {r.priority}, token limit "
+                    f"{r.token_limit}"
+                )
+                await serve(
+                    r.name, tab, {"run": r.name, "load": r.load, "rate_per_s": rate, "session": 1}
+                )
+        else:
+            for name in g.repeat:
+                r = g.run(name)
+                tab = tables[name].copy()
+                rep = repeat_name(name, session)
+                tab["request_id"] = [x.replace(f"{name}-", f"{rep}-", 1) for x in tab["request_id"]]
+                rate = planned_rate(r.load, capacity["capacity"]["capacity_per_s"])
+                log(f"{g.name} {rep}: {name} again on a fresh engine")
+                await serve(
+                    rep, tab, {"run": name, "load": r.load, "rate_per_s": rate, "session": session}
+                )
+    finally:
+        close_engine(engine)
+    return res
+
+
+def _assemble_group(
+    g: Any, spec: Any, settings: Any, sessions: list[dict[str, Any]], capacity: dict[str, Any],
+    meta: dict[str, Any], cfg: dict[str, Any], sec: dict[str, Any],
+) -> dict[str, Any]:  # fmt: skip
+    """A group folder's files from its sessions and their step logs."""
+    import numpy as np
+    import pandas as pd
+
+    from llmqueue.studies.validation.calibration import (
+        fit_calibration,
+        fit_summary,
+        iteration_times,
+        slice_steps,
+    )  # fmt: skip
+    from llmqueue.validation.contention import drift, flags
+    from llmqueue.validation.model import kv_bytes_per_token, param_count
+    from llmqueue.validation.record import (
+        cpu_name,
+        engine_admission,
+        package_versions,
+        request_rows,
+    )
+    from llmqueue.validation.requests import MATRIX_COLUMNS
+    from llmqueue.validation.steplog import core_facts_path
+
+    max_gap = float(sec["calibration"]["max_gap_s"])
+    files: dict[str, Any] = {}
+    runs: dict[str, Any] = {}
+    fits: dict[str, Any] = {}
+    law = None
+    session_settings = []
+    for ses in sessions:
+        log_path = ses["step_log"]
+        if not log_path.is_file():
+            raise InputError(
+                f"the engine wrote no step log ({log_path}): was the probe scheduler used?"
+            )
+        steps = pd.read_csv(log_path, keep_default_na=False, na_values=[""])
+        facts = Path(core_facts_path(log_path))
+        if not facts.is_file():
+            raise InputError(f"the engine core wrote no scheduler facts ({facts})")
+        core = json.loads(facts.read_text())
+        read = dict(ses["settings"])
+        read["engine_core"] = core
+        read["usable_kv_blocks"] = int(core["kv_blocks_free_at_start"])
+        read["usable_kv_tokens"] = int(core["kv_blocks_free_at_start"]) * int(core["block_size"])
+        session_settings.append(read)
+        ph = ses["phases"]
+        if "calibration" in ph:
+            cal = ph["calibration"]
+            cal_steps = slice_steps(steps, cal["t_start"], cal["t_end"], cal["t_start"])
+            fit, cal_rows = fit_calibration(cal_steps, max_gap)
+            files["calibration_steps.csv"] = cal_rows
+            fits["calibration"] = fit_summary(fit, "calibration batches (used for prediction)")
+            law = fit
+            log(
+                f"{g.name} step law: c0 = {1e3 * fit.c0_s:.2f} ms, c_tok = {1e3 * fit.c_tok_s:.3f} "
+                f"ms/token, c_ctx = {1e6 * fit.c_ctx_s:.3f} us/token, R^2 = {fit.r2:.4f}"
+            )
+        for name, p in ph.items():
+            if "table" not in p:
+                continue
+            st = slice_steps(steps, p["t_start"], p["t_end"], p["t0"])
+            rows = request_rows(p["table"], p["records"], st)
+            for col in MATRIX_COLUMNS:
+                if col not in rows:
+                    rows[col] = p["table"][col].to_numpy()
+            admitted = engine_admission(st, list(rows["request_id"]))
+            rows["engine_start_s"] = [admitted.get(r, np.nan) for r in rows["request_id"]]
+            files[f"requests_{name}.csv"] = rows
+            files[f"steps_{name}.csv"] = st
+            if name.startswith("capacity"):
+                runs[name] = {"kind": "capacity", "token_limit": p["token_limit"],
+                              "contention": p["contention"], **capacity[name]}  # fmt: skip
+                continue
+            t_it = iteration_times(st, max_gap)
+            assert law is not None
+            pred = (
+                law.c0_s
+                + law.c_tok_s * (st["decode_seqs"] + st["prefill_tokens"])
+                + law.c_ctx_s * st["context_tokens"]
+            )
+            m = rows[~rows["warmup"].astype(bool)]
+            jct = m["finish_s"] - m["arrival_s"]
+            ttft = m["first_token_s"] - m["arrival_s"]
+            arr = rows["arrival_s"].to_numpy(dtype=float)
+            rate_meas = (arr.size - 1) / (arr[-1] - arr[0]) if arr[-1] > arr[0] else float("nan")
+            lim = p["table"]["token_limit"].iloc[0]
+            cap_name = "capacity" if lim < 0 else f"capacity_l{int(lim)}"
+            cap = capacity[cap_name]["capacity_per_s"]
+            pre_ids = {x for ids in st.get("preempted_ids", pd.Series([], dtype=str)).fillna("")
+                       for x in str(ids).split("|") if x}  # fmt: skip
+            rec = {
+                **p["contention"],
+                **drift(t_it.to_numpy(), pred.to_numpy()),
+            }
+            rec["flags"] = flags(rec, spec.contention)
+            runs[name] = {
+                "kind": "judged",
+                "run": p["run"],
+                "session": p["session"],
+                "load": p["load"],
+                "rate_per_s": p["rate_per_s"],
+                "measured_rate_per_s": rate_meas,
+                "capacity_table": cap_name,
+                "achieved_load": rate_meas / cap,
+                "requests": int(len(rows)),
+                "measured_requests": int(len(m)),
+                "duration_s": float(rows["finish_s"].max()),
+                "load_before": p["load_before"],
+                "load_after": p["load_after"],
+                "jct_s": _stats(jct, np),
+                "ttft_s": _stats(ttft, np),
+                "iterations": int(len(st)),
+                "mean_running": float(st["running"].mean()),
+                "max_running": int(st["running"].max()),
+                "max_waiting": int(st["waiting"].max()),
+                "max_kv_usage": float(st["kv_usage"].max()),
+                "preemptions": int(st["preempted"].sum()),
+                "preempted_requests": len(pre_ids),
+                "preempted_share": len(pre_ids) / len(rows),
+                "busy_fraction": float(t_it.sum() / max(float(st["t_done_s"].max()), 1e-9)),
+                "contention": rec,
+                "calibration_law_total_error": float(pred.sum() / t_it.sum() - 1.0),
+            }
+            if len(st) >= 4:
+                own = fit_calibration(st, max_gap)[0]
+                fits[f"in_situ_{name}"] = fit_summary(own, f"{name} iterations (diagnostic only)")
+            log(
+                f"{g.name} {name}: JCT mean {runs[name]['jct_s']['mean']:.3f} s, TTFT mean "
+                f"{runs[name]['ttft_s']['mean']:.3f} s, achieved load {runs[name]['achieved_load']:.2f}, "
+                f"preempted {100 * runs[name]['preempted_share']:.1f}% of requests, flags {rec['flags']}"
+            )
+    files["calibration_fit.json"] = fits
+    first = dict(session_settings[0])
+    first["configured"] = settings.to_dict()
+    first["scheduler"] = g.scheduler
+    first["sessions"] = [
+        {"session": k + 1, "same_as_session_1": _same_settings(s0, session_settings[0]), **s0}
+        for k, s0 in enumerate(session_settings)
+    ]
+    files["settings.json"] = first
+    files["group.json"] = {**g.summary(), "capacity": capacity}
+    shape, dtype = g.model.shape, g.model.dtype
+    meta.update({
+        "engine": "vLLM (CPU build), V1 engine, AsyncLLM in the client's process, engine core in a child process",
+        "versions": {"python": platform.python_version(), **package_versions()},
+        "cpu": cpu_name(), "cores": os.cpu_count(), "cpu_bfloat16_instructions": cpu_bf16(),
+        "platform": platform.platform(),
+        "model": {
+            "name": g.model.name,
+            "architecture": "LlamaForCausalLM, random weights (transformers LlamaConfig + save_pretrained)",
+            "shape": dict(shape), "dtype": dtype, "seed": g.model.seed,
+            "parameters": param_count(shape), "kv_bytes_per_token": kv_bytes_per_token(shape, dtype),
+        },
+        "trace": {**g.trace.__dict__, "note": "lengths drawn i.i.d. from the trace's rows (held_out: "
+                  "those after the predictor's training part), both times scale, rounded, >= 1, "
+                  "prompt clipped so prompt + output <= max_model_len; prompt_tokens: a fixed prompt"},
+        "sessions": [
+            {"session": ses["session"], "startup_s": ses["startup_s"],
+             **{f"{n}_wall_s": round(v["t_end"] - v["t_start"], 1) for n, v in ses["phases"].items()}}
+            for ses in sessions
+        ],
+        "calibration": {"batches": [list(b) for b in g.calibration], "max_gap_s": max_gap,
+                        "warmup_batches": sec["warmup_batches"]},
+        "capacity": capacity,
+        "runs": runs,
+        "contention_thresholds": dict(spec.contention),
+        "seed": int(cfg.get("seed", 0)),
+        "note": "times in seconds from each run's start on the machine's monotonic clock",
+    })  # fmt: skip
+    files["meta.json"] = meta
+    return files
+
+
+def _same_settings(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    keys = ("max_num_seqs", "max_num_batched_tokens", "num_kv_blocks", "block_size",
+            "enable_chunked_prefill", "scheduling_policy", "scheduler_cls", "usable_kv_tokens")  # fmt: skip
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def cmd_predictions(args: argparse.Namespace) -> None:
+    """The learned predictor's prediction for every row of the trace the ssjf runs draw from."""
+    import pandas as pd
+
+    from llmqueue.io import write_csv
+    from llmqueue.predictor.model import load_model
+    from llmqueue.traces import TraceColumns, read_trace
+    from llmqueue.validation.groups import select_groups
+
+    cfg, sec = load_section(args.config)
+    spec = _matrix_spec(cfg, sec)
+    chosen = {g.name for g in select_groups(spec, args.groups)}
+    needed = [n for n in spec.needs_predictions if n in chosen]
+    if args.needed_model:
+        if needed:
+            print(spec.predictor_model)
+        return
+    if not needed:
+        print("no selected group runs ssjf: no predictions needed")
+        return
+    traces = {spec.group(n).trace.file: spec.group(n).trace for n in needed}
+    if len(traces) != 1:
+        raise InputError(
+            f"ssjf groups draw from several traces {sorted(traces)}: one predictions file holds one"
+        )
+    ((path, tr),) = traces.items()
+    if not Path(spec.predictor_model).is_file():
+        raise InputError(
+            f"validation.vllm.matrix.predictor.model {spec.predictor_model!r} does not exist "
+            "(the SSJF study's learned predictor: make it with snakemake)"
+        )
+    model = load_model(spec.predictor_model, where="validation.vllm.matrix.predictor.model")
+    rows = read_trace(path, TraceColumns(prompt=tr.input_column, output=tr.output_column))
+    pred = model.predict_trace(rows)
+    held, same = model.held_out(rows)
+    if not same:
+        raise InputError(f"the predictor {spec.predictor_model!r} was not trained on {path!r}")
+    n = len(pred)
+    train = n - len(held.output_tokens)
+    out = pd.DataFrame({
+        "trace_row": range(n), "predicted_tokens": pred, "held_out": [i >= train for i in range(n)],
+    })  # fmt: skip
+    write_csv(out, spec.predictions)
+    print(f"{spec.predictions}: {n} predictions ({n - train} held out) from {spec.predictor_model}")
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "check-env": cmd_check_env,
     "model": cmd_model,
     "measure": cmd_measure,
+    "matrix": cmd_matrix,
+    "predictions": cmd_predictions,
 }
 
 
@@ -566,6 +1150,25 @@ def register(subparsers: Any) -> None:
     p_meas.add_argument("--requests", type=int, default=None, help="requests per load (trial runs)")
     p_meas.add_argument("--warmup-requests", type=int, default=None)
     p_meas.add_argument("--capacity-requests", type=int, default=None)
+    p_mat = sub.add_parser("matrix", help="the run groups of the validation matrix")
+    p_mat.add_argument("--config", default="config/config.yaml")
+    p_mat.add_argument("--groups", default="", help="comma-separated group names (default: all)")
+    p_mat.add_argument("--redo", action="store_true", help="measure complete groups again")
+    p_mat.add_argument("--check", action="store_true", help="check the groups and exit")
+    p_mat.add_argument("--out", default=None, help="folder of the group folders (default: "
+                       "<matrix.out>/matrix-<hardware-id>)")  # fmt: skip
+    p_mat.add_argument("--requests", type=int, default=None, help="requests per run (smoke runs)")
+    p_mat.add_argument("--warmup-requests", type=int, default=None)
+    p_mat.add_argument("--capacity-requests", type=int, default=None)
+    p_mat.add_argument("--calibration-batches", type=int, default=None,
+                       help="only the first K calibration batches (smoke runs)")  # fmt: skip
+    p_mat.add_argument("--repeat-sessions", type=int, default=None,
+                       help="fresh-engine repeat sessions (0: none)")  # fmt: skip
+    p_pred = sub.add_parser("predictions", help="the learned predictor's predictions (main env)")
+    p_pred.add_argument("--config", default="config/config.yaml")
+    p_pred.add_argument("--groups", default="", help="comma-separated group names (default: all)")
+    p_pred.add_argument("--needed-model", action="store_true",
+                        help="print the predictor model file the groups need (nothing if none)")  # fmt: skip
     parser.set_defaults(handler=_run)
 
 

@@ -1,7 +1,9 @@
 """Open-loop client: sends a request table at its planned times and times every request.
 
 The engine is any ``stream(request_id, prompt_token_ids, max_tokens)`` that returns an async
-iterator yielding, per output chunk, the number of new tokens it carries (vLLM's streaming
+iterator yielding, per output chunk, the number of new tokens it carries (a table with a
+``priority`` column calls ``stream(request_id, prompt_token_ids, max_tokens, priority)``, vLLM's
+request priority: smaller is served first under ``scheduling_policy="priority"``) (vLLM's streaming
 ``generate`` in :mod:`llmqueue.validation.engine`; a fake one in the tests). Requests are sent
 open-loop: each one at ``t0 + planned_s`` whatever the earlier ones are doing, each in its own
 task. Per request the client records (seconds from ``t0``, all on one clock):
@@ -44,18 +46,22 @@ RECORD_COLUMNS = [
 
 
 async def _one(
-    stream: StreamFn,
+    stream: Callable[..., AsyncIterator[int]],
     request_id: str,
     prompt: Sequence[int],
     max_tokens: int,
     clock: Callable[[], float],
     t0: float,
+    priority: int | None = None,
 ) -> dict[str, Any]:
     sent = clock()
     first: float | None = None
     last = sent
     received = chunks = 0
-    async for k in stream(request_id, prompt, max_tokens):
+    args: tuple[Any, ...] = (request_id, prompt, max_tokens)
+    if priority is not None:
+        args += (int(priority),)
+    async for k in stream(*args):
         now = clock()
         chunks += 1
         if k > 0:
@@ -75,7 +81,7 @@ async def _one(
 
 async def run_open_loop(
     table: pd.DataFrame,
-    stream: StreamFn,
+    stream: Callable[..., AsyncIterator[int]],
     prompts: Mapping[str, Sequence[int]],
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[float, pd.DataFrame]:
@@ -96,17 +102,18 @@ async def run_open_loop(
     for rid, n in zip(table["request_id"], table["prompt_tokens"], strict=True):
         if rid not in prompts or len(prompts[rid]) != int(n):
             raise InputError(f"request {rid}: no prompt of {int(n)} token ids given")
+    prio = [int(x) for x in table["priority"]] if "priority" in table else [None] * len(table)
     t0 = clock()
     tasks: list[asyncio.Task[dict[str, Any]]] = []
     try:
-        for rid, at, n_out in zip(
-            table["request_id"], planned, table["output_tokens"], strict=True
+        for rid, at, n_out, pr in zip(
+            table["request_id"], planned, table["output_tokens"], prio, strict=True
         ):
             delay = t0 + at - clock()
             if delay > 0:
                 await asyncio.sleep(delay)
             tasks.append(
-                asyncio.create_task(_one(stream, str(rid), prompts[rid], int(n_out), clock, t0))
+                asyncio.create_task(_one(stream, str(rid), prompts[rid], int(n_out), clock, t0, pr))
             )
         rows = await asyncio.gather(*tasks)
     finally:

@@ -32,6 +32,7 @@ from llmqueue.validation.steplog import STEP_LOG_ENV
 
 __all__ = [
     "PROBE_SCHEDULER",
+    "SCHEDULERS",
     "EngineSettings",
     "engine_environment",
     "open_async_engine",
@@ -42,6 +43,11 @@ __all__ = [
 ]
 
 PROBE_SCHEDULER = "llmqueue.validation.probe.RecordingScheduler"
+# the scheduler class of each kind (llmqueue.validation.groups.GroupSpec.scheduler)
+SCHEDULERS = {
+    "recording": PROBE_SCHEDULER,
+    "batch_queue": "llmqueue.validation.probe.BatchQueueScheduler",
+}
 
 
 @dataclass(frozen=True)
@@ -123,8 +129,12 @@ def open_async_engine(
     dtype: str,
     settings: EngineSettings,
     step_log: str | os.PathLike[str],
+    scheduler: str = "recording",
 ) -> Any:
-    """Start vLLM's ``AsyncLLM`` on the model folder; returns the engine (call ``shutdown()``)."""
+    """Start vLLM's ``AsyncLLM`` on the model folder; returns the engine (call ``shutdown()``).
+    `scheduler`: a key of :data:`SCHEDULERS` (``batch_queue``: the paper's batch queue)."""
+    if scheduler not in SCHEDULERS:
+        raise InputError(f"scheduler must be one of {sorted(SCHEDULERS)}, got {scheduler!r}")
     os.environ.update(engine_environment(settings, step_log))
     os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -146,7 +156,7 @@ def open_async_engine(
         kv_cache_memory_bytes=kv_bytes,
         enforce_eager=settings.enforce_eager,
         scheduling_policy=settings.scheduling_policy,
-        scheduler_cls=PROBE_SCHEDULER,
+        scheduler_cls=SCHEDULERS[scheduler],
         disable_log_stats=True,
     )
     return AsyncLLM.from_engine_args(args)
@@ -166,7 +176,9 @@ def make_stream(engine: Any) -> Any:
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
-    async def stream(request_id: str, prompt: Sequence[int], max_tokens: int) -> AsyncIterator[int]:
+    async def stream(
+        request_id: str, prompt: Sequence[int], max_tokens: int, priority: int = 0
+    ) -> AsyncIterator[int]:
         params = SamplingParams(
             max_tokens=int(max_tokens),
             ignore_eos=True,
@@ -174,7 +186,9 @@ def make_stream(engine: Any) -> Any:
             detokenize=False,
             output_kind=RequestOutputKind.DELTA,
         )
-        async for out in engine.generate({"prompt_token_ids": list(prompt)}, params, request_id):
+        async for out in engine.generate(
+            {"prompt_token_ids": list(prompt)}, params, request_id, priority=int(priority)
+        ):
             yield sum(len(o.token_ids) for o in out.outputs)
 
     return stream

@@ -8,6 +8,11 @@ by the environment variable ``LLMQUEUE_STEP_LOG`` (nothing is recorded when it i
 once at start, the limits it enforces (KV blocks free, token budget, admission rules) to
 ``<that file>.core.json``.
 
+``BatchQueueScheduler`` (``scheduler_cls="llmqueue.validation.probe.BatchQueueScheduler"``) is the
+same recording scheduler with the paper's batch-queue admission rule
+(:class:`llmqueue.validation.admission.BatchQueueMixin`: waiting requests are admitted only when
+nothing runs, up to ``max_num_seqs``).
+
 This module imports vLLM at import time: only the engine imports it, never the main environment.
 """
 
@@ -19,6 +24,7 @@ from typing import Any
 
 from vllm.v1.core.sched.scheduler import Scheduler
 
+from llmqueue.validation.admission import BatchQueueMixin
 from llmqueue.validation.steplog import (
     STEP_LOG_ENV,
     ScheduledRequest,
@@ -28,7 +34,7 @@ from llmqueue.validation.steplog import (
     write_core_facts,
 )
 
-__all__ = ["RecordingScheduler"]
+__all__ = ["RecordingScheduler", "BatchQueueScheduler"]
 
 
 class RecordingScheduler(Scheduler):  # type: ignore[misc]
@@ -39,6 +45,7 @@ class RecordingScheduler(Scheduler):  # type: ignore[misc]
         path = os.environ.get(STEP_LOG_ENV)
         self._steplog = StepLogWriter(path) if path else None
         self._pending: dict[str, Any] | None = None
+        self._carry_finished: set[str] = set()  # finished ids reported by steps with no tokens
         self._step = 0
         if path:
             write_core_facts(core_facts_path(path), self.core_facts())
@@ -62,15 +69,23 @@ class RecordingScheduler(Scheduler):  # type: ignore[misc]
             ),
             "long_prefill_token_threshold": int(self.scheduler_config.long_prefill_token_threshold),
             "policy": str(getattr(self.policy, "value", self.policy)),
+            "scheduler_class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "admission_rule": self.admission_rule,
         }
+
+    admission_rule = "vllm"  # vLLM's own: admit while running < max_num_seqs, budget and KV allow
 
     def schedule(self, *args: Any, **kwargs: Any) -> Any:
         t0 = time.monotonic()
         out = super().schedule(*args, **kwargs)
         t1 = time.monotonic()
+        finished = set(getattr(out, "finished_req_ids", None) or ())
         if self._steplog is None or out.total_num_scheduled_tokens == 0:
             self._pending = None
+            self._carry_finished |= finished
             return out
+        finished |= self._carry_finished
+        self._carry_finished = set()
         reqs = []
         for rid, n in out.num_scheduled_tokens.items():
             r = self.requests[rid]
@@ -94,6 +109,8 @@ class RecordingScheduler(Scheduler):  # type: ignore[misc]
             "waiting": len(self.waiting),
             "preempted": len(out.preempted_req_ids or ()),
             "kv_usage": float(self.get_kv_cache_usage()),
+            "preempted_ids": tuple(out.preempted_req_ids or ()),
+            "finished_ids": tuple(finished),
         }
         return out
 
@@ -108,3 +125,10 @@ class RecordingScheduler(Scheduler):  # type: ignore[misc]
         if self._steplog is not None:
             self._steplog.close()
         super().shutdown()
+
+
+class BatchQueueScheduler(BatchQueueMixin, RecordingScheduler):
+    """The recording scheduler with the paper's batch queue: admissions only when nothing runs
+    (see :mod:`llmqueue.validation.admission` for the hook and why it is there)."""
+
+    admission_rule = "batch_queue"  # admit only when nothing runs, up to max_num_seqs (b_max)

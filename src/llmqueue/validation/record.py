@@ -40,6 +40,7 @@ __all__ = [
     "package_versions",
     "request_rows",
     "engine_first_token",
+    "engine_admission",
     "write_run_folder",
     "read_requests",
 ]
@@ -85,18 +86,35 @@ def package_versions(
     return out
 
 
-def engine_first_token(steps: pd.DataFrame, request_ids: list[str]) -> dict[str, float]:
-    """Per request id, the end (``t_done_s``) of the iteration that completed its prompt, i.e.
-    when the engine had its first token. vLLM tags the ids it is given with a suffix
-    (``<id>-<hex>``); both forms are matched."""
+def _first_time(
+    steps: pd.DataFrame, ids_column: str, time_column: str, request_ids: list[str]
+) -> dict[str, float]:
+    """Per request id, `time_column` of the first step whose `ids_column` names it (ids joined
+    with ``|``; vLLM tags the ids it is given with a suffix ``<id>-<hex>``, both forms match)."""
     known = set(request_ids)
     out: dict[str, float] = {}
-    for ids, t in zip(steps["first_token_ids"].fillna(""), steps["t_done_s"], strict=True):
+    for ids, t in zip(steps[ids_column].fillna(""), steps[time_column], strict=True):
         for rid in str(ids).split("|") if ids else ():
             key = rid if rid in known else rid.rsplit("-", 1)[0]
             if key in known and key not in out:
                 out[key] = float(t)
     return out
+
+
+def engine_first_token(steps: pd.DataFrame, request_ids: list[str]) -> dict[str, float]:
+    """Per request id, the end (``t_done_s``) of the iteration that completed its prompt, i.e.
+    when the engine had its first token."""
+    return _first_time(steps, "first_token_ids", "t_done_s", request_ids)
+
+
+def engine_admission(steps: pd.DataFrame, request_ids: list[str]) -> dict[str, float]:
+    """Per request id, the start (``t_sched_s``) of the first iteration that scheduled it from an
+    empty cache (step-log column ``admitted_ids``, written by the matrix runs' probe), i.e. when
+    the engine admitted it: its wait in the queue ends there. A request preempted and resumed
+    keeps its first admission. {} for a step log without the column."""
+    if "admitted_ids" not in steps:
+        return {}
+    return _first_time(steps, "admitted_ids", "t_sched_s", request_ids)
 
 
 def request_rows(

@@ -15,6 +15,15 @@ A request table has one row per request, in arrival order:
 - ``trace_row``, ``trace_prompt_tokens``, ``trace_output_tokens``: the trace row drawn and its
   unscaled lengths (provenance).
 
+The validation matrix (:mod:`llmqueue.validation.groups`) adds, per run (:func:`group_table`,
+then :func:`run_table`): rows drawn from the held-out part of the trace only (``held_out``: those
+after the learned predictor's training fraction), a fixed prompt length instead of the trace's
+(the paper's Sec. III and IV laws have no prompt term), a token limit (``requested_tokens`` is the
+scaled trace length n, ``output_tokens`` = min(n, l) what the engine is asked for, ``max_tokens``),
+and the ``priority`` given to vLLM (0 for FCFS; the true output length for SJF; the learned
+predictor's prediction for the request's trace row, in whole trace tokens, for SSJF; smaller is
+served first, ties by arrival).
+
 Pure functions: the random streams come in as ``numpy.random.Generator`` objects.
 """
 
@@ -35,6 +44,10 @@ __all__ = [
     "poisson_arrivals",
     "build_request_table",
     "prompt_token_ids",
+    "MATRIX_COLUMNS",
+    "candidate_rows",
+    "group_table",
+    "run_table",
 ]
 
 TABLE_COLUMNS = [
@@ -136,3 +149,101 @@ def prompt_token_ids(
     if vocab_size <= first_id:
         raise InputError(f"vocab_size must exceed {first_id}, got {vocab_size}")
     return [int(x) for x in rng.integers(first_id, vocab_size, size=n)]
+
+
+# the request table of a matrix run: TABLE_COLUMNS plus these
+MATRIX_COLUMNS = [*TABLE_COLUMNS, "requested_tokens", "token_limit", "priority", "predicted_tokens"]
+
+
+def candidate_rows(n_rows: int, rows: str, train_fraction: float) -> np.ndarray:
+    """Indices of the trace rows requests may be drawn from: every row (``all``) or the rows
+    after the learned predictor's training part (``held_out``, the same split as
+    :func:`llmqueue.predictor.features.split_index`)."""
+    if rows == "all":
+        return np.arange(n_rows, dtype=np.int64)
+    if rows != "held_out":
+        raise InputError(f"rows must be all or held_out, got {rows!r}")
+    from llmqueue.predictor.features import split_index
+
+    return np.arange(split_index(n_rows, train_fraction), n_rows, dtype=np.int64)
+
+
+def group_table(
+    prompt: np.ndarray,
+    output: np.ndarray,
+    rows: np.ndarray,
+    n: int,
+    rate_per_s: float,
+    scale: float,
+    max_model_len: int,
+    warmup: int,
+    rng: np.random.Generator,
+    run: str,
+    prompt_tokens: int | None = None,
+) -> pd.DataFrame:
+    """A request table (:data:`TABLE_COLUMNS` and ``requested_tokens``) of `n` requests drawn from
+    the trace rows `rows` (indices into `prompt`, `output`) with Poisson arrivals at `rate_per_s`;
+    with `prompt_tokens` every prompt has that many tokens (the trace's prompt is kept in
+    ``trace_prompt_tokens``)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if rows.size == 0 or rows.min() < 0 or rows.max() >= len(prompt):
+        raise InputError("candidate trace rows must be non-empty indices into the trace")
+    sub_p, sub_o = np.asarray(prompt)[rows], np.asarray(output)[rows]
+    tab = build_request_table(sub_p, sub_o, n, rate_per_s, scale, max_model_len, warmup, rng, run)
+    tab["trace_row"] = rows[tab["trace_row"].to_numpy()]
+    if prompt_tokens is not None:
+        if not (1 <= prompt_tokens < max_model_len):
+            raise InputError(
+                f"fixed prompt_tokens must be in [1, {max_model_len}), got {prompt_tokens}"
+            )
+        tab["prompt_tokens"] = np.minimum(
+            int(prompt_tokens), max_model_len - tab["output_tokens"].to_numpy()
+        ).astype(np.int64)
+    tab["requested_tokens"] = tab["output_tokens"].to_numpy()
+    return tab
+
+
+def run_table(
+    base: pd.DataFrame,
+    run: str,
+    token_limit: int | None = None,
+    priority: str = "fcfs",
+    predictions: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """The table one run sends (:data:`MATRIX_COLUMNS`): `base` (:func:`group_table`, shared by
+    the runs of one table key) with its request ids renamed to `run`, the output clipped to
+    `token_limit`, and the vLLM priority of `priority` (``ssjf`` reads `predictions`: one predicted
+    output length per trace row, trace tokens)."""
+    tab = base.copy()
+    width = max(4, len(str(len(tab) - 1)))
+    tab["request_id"] = [f"{run}-{i:0{width}d}" for i in range(len(tab))]
+    req = tab["requested_tokens"].to_numpy(dtype=np.int64)
+    if token_limit is not None:
+        if token_limit < 1:
+            raise InputError(f"token_limit must be >= 1, got {token_limit}")
+        tab["output_tokens"] = np.minimum(req, int(token_limit))
+    tab["token_limit"] = -1 if token_limit is None else int(token_limit)
+    pred = np.full(len(tab), np.nan)
+    if predictions is not None:
+        p = np.asarray(predictions, dtype=float)
+        rows = tab["trace_row"].to_numpy()
+        if rows.max() >= p.size:
+            raise InputError(
+                f"predictions hold {p.size} trace rows; the table draws row {int(rows.max())}"
+            )
+        pred = p[rows]
+        if not np.all(np.isfinite(pred)):
+            raise InputError("predictions: a drawn trace row has no finite prediction")
+    tab["predicted_tokens"] = pred
+    if priority == "fcfs":
+        prio = np.zeros(len(tab), dtype=np.int64)
+    elif priority == "sjf":
+        prio = tab["output_tokens"].to_numpy(dtype=np.int64)
+    elif priority == "ssjf":
+        if predictions is None:
+            raise InputError(f"run {run}: priority ssjf needs the learned predictor's predictions")
+        prio = np.rint(pred).astype(np.int64)
+    else:
+        raise InputError(f"priority must be fcfs, sjf or ssjf, got {priority!r}")
+    tab["priority"] = prio
+    return tab[MATRIX_COLUMNS]

@@ -15,7 +15,11 @@ One row per engine iteration that scheduled any token (the columns of :data:`STE
 - ``running`` / ``waiting``: queue lengths after the step was planned; ``preempted``: requests
   preempted while planning it; ``kv_usage``: fraction of KV blocks in use; ``first_token_ids``:
   requests whose prompt completes in this step (they get their first token from it), joined
-  with ``|``.
+  with ``|``;
+- (runs of the validation matrix, :data:`STEP_LOG_COLUMNS`) ``admitted_ids``: requests that start
+  from an empty cache in this step (admitted, or resumed after a preemption); ``preempted_ids``:
+  requests preempted while planning it; ``finished_ids``: requests that finished since the
+  previous step was planned (vLLM's ``SchedulerOutput.finished_req_ids``); all joined with ``|``.
 
 The rows are computed by :func:`step_row` from plain numbers, so the bookkeeping is tested
 without an engine; :mod:`llmqueue.validation.probe` feeds it from vLLM's scheduler.
@@ -32,6 +36,8 @@ from typing import IO, Any
 
 __all__ = [
     "STEP_COLUMNS",
+    "STEP_EXTRA_COLUMNS",
+    "STEP_LOG_COLUMNS",
     "STEP_LOG_ENV",
     "ScheduledRequest",
     "step_row",
@@ -61,6 +67,10 @@ STEP_COLUMNS = [
     "first_token_ids",
 ]
 
+# written by the matrix runs' probe after STEP_COLUMNS (the committed FCFS run predates them)
+STEP_EXTRA_COLUMNS = ["admitted_ids", "preempted_ids", "finished_ids"]
+STEP_LOG_COLUMNS = [*STEP_COLUMNS, *STEP_EXTRA_COLUMNS]
+
 
 @dataclass(frozen=True)
 class ScheduledRequest:
@@ -87,6 +97,11 @@ class ScheduledRequest:
         )
 
     @property
+    def starts_from_empty(self) -> bool:
+        """Its first chunk from an empty cache: admitted now, or resumed after a preemption."""
+        return self.computed_after == self.scheduled
+
+    @property
     def completes_prompt(self) -> bool:
         """A first-time prefill chunk that reaches the end of the prompt: the step samples the
         request's first output token."""
@@ -103,8 +118,11 @@ def step_row(
     waiting: int,
     preempted: int,
     kv_usage: float,
+    preempted_ids: Iterable[str] = (),
+    finished_ids: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """The :data:`STEP_COLUMNS` row of one iteration from its scheduled requests."""
+    """The :data:`STEP_LOG_COLUMNS` row of one iteration from its scheduled requests (and the
+    ids vLLM reports preempted while planning it and finished before it)."""
     reqs = list(requests)
     decode = [r for r in reqs if r.is_decode]
     prefill = [r for r in reqs if not r.is_decode]
@@ -124,6 +142,9 @@ def step_row(
         "preempted": int(preempted),
         "kv_usage": float(kv_usage),
         "first_token_ids": "|".join(r.request_id for r in reqs if r.completes_prompt),
+        "admitted_ids": "|".join(r.request_id for r in reqs if r.starts_from_empty),
+        "preempted_ids": "|".join(sorted(str(x) for x in preempted_ids)),
+        "finished_ids": "|".join(sorted(str(x) for x in finished_ids)),
     }
 
 
@@ -138,12 +159,12 @@ class StepLogWriter:
         self.path = os.fspath(path)
         new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
         self._fh: IO[str] = open(self.path, "a", newline="", buffering=1)  # noqa: SIM115
-        self._writer = csv.DictWriter(self._fh, fieldnames=STEP_COLUMNS, lineterminator="\n")
+        self._writer = csv.DictWriter(self._fh, fieldnames=STEP_LOG_COLUMNS, lineterminator="\n")
         if new:
             self._writer.writeheader()
 
     def write(self, row: Mapping[str, Any]) -> None:
-        self._writer.writerow({k: _fmt(row[k]) for k in STEP_COLUMNS})
+        self._writer.writerow({k: _fmt(row[k]) for k in STEP_LOG_COLUMNS})
 
     def close(self) -> None:
         if not self._fh.closed:

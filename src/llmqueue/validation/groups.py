@@ -1,0 +1,510 @@
+"""The validation matrix: named run groups of ``make validate-vllm``, read from config
+``validation.vllm.matrix`` and checked before any engine starts.
+
+A **group** is one engine shape (a model, a trace, vLLM's engine settings, the scheduler class)
+and everything measured on it, written to one folder ``<out>/matrix-<hardware-id>/<group>/``:
+
+- its **calibration** (``calibration``: controlled batches, default ``matrix.calibration``, from which the step law, and for ``none`` groups the
+  per-request law, are fitted; the only data any prediction is fitted on);
+- its **capacity bursts** (all requests at t = 0; one per token limit its runs use): the measured
+  capacity that planned loads are fractions of and achieved loads are measured against;
+- its **judged runs** (Poisson arrivals at ``load`` x the unlimited capacity, request tables drawn
+  from the trace), in config order, one engine start for all of them;
+- its **repeats**: the runs named in ``repeat`` served again, ``repeat_sessions`` times, each time by
+  a freshly started engine (same request tables, same planned times), named ``<run>_r2``, ...
+
+Group ``policy`` says what the engine does and what the serving model replays:
+
+- ``continuous``: vLLM's own scheduler (FCFS, or ``priority`` with per-request priorities);
+- ``none``: one request at a time (``max_num_seqs`` 1), the paper's Sec. III queue; a run's
+  ``token_limit`` l gives every request ``max_tokens = min(n, l)``;
+- ``dynamic``: the paper's batch queue (Sec. IV) through the scheduler subclass
+  :class:`llmqueue.validation.admission.BatchQueueMixin` (waiting requests are admitted only when
+  nothing runs, up to ``max_num_seqs`` = b_max); chunked prefill must be off and the token budget
+  must hold b_max whole prompts, so that a batch is admitted in one iteration.
+
+Runs sharing a ``table`` key serve the same request table (same arrivals, same trace rows): SJF and
+SSJF next to FCFS, or a token limit next to none, on the same arrivals. ``priority``: ``fcfs``
+(priority 0 for all), ``sjf`` (the true output length) or ``ssjf`` (the learned predictor's
+prediction for the request's trace row; the trace's rows must then be ``held_out``: those the
+predictor was not trained on).
+
+Pure data and checks (no vLLM, no file access): :func:`read_matrix` returns the
+:class:`MatrixSpec`; every mistake is an InputError naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmqueue.errors import InputError
+
+__all__ = [
+    "POLICIES",
+    "PRIORITIES",
+    "ROWS",
+    "TraceSpec",
+    "ModelSpec",
+    "RunSpec",
+    "GroupSpec",
+    "MatrixSpec",
+    "read_matrix",
+    "repeat_name",
+    "capacity_name",
+    "select_groups",
+]
+
+POLICIES = ("continuous", "none", "dynamic")
+PRIORITIES = ("fcfs", "sjf", "ssjf")
+ROWS = ("all", "held_out")
+_NAME = re.compile(r"^[a-z][a-z0-9]*$")
+_RUN = re.compile(r"^[a-z][a-z0-9]*$")
+
+
+def repeat_name(run: str, session: int) -> str:
+    """The name of run `run` served again in repeat session `session` (2, 3, ...)."""
+    return f"{run}_r{int(session)}"
+
+
+def capacity_name(token_limit: int | None) -> str:
+    """The table name of the capacity burst with this token limit (None: no limit)."""
+    return "capacity" if token_limit is None else f"capacity_l{int(token_limit)}"
+
+
+@dataclass(frozen=True)
+class TraceSpec:
+    """Where request lengths come from: a trace CSV, its columns, one scale for both lengths,
+    optionally a fixed prompt length (the paper's Sec. III and IV laws have no prompt term) and
+    which rows (``held_out``: those after the predictor's training fraction, in arrival order)."""
+
+    name: str
+    file: str
+    input_column: str
+    output_column: str
+    scale: float
+    prompt_tokens: int | None = None
+    rows: str = "all"
+    train_fraction: float = 0.7
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A random-weight Llama shape (config ``validation.vllm.model`` or a named
+    ``matrix.models`` entry)."""
+
+    name: str
+    dir: str
+    dtype: str
+    seed: int
+    shape: Mapping[str, Any]
+
+    def as_config(self) -> dict[str, Any]:
+        return {"dir": self.dir, "dtype": self.dtype, "seed": self.seed, "shape": dict(self.shape)}
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One judged run: ``load`` (fraction of the group's unlimited capacity), requests (warm-up
+    included), the first ``warmup`` left out of every statistic, the request table's key,
+    the token limit (None: none) and the queue order given to the engine."""
+
+    name: str
+    load: float
+    requests: int
+    warmup: int
+    table: str
+    token_limit: int | None = None
+    priority: str = "fcfs"
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One group (module docstring): its engine settings are config ``validation.vllm.engine``
+    with the group's ``engine`` overrides."""
+
+    name: str
+    policy: str
+    model: ModelSpec
+    trace: TraceSpec
+    engine: Mapping[str, Any]
+    calibration: tuple[tuple[int, int, int], ...]
+    capacity_requests: int
+    runs: tuple[RunSpec, ...]
+    repeat: tuple[str, ...] = ()
+    repeat_sessions: int = 1
+    description: str = ""
+
+    @property
+    def scheduler(self) -> str:
+        """``batch_queue`` (the dynamic-batching subclass) or ``recording`` (vLLM's own)."""
+        return "batch_queue" if self.policy == "dynamic" else "recording"
+
+    @property
+    def token_limits(self) -> tuple[int | None, ...]:
+        """The distinct token limits of the runs (None first): one capacity burst each."""
+        seen = dict.fromkeys([None, *(r.token_limit for r in self.runs)])
+        return tuple(seen)
+
+    def run(self, name: str) -> RunSpec:
+        for r in self.runs:
+            if r.name == name:
+                return r
+        raise InputError(f"group {self.name}: no run {name!r}")
+
+    def judged_runs(self) -> list[tuple[str, RunSpec, int]]:
+        """(table name, run, session) of every judged run: session 1 first, then the repeats."""
+        out = [(r.name, r, 1) for r in self.runs]
+        for k in range(2, 2 + self.repeat_sessions):
+            out += [(repeat_name(n, k), self.run(n), k) for n in self.repeat]
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """The group as run (for its folder's ``group.json``)."""
+        return {
+            "name": self.name,
+            "policy": self.policy,
+            "scheduler": self.scheduler,
+            "description": self.description,
+            "model": self.model.name,
+            "model_config": self.model.as_config(),
+            "trace": dict(self.trace.__dict__),
+            "engine": dict(self.engine),
+            "calibration": [list(b) for b in self.calibration],
+            "capacity_requests": self.capacity_requests,
+            "token_limits": list(self.token_limits),
+            "runs": [dict(r.__dict__) for r in self.runs],
+            "repeat": list(self.repeat),
+            "repeat_sessions": self.repeat_sessions,
+            "judged": [name for name, _, _ in self.judged_runs()],
+        }
+
+
+@dataclass(frozen=True)
+class MatrixSpec:
+    """Config ``validation.vllm.matrix``: where group folders go, the groups in run order, the
+    contention thresholds and the predictions file of the learned predictor."""
+
+    out: str
+    groups: tuple[GroupSpec, ...]
+    contention: Mapping[str, float] = field(default_factory=dict)
+    predictions: str = ""
+    predictor_model: str = ""
+
+    def group(self, name: str) -> GroupSpec:
+        for g in self.groups:
+            if g.name == name:
+                return g
+        raise InputError(
+            f"validation.vllm.matrix.groups has no group {name!r}; groups: "
+            f"{', '.join(g.name for g in self.groups)}"
+        )
+
+    @property
+    def needs_predictions(self) -> tuple[str, ...]:
+        return tuple(g.name for g in self.groups if any(r.priority == "ssjf" for r in g.runs))
+
+
+def _int(x: Any, where: str, lo: int = 1) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < lo:
+        raise InputError(f"{where} must be an integer >= {lo}, got {x!r}")
+    return int(x)
+
+
+def _keys(sec: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()) -> None:
+    if not isinstance(sec, Mapping):
+        raise InputError(f"{where} must be a mapping, got {type(sec).__name__}")
+    missing = [k for k in required if k not in sec]
+    extra = sorted(set(sec) - set(required) - set(optional))
+    if missing or extra:
+        raise InputError(
+            f"{where}: missing {missing}, unknown {extra}; keys are {[*required, *optional]}"
+        )
+
+
+def _trace(name: str, sec: Any, train_fraction: float) -> TraceSpec:
+    where = f"validation.vllm.matrix.traces.{name}"
+    _keys(sec, where, ("file", "input_column", "output_column", "scale"))
+    scale = float(sec["scale"])
+    if not (0 < scale <= 1):
+        raise InputError(f"{where}.scale must be in (0, 1], got {sec['scale']!r}")
+    return TraceSpec(
+        name, str(sec["file"]), str(sec["input_column"]), str(sec["output_column"]), scale,
+        train_fraction=train_fraction,
+    )  # fmt: skip
+
+
+def _model(name: str, sec: Any) -> ModelSpec:
+    where = (
+        "validation.vllm.model" if name == "default" else f"validation.vllm.matrix.models.{name}"
+    )
+    _keys(sec, where, ("dir", "dtype", "seed", "shape"))
+    shape = sec["shape"]
+    if not isinstance(shape, Mapping):
+        raise InputError(f"{where}.shape must be a mapping")
+    for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers"):
+        _int(shape.get(k), f"{where}.shape.{k}")
+    if shape["hidden_size"] % shape["num_attention_heads"]:
+        raise InputError(f"{where}.shape: hidden_size must be a multiple of num_attention_heads")
+    if shape["num_attention_heads"] % shape["num_key_value_heads"]:
+        raise InputError(
+            f"{where}.shape: num_attention_heads must be a multiple of num_key_value_heads"
+        )
+    return ModelSpec(name, str(sec["dir"]), str(sec["dtype"]), int(sec["seed"]), dict(shape))
+
+
+def _run(group: str, k: int, sec: Any) -> RunSpec:
+    where = f"validation.vllm.matrix.groups.{group}.runs[{k}]"
+    _keys(sec, where, ("name", "load", "requests"), ("warmup", "table", "token_limit", "priority"))
+    name = str(sec["name"])
+    if not _RUN.match(name):
+        raise InputError(f"{where}.name must be lower-case letters and digits, got {name!r}")
+    load = sec["load"]
+    if isinstance(load, bool) or not isinstance(load, (int, float)) or not (0 < load < 1):
+        raise InputError(f"{where}.load must be a fraction in (0, 1) of the capacity, got {load!r}")
+    n = _int(sec["requests"], f"{where}.requests", 20)
+    warm = _int(sec.get("warmup", 0), f"{where}.warmup", 0)
+    if warm >= n - 10:
+        raise InputError(f"{where}.warmup ({warm}) must leave >= 10 measured requests of {n}")
+    lim = sec.get("token_limit")
+    if lim is not None:
+        lim = _int(lim, f"{where}.token_limit")
+    prio = str(sec.get("priority", "fcfs"))
+    if prio not in PRIORITIES:
+        raise InputError(f"{where}.priority must be one of {', '.join(PRIORITIES)}, got {prio!r}")
+    return RunSpec(name, float(load), n, warm, str(sec.get("table", name)), lim, prio)
+
+
+def _group(
+    name: str,
+    sec: Any,
+    engine: Mapping[str, Any],
+    models: Mapping[str, ModelSpec],
+    traces: Mapping[str, TraceSpec],
+    default_calibration: Sequence[Sequence[int]],
+    default_capacity: int,
+) -> GroupSpec:
+    where = f"validation.vllm.matrix.groups.{name}"
+    if not _NAME.match(name):
+        raise InputError(f"{where}: a group name is lower-case letters and digits")
+    _keys(
+        sec, where, ("policy", "runs"),
+        ("model", "trace", "prompt_tokens", "rows", "engine", "calibration", "capacity_requests",
+         "repeat", "repeat_sessions", "description"),
+    )  # fmt: skip
+    policy = str(sec["policy"])
+    if policy not in POLICIES:
+        raise InputError(f"{where}.policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    model = str(sec.get("model", "default"))
+    if model not in models:
+        raise InputError(f"{where}.model {model!r} is not one of {sorted(models)}")
+    tname = str(sec.get("trace", "conv"))
+    if tname not in traces:
+        raise InputError(f"{where}.trace {tname!r} is not one of {sorted(traces)}")
+    trace = traces[tname]
+    fixed = sec.get("prompt_tokens")
+    if fixed is not None:
+        fixed = _int(fixed, f"{where}.prompt_tokens")
+    rows = str(sec.get("rows", "all"))
+    if rows not in ROWS:
+        raise InputError(f"{where}.rows must be one of {', '.join(ROWS)}, got {rows!r}")
+    trace = TraceSpec(
+        trace.name, trace.file, trace.input_column, trace.output_column, trace.scale, fixed, rows,
+        trace.train_fraction,
+    )  # fmt: skip
+    over = sec.get("engine") or {}
+    if not isinstance(over, Mapping):
+        raise InputError(f"{where}.engine must be a mapping of engine settings")
+    unknown = sorted(set(over) - set(engine))
+    if unknown:
+        raise InputError(f"{where}.engine: unknown settings {unknown}; settings are {list(engine)}")
+    eng = {**engine, **over}
+    from llmqueue.validation.engine import EngineSettings
+
+    try:
+        settings = EngineSettings.from_config(eng)
+    except InputError as err:
+        raise InputError(f"{where}.engine: {err}") from None
+    cal_items = sec.get("calibration", "default")
+    if cal_items == "default":
+        cal_items = default_calibration
+    if not isinstance(cal_items, Sequence) or isinstance(cal_items, str) or len(cal_items) < 2:
+        raise InputError(f"{where}.calibration: 'default' or >= 2 [batch, prompt, output] triples")
+    cal: list[tuple[int, int, int]] = []
+    for k, item in enumerate(cal_items):
+        if (
+            isinstance(item, str)
+            or not isinstance(item, Sequence)
+            or len(item) != 3
+            or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in item)
+        ):
+            raise InputError(
+                f"{where}.calibration[{k}]: {item!r} must be [batch, prompt, output], all >= 1"
+            )
+        if item[1] + item[2] > settings.max_model_len:
+            raise InputError(
+                f"{where}.calibration[{k}]: prompt {item[1]} + output {item[2]} exceeds "
+                f"max_model_len {settings.max_model_len}"
+            )
+        cal.append((int(item[0]), int(item[1]), int(item[2])))
+    cap = _int(sec.get("capacity_requests", default_capacity), f"{where}.capacity_requests", 10)
+    raw_runs = sec["runs"]
+    if not isinstance(raw_runs, Sequence) or isinstance(raw_runs, str) or not raw_runs:
+        raise InputError(f"{where}.runs must be a non-empty list of runs")
+    runs = tuple(_run(name, k, r) for k, r in enumerate(raw_runs))
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise InputError(f"{where}.runs: run names must be distinct, got {names}")
+    repeat = sec.get("repeat") or []
+    if isinstance(repeat, str) or not isinstance(repeat, Sequence):
+        raise InputError(f"{where}.repeat must be a list of run names")
+    bad = [r for r in repeat if r not in names]
+    if bad or len(set(repeat)) != len(repeat):
+        raise InputError(f"{where}.repeat: {list(repeat)} must be distinct run names of {names}")
+    sessions = _int(sec.get("repeat_sessions", 1), f"{where}.repeat_sessions")
+    spec = GroupSpec(
+        name, policy, models[model], trace, eng, tuple(cal), cap, runs,
+        tuple(str(r) for r in repeat), sessions,
+        str(sec.get("description", "")),
+    )  # fmt: skip
+    _check_group(spec, settings, where)
+    return spec
+
+
+def _check_group(g: GroupSpec, s: Any, where: str) -> None:
+    """What the engine shape must satisfy for the group's policy and runs."""
+    same_table: dict[str, RunSpec] = {}
+    for r in g.runs:
+        if r.table in same_table:
+            o = same_table[r.table]
+            if (r.requests, r.warmup, r.load) != (o.requests, o.warmup, o.load):
+                raise InputError(
+                    f"{where}.runs: {r.name} and {o.name} share the table {r.table!r} and must "
+                    "then have the same load, requests and warmup"
+                )
+        same_table.setdefault(r.table, r)
+        if r.priority in ("sjf", "ssjf") and s.scheduling_policy != "priority":
+            raise InputError(
+                f"{where}.runs.{r.name}: priority {r.priority} needs engine scheduling_policy "
+                "priority"
+            )
+        if r.priority == "ssjf" and g.trace.rows != "held_out":
+            raise InputError(
+                f"{where}.runs.{r.name}: priority ssjf needs rows: held_out (requests drawn from "
+                "the trace rows the learned predictor was not trained on)"
+            )
+    for b, _, _ in g.calibration:
+        if b > 64 * s.max_num_seqs:
+            raise InputError(f"{where}.calibration: batch {b} is far above max_num_seqs")
+    if g.trace.prompt_tokens is not None and g.trace.prompt_tokens >= s.max_model_len:
+        raise InputError(f"{where}.prompt_tokens must be below max_model_len {s.max_model_len}")
+    if g.policy == "none" and s.max_num_seqs != 1:
+        raise InputError(
+            f"{where}: policy none serves one request at a time: engine max_num_seqs 1"
+        )
+    if g.policy != "none" and s.max_num_seqs == 1:
+        raise InputError(f"{where}: max_num_seqs 1 is policy none")
+    if g.policy == "dynamic":
+        if s.enable_chunked_prefill:
+            raise InputError(
+                f"{where}: policy dynamic needs engine enable_chunked_prefill false (a batch is "
+                "admitted whole, in one iteration)"
+            )
+        if s.max_num_batched_tokens < s.max_num_seqs * s.max_model_len:
+            raise InputError(
+                f"{where}: policy dynamic needs engine max_num_batched_tokens >= max_num_seqs x "
+                f"max_model_len = {s.max_num_seqs * s.max_model_len} (b_max whole prompts in one "
+                f"iteration), got {s.max_num_batched_tokens}"
+            )
+        if s.scheduling_policy != "fcfs":
+            raise InputError(f"{where}: policy dynamic is FCFS here (scheduling_policy fcfs)")
+    if any(r.token_limit is not None for r in g.runs) and g.policy != "none":
+        raise InputError(f"{where}: token limits are for policy none (the paper's Sec. III)")
+
+
+def read_matrix(
+    vllm: Mapping[str, Any], data: Mapping[str, Any] | None = None, train_fraction: float = 0.7
+) -> MatrixSpec:
+    """Config ``validation.vllm`` (with its ``matrix`` section) as a :class:`MatrixSpec`.
+
+    `data`: the config's ``data`` section (``azure_trace`` is the default ``conv`` trace);
+    `train_fraction`: the learned predictor's (config ``ssjf.train_fraction``)."""
+    where = "validation.vllm.matrix"
+    if "matrix" not in vllm:
+        raise InputError(f"{where}: missing (the run groups of make validate-vllm)")
+    sec = vllm["matrix"]
+    _keys(
+        sec,
+        where,
+        ("out", "groups"),
+        ("calibration", "models", "traces", "contention", "predictor"),
+    )
+    models = {"default": _model("default", vllm["model"])}
+    for name, m in (sec.get("models") or {}).items():
+        if name == "default":
+            raise InputError(f"{where}.models: 'default' is validation.vllm.model")
+        models[str(name)] = _model(str(name), m)
+    traces = {}
+    base = vllm["trace"]
+    if data and "azure_trace" in data:
+        traces["conv"] = TraceSpec(
+            "conv", str(data["azure_trace"]), str(base["input_column"]),
+            str(base["output_column"]), float(base["scale"]), train_fraction=train_fraction,
+        )  # fmt: skip
+    for name, t in (sec.get("traces") or {}).items():
+        traces[str(name)] = _trace(str(name), t, train_fraction)
+    groups_sec = sec["groups"]
+    if not isinstance(groups_sec, Mapping) or not groups_sec:
+        raise InputError(f"{where}.groups must map group names to groups")
+    cal = sec.get("calibration") or vllm["calibration"]["batches"]
+    cap = int(vllm["capacity"]["requests"])
+    groups = tuple(
+        _group(str(n), g, vllm["engine"], models, traces, cal, cap) for n, g in groups_sec.items()
+    )
+    cont = dict(sec.get("contention") or {})
+    for k in cont:
+        if k not in CONTENTION_KEYS:
+            raise InputError(f"{where}.contention: unknown key {k!r}; keys are {CONTENTION_KEYS}")
+        v = cont[k]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 < v < 1):
+            raise InputError(f"{where}.contention.{k} must be a fraction in (0, 1), got {v!r}")
+    pred = sec.get("predictor") or {}
+    if pred:
+        _keys(pred, f"{where}.predictor", ("model", "file"))
+    spec = MatrixSpec(
+        str(sec["out"]), groups, {**CONTENTION_DEFAULTS, **cont}, str(pred.get("file", "")),
+        str(pred.get("model", "")),
+    )  # fmt: skip
+    if spec.needs_predictions and not spec.predictions:
+        raise InputError(
+            f"{where}.predictor: groups {list(spec.needs_predictions)} run ssjf and need "
+            "predictor.model and predictor.file"
+        )
+    return spec
+
+
+CONTENTION_KEYS = ("steal_share", "other_cpu_share", "drift")
+CONTENTION_DEFAULTS = {"steal_share": 0.02, "other_cpu_share": 0.10, "drift": 0.05}
+
+
+def select_groups(spec: MatrixSpec, names: str | Sequence[str] | None) -> list[GroupSpec]:
+    """The groups named (comma-separated or a list; None, '' or 'all': every group, in config
+    order); an unknown name is an InputError listing the groups."""
+    if names is None or names in ("", "all"):
+        return list(spec.groups)
+    items = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    items = [n for n in items if n]
+    if not items:
+        return list(spec.groups)
+    return [spec.group(n) for n in dict.fromkeys(items)]
+
+
+def planned_rate(load: float, capacity_per_s: float) -> float:
+    """Requests/s of a run at `load` x the measured capacity."""
+    r = float(load) * float(capacity_per_s)
+    if not (math.isfinite(r) and r > 0):
+        raise InputError(f"planned rate must be > 0 requests/s, got {r}")
+    return r
