@@ -13,6 +13,7 @@ llmqueue.policy, llmqueue.sim.router, llmqueue.sim.static and llmqueue.sim.conti
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 DEBUG = False
@@ -61,6 +62,8 @@ class RefPolicy:
     block_size: int = 1
     batch_timeout_s: float | None = None
     guard_factor: float = math.inf
+    chunked_prefill: bool = True  # False: a prompt is admitted only when it fits the budget whole
+    batch_queue: bool = False  # admissions only at a boundary where nothing runs
 
 
 @dataclass
@@ -343,14 +346,19 @@ def _slots(h: float, bs: int) -> float:
 def run_continuous(
     reqs: list[Req],
     pol: RefPolicy,
-    c: tuple[float, float, float],
+    c: tuple[float, float, float] | Callable[[int, float, float], float],
     router: RefRouter | None = None,
 ) -> list[Req]:
     """Continuous batching, one iteration at a time. KV in blocks of pol.block_size tokens: a
     sequence holding h tokens takes _slots(h) of the budget; the decodes of an iteration take
     their KV before any admission. With a router, each server has its own queue and an arrival
     goes to the one the router picks by the loads at its time (requests waiting + running,
-    prompt + predicted tokens of those, or the KV its running iteration holds)."""
+    prompt + predicted tokens of those, or the KV its running iteration holds). `c`: the step
+    law's (c0, c_tok, c_ctx), or any step(decode_seqs, prefill_tokens, context_tokens) function
+    (a shaped law). Chunked prefill off: admission stops at the first prompt that does not fit
+    what is left of the iteration's budget whole. The batch queue: nothing is admitted at a
+    boundary where a request still runs."""
+    step = c if callable(c) else (lambda d, p, x: c[0] + c[1] * (d + p) + c[2] * x)
     nsrv = pol.servers
     t_next = [math.inf] * nsrv
     running: list[list[Req]] = [[] for _ in range(nsrv)]
@@ -399,13 +407,15 @@ def run_continuous(
                 qn = min(qn, max(budget, 0.0))
                 chunks[r.i] = qn
                 budget -= qn
-        if not preempted:
+        if not preempted and not (pol.batch_queue and running[s]):
             while len(running[s]) < pol.bmax and budget > 0:
                 r = q.pick(pol, t)
                 if r is None:
                     break
                 need_kv = r.peff if on_demand else r.prompt + r.output
                 if used[s] + need + _slots(need_kv, bs) > pol.kv_tokens:
+                    break
+                if not pol.chunked_prefill and r.peff > budget:
                     break
                 q.take(r)
                 running[s].append(r)
@@ -424,7 +434,7 @@ def run_continuous(
         ctx = sum(r.prompt + r.g for r in dec) + sum(
             r.prefilled + chunks[r.i] for r in running[s] if not r.decoding
         )
-        d = c[0] + c[1] * (len(dec) + pre) + c[2] * ctx
+        d = step(len(dec), pre, ctx)
         if DEBUG:
             print("R", t, len(dec), pre, ctx, used[s], len(running[s]), len(q.reqs))
         te = t + d
@@ -453,7 +463,8 @@ def run_continuous(
             r = reqs[nxt]
             nxt += 1
             r.peff = r.prompt
-            if r.prompt + r.output > pol.kv_tokens:
+            whole = not pol.chunked_prefill and r.prompt + r.output > pol.max_batched_tokens
+            if r.prompt + r.output > pol.kv_tokens or whole:
                 continue  # rejected
             if router is not None:
                 kind = router.load_kind()
@@ -479,7 +490,12 @@ def run_continuous(
             continue
         if t_next[s] == math.inf:
             return reqs
-        if all(not math.isnan(r.finish) or r.prompt + r.output > pol.kv_tokens for r in reqs):
+        if all(
+            not math.isnan(r.finish)
+            or r.prompt + r.output > pol.kv_tokens
+            or (not pol.chunked_prefill and r.prompt + r.output > pol.max_batched_tokens)
+            for r in reqs
+        ):
             return reqs
         boundary(s, t_next[s])
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from reference_engine import RefPolicy, Req, run_continuous, run_multibin, run_static
 
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, StepLaw
+from llmqueue.latency import BatchLatency, ShapedStepLaw, StepLaw
 from llmqueue.policy import Policy, parse_policy
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
@@ -200,3 +200,100 @@ def test_multibin_matches_reference(seed, bins, batch, servers, flush, rate):  #
         math.inf if flush is None else flush,
     )
     _compare(tab, reqs)
+
+
+# ---- the validation matrix's engine options: a shaped step law, chunked prefill off, the batch
+# queue (each against the reference, event by event) ---------------------------------------------
+def _shaped() -> ShapedStepLaw:
+    """A step law that bends at small batches (as a CPU engine's does), prefill priced apart."""
+    return ShapedStepLaw(
+        0.011, 0.0004, 0.000013, "bent", c_pre_s=0.0006,
+        knots=(0, 1, 2, 3, 4, 8), values_s=(0.011, 0.0135, 0.0161, 0.0139, 0.0141, 0.0158),
+    )  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    order=st.sampled_from(ORDERS),
+    max_batch=st.sampled_from([None, 2, 6, 12]),
+    kv=st.sampled_from([None, 240, 600]),
+    tokens=st.sampled_from([None, 48, 96]),
+    whole=st.booleans(),
+    batch_queue=st.booleans(),
+    shaped=st.booleans(),
+    rate=st.floats(1.0, 30.0),
+    block=st.sampled_from([1, 8, 12]),
+)
+def test_matrix_options_match_reference(  # type: ignore[no-untyped-def]
+    seed, order, max_batch, kv, tokens, whole, batch_queue, shaped, rate, block
+):
+    """Shaped law, whole-prompt admission (chunked prefill off) and the batch queue, alone and
+    together, with on-demand paged KV: every request's start, first token and finish agree."""
+    if whole and tokens is None:
+        tokens = 64
+    arr, prompt, out = _table(seed, 70, rate, 60, 40)
+    law = _shaped() if shaped else StepLaw(0.011, 0.00037, 0.000013)
+    kw = dict(kv_tokens=kv, admission="on_demand", max_batched_tokens=tokens, block_size=block)
+    pol = Policy(
+        "continuous", bmax=max_batch, order=order, chunked_prefill=not whole,
+        batch_queue=batch_queue, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+    _, tab = _engine(arr, prompt, out, pol, law, seed)
+    ref = RefPolicy(
+        "continuous", bmax=math.inf if max_batch is None else max_batch, order=order,
+        kv_tokens=math.inf if kv is None else kv, admission="on_demand",
+        max_batched_tokens=math.inf if tokens is None else tokens, block_size=block,
+        chunked_prefill=not whole, batch_queue=batch_queue,
+    )  # fmt: skip
+    step = law.step if shaped else (law.c0_s, law.c_tok_s, law.c_ctx_s)
+    _compare(tab, run_continuous(_ref_reqs(tab), ref, step))  # type: ignore[arg-type]
+
+
+def test_the_options_change_the_schedule() -> None:
+    """Each option matters on a busy table (so the agreement above is not vacuous)."""
+    arr, prompt, out = _table(3, 150, 25.0, 60, 40)
+    base = dict(bmax=8, kv_tokens=600, admission="on_demand", max_batched_tokens=64, block_size=8)
+    law = StepLaw(0.011, 0.00037, 0.000013)
+    _, ref = _engine(arr, prompt, out, Policy("continuous", **base), law, 3)  # type: ignore[arg-type]
+    for kw, lw in (
+        (dict(chunked_prefill=False), law),
+        (dict(batch_queue=True), law),
+        ({}, _shaped()),
+    ):
+        _, got = _engine(arr, prompt, out, Policy("continuous", **base, **kw), lw, 3)  # type: ignore[arg-type]
+        assert not np.allclose(got[:, 7], ref[:, 7]), kw
+
+
+def test_batch_queue_is_the_papers_elastic_batching() -> None:
+    """With iteration time c0 alone (no per-token or context cost) and one-token prompts, the batch
+    queue on the iteration-level engine is Eq. (26)'s elastic batching with t1(b) = t2(b) = c0
+    (k = (0, c0, 0, c0); N = the tokens after the first): the same start and finish for every
+    request, and the same first token."""
+    arr, _, out = _table(5, 300, 3.0, 1, 30)
+    prompt = np.ones_like(out)
+    c0 = 0.02
+    pol = Policy("continuous", bmax=6, batch_queue=True, max_batched_tokens=4096,
+                 chunked_prefill=False)  # fmt: skip
+    _, cont = _engine(arr, prompt, out, pol, StepLaw(c0, 0.0, 0.0), 5)
+    w = ReplayWorkload(arr, prompt, out - 1.0)
+    ela = run(w, Policy("elastic", bmax=6), BatchLatency(0.0, c0, 0.0, c0), requests=arr.size,
+              warmup=0, batches=2, seed=5, per_request=True).per_request  # fmt: skip
+    np.testing.assert_allclose(cont[:, 5], ela[:, 5], rtol=1e-12, atol=1e-12)  # start
+    np.testing.assert_allclose(cont[:, 7], ela[:, 7], rtol=1e-9, atol=1e-9)  # finish
+    np.testing.assert_allclose(cont[:, 6], ela[:, 5] + c0, rtol=1e-9, atol=1e-9)  # first token
+
+
+def test_chunked_prefill_off_needs_a_budget() -> None:
+    with pytest.raises(InputError, match="max_batched_tokens"):
+        Policy("continuous", chunked_prefill=False)
+    with pytest.raises(InputError, match="continuous batching only"):
+        Policy("dynamic", batch_queue=True)
+    p = parse_policy(
+        "continuous:max_batch=8,max_batched_tokens=512,chunked_prefill=false,batch_queue=true"
+    )
+    assert (p.chunked_prefill, p.batch_queue) == (False, True)
+    assert "whole-prompts" in p.label() and "batch-queue" in p.label()
+    from llmqueue.policy import policy_spec
+
+    assert parse_policy(policy_spec(p)) == p

@@ -7,6 +7,10 @@
 - :class:`StepLaw`: one iteration of a continuous-batching server,
   step = c0 + c_tok*(decode_seqs + prefill_tokens) + c_ctx*context_tokens (s): linear layers scale
   with the tokens an iteration processes, attention with the KV cache it reads.
+- :class:`ShapedStepLaw`: a step law with the engine's shape, step = g(decode_seqs) +
+  c_pre*prefill_tokens + c_ctx*context_tokens, g piecewise linear in the number of decoding
+  sequences (knots from a dense small-batch calibration grid), prefill tokens priced apart;
+  :func:`fit_shaped_step_law` fits it (non-negative least squares on hat functions).
 - :func:`fit_linear_latency`: least squares with R^2 and 95% confidence intervals.
 
 Named config profiles (a law by name, from config values or a fit.json) are resolved by
@@ -35,6 +39,8 @@ __all__ = [
     "LinearLatency",
     "BatchLatency",
     "StepLaw",
+    "ShapedStepLaw",
+    "fit_shaped_step_law",
     "parse_step_law",
     "batch_law_from_step",
     "StepLawFit",
@@ -186,6 +192,143 @@ class StepLaw:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class ShapedStepLaw(StepLaw):
+    """A step law that follows an engine's measured iteration times across batch sizes (s).
+
+    ``step(d, p, c) = g(d) + c_pre*p + c_ctx*c``: g(d), the fixed and per-sequence part of an
+    iteration that decodes d sequences, is piecewise linear through ``(knots[k], values_s[k])``
+    (decoding-sequence counts, the first 0; g(0) is the fixed cost of an iteration that only
+    prefills) and continues beyond the last knot with slope ``c_tok_s`` (s per sequence); prefill
+    tokens cost ``c_pre_s`` each (s/token), the KV cache read ``c_ctx_s`` per cached token. The
+    linear :class:`StepLaw` is the case of two knots with g(d) = c0 + c_tok*d and c_pre = c_tok.
+    ``c0_s`` is g(0). Why: on a CPU engine the decode step is not linear in the batch (19.8 ms at
+    1 sequence, 23.6 at 2, 20.0 at 3-4 were measured), and a single c_tok prices a prefill token
+    and a decoding sequence alike.
+    """
+
+    c_pre_s: float = 0.0
+    knots: tuple[int, ...] = ()
+    values_s: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        k, v = self.knots, self.values_s
+        if len(k) < 2 or len(k) != len(v):
+            raise InputError(
+                f"shaped step law {self.name!r}: knots and values_s must have the same length >= 2"
+            )
+        if k[0] != 0 or any(int(x) != x or x < 0 for x in k) or list(k) != sorted(set(k)):
+            raise InputError(
+                f"shaped step law {self.name!r}: knots are increasing whole sequence counts from 0, "
+                f"got {list(k)}"
+            )
+        if k[-1] > 1 << 16:
+            raise InputError(f"shaped step law {self.name!r}: knots above 65536 sequences")
+        for key, x in (("c_pre_s", self.c_pre_s), *(("values_s", y) for y in v)):
+            if not (math.isfinite(x) and 0 <= x <= MAX_TIME_S):
+                raise InputError(
+                    f"shaped step law {self.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] s, got {x}"
+                )
+        if v[0] != self.c0_s:
+            raise InputError(f"shaped step law {self.name!r}: c0_s must equal g(0) = values_s[0]")
+
+    def decode_part(self, decode_seqs: ArrayLike) -> Any:
+        """g(d) (s): interpolated between the knots, extended beyond the last with c_tok."""
+        d = np.asarray(decode_seqs, dtype=float)
+        last = float(self.knots[-1])
+        inside = np.interp(d, np.asarray(self.knots, dtype=float), np.asarray(self.values_s))
+        return np.where(d > last, self.values_s[-1] + self.c_tok_s * (d - last), inside)
+
+    def table(self) -> np.ndarray:
+        """g(0), g(1), ..., g(last knot): the dense table the compiled engine reads."""
+        return np.asarray(self.decode_part(np.arange(int(self.knots[-1]) + 1)), dtype=float)
+
+    def step(
+        self, decode_seqs: ArrayLike, prefill_tokens: ArrayLike, context_tokens: ArrayLike
+    ) -> Any:
+        p = np.asarray(prefill_tokens, dtype=float)
+        c = np.asarray(context_tokens, dtype=float)
+        return self.decode_part(decode_seqs) + self.c_pre_s * p + self.c_ctx_s * c
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["knots"] = list(self.knots)
+        d["values_s"] = list(self.values_s)
+        return d
+
+
+# the knot grid a shaped law is fitted on: dense where CPU decode steps bend (small batches)
+SHAPE_KNOT_GRID = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+
+def _hat_basis(d: np.ndarray, knots: np.ndarray) -> np.ndarray:
+    """Columns of the piecewise-linear interpolation weights of d on the knots (d <= last knot)."""
+    out = np.zeros((d.size, knots.size))
+    for k in range(knots.size):
+        e = np.zeros(knots.size)
+        e[k] = 1.0
+        out[:, k] = np.interp(d, knots, e)
+    return out
+
+
+def fit_shaped_step_law(
+    decode_seqs: ArrayLike,
+    prefill_tokens: ArrayLike,
+    context_tokens: ArrayLike,
+    time_s: ArrayLike,
+    *,
+    min_points: int = 5,
+    name: str = "shaped fit",
+    source: str = "non-negative least squares",
+    verdict: str = "measured",
+) -> ShapedStepLaw:
+    """Fit :class:`ShapedStepLaw` to measured iterations (each point one iteration, as
+    :func:`fit_step_law`). Knots: 0 and the points of :data:`SHAPE_KNOT_GRID` up to the largest
+    decode count seen, each kept only when at least `min_points` iterations decode between its
+    neighbours (so every g(knot) rests on data), and the largest decode count seen; g at the
+    knots, c_pre and c_ctx by non-negative least squares on the hat functions; the slope beyond
+    the last knot is that of the last segment."""
+    from scipy.optimize import nnls
+
+    d, p, c, y = (
+        np.asarray(v, dtype=float) for v in (decode_seqs, prefill_tokens, context_tokens, time_s)
+    )
+    if not (d.shape == p.shape == c.shape == y.shape) or d.ndim != 1:
+        raise InputError("fit_shaped_step_law needs four 1-D arrays of equal length")
+    if y.size < 8 or np.ptp(p) == 0 or np.ptp(c) == 0 or d.max() < 1:
+        raise InputError(
+            f"fit_shaped_step_law needs >= 8 iterations varying in prefill tokens, context and "
+            f"decoding sequences, got {y.size}"
+        )
+    if not (np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise InputError("fit_shaped_step_law: iteration times must be finite and > 0 s")
+    top = int(d.max())
+    grid = [k for k in SHAPE_KNOT_GRID if k < top] + [top]
+    knots = [0]
+    for i, k in enumerate(grid[:-1]):
+        nxt = grid[i + 1]
+        if k > 0 and int(((d > knots[-1]) & (d < nxt)).sum()) >= min_points:
+            knots.append(k)
+    knots.append(top)
+    kn = np.asarray(knots, dtype=float)
+    x = np.column_stack([_hat_basis(d, kn), p, c])
+    coef, _ = nnls(x, y)
+    g = coef[: kn.size]
+    slope = (g[-1] - g[-2]) / (kn[-1] - kn[-2])
+    return ShapedStepLaw(
+        float(g[0]),
+        float(max(slope, 0.0)),
+        float(coef[-1]),
+        name,
+        source,
+        verdict,
+        c_pre_s=float(coef[-2]),
+        knots=tuple(int(k) for k in knots),
+        values_s=tuple(float(v) for v in g),
+    )
 
 
 def batch_law_from_step(

@@ -12,9 +12,17 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
   requests (max_batch), a KV budget of ``kv_tokens`` tokens per server (None = unlimited),
   ``admission`` ``reserve`` (prompt + output reserved at admission) or ``on_demand`` (grows one
   token per step; preempts the most recent request when it runs out), and optionally at most
-  ``max_batched_tokens`` tokens per iteration (chunked prefill) and a KV cache in blocks of
-  ``block_size`` tokens (a sequence holding h tokens takes ceil(h / block_size) blocks, as
-  vLLM's paged cache; 1 = token-granular; ``kv_tokens`` must then be a whole number of blocks);
+  ``max_batched_tokens`` tokens per iteration (chunked prefill; with ``chunked_prefill`` False
+  a prompt is admitted only when it fits the iteration's remaining budget whole, as vLLM with
+  ``enable_chunked_prefill=False``; a request whose prompt and output exceed the budget is then
+  rejected at arrival, as one above the KV budget is: vLLM refuses such an engine, since a
+  preempted request could never be admitted again) and a KV cache in blocks of ``block_size`` tokens (a
+  sequence holding h tokens takes ceil(h / block_size) blocks, as vLLM's paged cache;
+  1 = token-granular; ``kv_tokens`` must then be a whole number of blocks); ``batch_queue``:
+  waiting requests are admitted only at an iteration boundary where nothing runs, up to
+  ``bmax`` at once (the paper's dynamic batching, Sec. IV, on an iteration-level engine: members
+  leave as they finish, as Eq. 26, and every iteration is priced by the step law; vLLM with
+  :class:`llmqueue.validation.admission.BatchQueueMixin`);
 - ``multibin``: Multi-Bin Batching (Guldogan et al., arXiv 2412.04504): requests go to one of
   ``bins`` bins by their *predicted* output length (edges ``bin_edges``, tokens; None = the
   equal-probability quantiles of the predicted length law, set by the engine), each bin forms
@@ -55,6 +63,7 @@ ties go to one of the tied replicas at random. Routers apply to the formers of
 
 Spec strings (config and CLI), parsed by :func:`parse_policy`, e.g. ``dynamic:bmax=16``,
 ``fixed:K=8``, ``continuous:max_batch=64,kv_tokens=200000,admission=on_demand``,
+``continuous:max_batch=32,max_batched_tokens=4200,chunked_prefill=false``,
 ``rebatch:bmax=2,batch_timeout_s=10``, with the common keys ``order=sjf``, ``guard_s=100``,
 ``guard_factor=10``, ``servers=8``, ``replicas=8``, ``router=jsq``, ``d=2``.
 """
@@ -143,6 +152,8 @@ class Policy:
     admission: str = "reserve"
     max_batched_tokens: int | None = None
     block_size: int = 1
+    chunked_prefill: bool = True
+    batch_queue: bool = False
     bins: int = 1
     bin_edges: tuple[float, ...] | None = None
     flush_s: float | None = None
@@ -175,6 +186,11 @@ class Policy:
         if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
             raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
         mb = self.kind == "multibin"
+        if mb and (self.order != "fcfs" or self.guard_s is not None):
+            raise InputError(
+                "multibin batching has its own order (bins by predicted length, full batches "
+                f"first come first served): no queue order or guard, got order {self.order!r}"
+            )
         if not _posint(self.bins) or (not mb and self.bins != 1):
             raise InputError(
                 f"bins must be an integer >= 1 (multibin batching only), got {self.bins!r}"
@@ -196,11 +212,18 @@ class Policy:
             or self.admission != "reserve"
             or self.max_batched_tokens is not None
             or self.block_size != 1
+            or self.chunked_prefill is not True
+            or self.batch_queue is not False
         ):
             raise InputError(
-                "kv_tokens, admission, max_batched_tokens and block_size apply to continuous "
-                "batching only"
+                "kv_tokens, admission, max_batched_tokens, block_size, chunked_prefill and "
+                "batch_queue apply to continuous batching only"
             )
+        for key in ("chunked_prefill", "batch_queue"):
+            if not isinstance(getattr(self, key), bool):
+                raise InputError(f"{key} must be true or false, got {getattr(self, key)!r}")
+        if not self.chunked_prefill and self.max_batched_tokens is None:
+            raise InputError("chunked_prefill false needs max_batched_tokens (the token budget)")
         if self.kv_tokens is not None and not _posint(self.kv_tokens):
             raise InputError(f"kv_tokens must be an integer >= 1 token, got {self.kv_tokens!r}")
         if self.admission not in ADMISSIONS:
@@ -329,6 +352,10 @@ class Policy:
                 out += f" chunk={self.max_batched_tokens}"
             if self.block_size != 1:
                 out += f" block={self.block_size}"
+            if not self.chunked_prefill:
+                out += " whole-prompts"
+            if self.batch_queue:
+                out += " batch-queue"
         else:
             cap = "inf" if self.bmax is None else str(self.bmax)
             out = f"{self.kind} b_max={cap}"
@@ -394,10 +421,15 @@ def parse_policy(spec: str) -> Policy:
                 raise InputError(f"policy {spec!r}: bin_edges={val!r}: E1/E2/... tokens") from None
         elif key in ("order", "admission", "router"):
             kw[key] = val
+        elif key in ("chunked_prefill", "batch_queue"):
+            if val.lower() not in ("true", "false", "1", "0"):
+                raise InputError(f"policy {spec!r}: {key}={val!r}: true or false")
+            kw[key] = val.lower() in ("true", "1")
         else:
             raise InputError(
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
-                "guard_factor, servers, replicas, router, d, kv_tokens, admission, max_batched_tokens, block_size, bins, "
+                "guard_factor, servers, replicas, router, d, kv_tokens, admission, max_batched_tokens, block_size, "
+                "chunked_prefill, batch_queue, bins, "
                 "bin_edges, flush_s, batch_timeout_s"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
@@ -421,6 +453,10 @@ def policy_spec(p: Policy) -> str:
             parts.append(f"max_batched_tokens={p.max_batched_tokens}")
         if p.block_size != 1:
             parts.append(f"block_size={p.block_size}")
+        if not p.chunked_prefill:
+            parts.append("chunked_prefill=false")
+        if p.batch_queue:
+            parts.append("batch_queue=true")
     if p.order != "fcfs":
         parts.append(f"order={p.order}")
     if p.batch_timeout_s is not None:

@@ -4,7 +4,9 @@ Rules (:mod:`llmqueue.sim.engine` states them in full): before every iteration a
 the requests that produced their last token, makes room for one more KV token per decoding
 sequence (``on_demand``: preempting the most recently admitted request), then, if nothing was
 preempted, admits waiting requests in queue order while the batch has room and the KV budget
-holds (stopping at the first that does not fit). An iteration decodes one token for every
+holds (stopping at the first that does not fit; with chunked prefill off, also at the first
+whose whole prompt does not fit the iteration's remaining token budget; with ``batch_queue``,
+only at a boundary where nothing runs, the paper's dynamic batching on an iteration-level engine). An iteration decodes one token for every
 decoding sequence and prefills the admitted prompts (chunked after the decodes by the token
 budget); it lasts step(decode_seqs, prefill_tokens, context_tokens).
 
@@ -84,17 +86,20 @@ NV = 12
 # the policy's numbers, one float64 array (a compiled call takes at most ~30 arguments to inline)
 P_MAXB, P_KV, P_ONDEMAND, P_MAXTOK, P_ORDER, P_GUARD, P_GUARDS, P_WARMUP, P_NREQ, P_NBAT = range(10)
 P_BLOCK = 10
-NP = 11
+P_WHOLE = 11  # 1: chunked prefill off, a prompt is admitted only when it fits the budget whole
+P_BATCHQ = 12  # 1: admissions only at a boundary where nothing runs (the batch queue)
+NP = 13
 
 
 def policy_params(
     max_batch: float, kv_tokens: float, on_demand: bool, max_tok: float, order: int,
     guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int, block_size: int = 1,
+    chunked_prefill: bool = True, batch_queue: bool = False,
 ) -> np.ndarray:  # fmt: skip
     """The P_* array of :func:`run_continuous`."""
     return np.array(
         [max_batch, kv_tokens, float(on_demand), max_tok, order, float(guard), guard_s,
-         warmup, n_req, nbat, block_size],
+         warmup, n_req, nbat, block_size, float(not chunked_prefill), float(batch_queue)],
         dtype=float,
     )  # fmt: skip
 
@@ -373,7 +378,8 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         budget -= q
         pre += q
         pctx += done + q
-    if not preempted:
+    # the batch queue admits only when nothing runs (then up to max_batch at once)
+    if not preempted and (prm[P_BATCHQ] == 0.0 or srv[s, V_RUN] == 0.0):
         while srv[s, V_RUN] < max_batch and npf < pref.shape[1] and budget > 0.0:
             sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
             if sl < 0:
@@ -384,6 +390,9 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 need_kv = pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
             # the decodes of this iteration take their KV first (as vLLM's running requests do)
             if srv[s, V_KVU] + need + _slots(need_kv, bs) > kv_tokens:
+                break
+            # chunked prefill off: the whole prompt must fit this iteration's budget
+            if prm[P_WHOLE] == 1.0 and pool[sl, F.F_PEFF] > budget:
                 break
             Q.remove(pool, ring, heap, qi, sl, order)
             changed = True
@@ -422,7 +431,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 m = mk
         if m < 1 or preempted:
             m = 1  # after a preemption the next boundary may admit again
-        if srv[s, V_RUN] < max_batch:
+        if srv[s, V_RUN] < max_batch and prm[P_BATCHQ] == 0.0:
             stop = next_a
             if guard and qi[Q.Q_LEN] > 0:
                 oldest = Q.oldest_arrival(pool, ring, qi)
@@ -517,7 +526,11 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
             sti[S.I_POS] = pos + 1
             sti[S.I_NEXT_ID] = rid + 1
             stf[S.S_TLAST] = a
-            if prompt[pos] + out[pos] > kv_tokens:  # can never fit: rejected at arrival
+            # can never fit (the KV budget; with whole prompts the token budget, as vLLM without
+            # chunked prefill needs max_model_len <= max_num_batched_tokens): rejected at arrival
+            if prompt[pos] + out[pos] > kv_tokens or (
+                prm[P_WHOLE] == 1.0 and prompt[pos] + out[pos] > prm[P_MAXTOK]
+            ):
                 S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
                 if S.batch_of(rid, warmup, n_req, nbat) >= 0:
                     sti[S.I_REJECT] += 1
@@ -619,7 +632,11 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             sti[S.I_NEXT_ID] = rid + 1
             stf[S.S_TLAST] = a
             qtot[Q.Q_LEN] = waiting
-            if prompt[pos] + out[pos] > kv_tokens:  # can never fit: rejected at arrival
+            # can never fit (the KV budget; with whole prompts the token budget, as vLLM without
+            # chunked prefill needs max_model_len <= max_num_batched_tokens): rejected at arrival
+            if prompt[pos] + out[pos] > kv_tokens or (
+                prm[P_WHOLE] == 1.0 and prompt[pos] + out[pos] > prm[P_MAXTOK]
+            ):
                 S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
                 if S.batch_of(rid, warmup, n_req, nbat) >= 0:
                     sti[S.I_REJECT] += 1
@@ -687,6 +704,8 @@ class ContinuousFormer(S.Former):
             run.n_req,
             run.nbat,
             int(policy.block_size),
+            policy.chunked_prefill,
+            policy.batch_queue,
         )
 
     def _queue_cap(self, run: S.Run) -> int:

@@ -15,6 +15,12 @@ Iterations of continuous batching (:func:`step_time`, :func:`decode_run_time`): 
 c0 + c_tok*(decode_seqs + prefill_tokens) + c_ctx*context_tokens (:class:`llmqueue.latency.StepLaw`);
 m decode-only iterations of B sequences starting at total context C take
 m*(c0 + c_tok*B + c_ctx*C) + c_ctx*B*m*(m - 1)/2 (the context grows by B per iteration).
+
+A shaped step law (:class:`llmqueue.latency.ShapedStepLaw`) replaces c0 + c_tok*B by g(B), read
+from a dense table up to its last knot (linear beyond it with slope c_tok) and prices prefill
+tokens at c_pre: the coefficient array (:func:`step_coefficients`) is then
+``(c0, c_tok, c_ctx, SHAPED, c_pre, m, g(0), ..., g(m - 1))``; the linear law's is
+``(c0, c_tok, c_ctx)``, computed exactly as before.
 """
 
 from __future__ import annotations
@@ -27,23 +33,26 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
+from llmqueue.latency import BatchLatency, LinearLatency, ShapedStepLaw, StepLaw
 from llmqueue.policy import Policy
 
 __all__ = [
     "EQ18",
     "TABLE",
+    "SHAPED",
     "StaticLaw",
     "static_law",
     "static_settings",
     "step_coefficients",
     "batch_time",
+    "decode_part",
     "step_time",
     "decode_run_time",
     "iterations_until",
 ]
 
 EQ18, TABLE = 0, 1
+SHAPED = 1.0  # c[3] of a shaped step law's coefficient array
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,11 @@ def step_coefficients(latency: Any, batch_time_table: np.ndarray | None) -> np.n
         )
     if batch_time_table is not None:
         raise InputError("a fixed batch-time table applies to static batches only")
-    return np.array([latency.c0_s, latency.c_tok_s, latency.c_ctx_s], dtype=float)
+    head = np.array([latency.c0_s, latency.c_tok_s, latency.c_ctx_s], dtype=float)
+    if isinstance(latency, ShapedStepLaw):
+        g = latency.table()
+        return np.concatenate([head, [SHAPED, latency.c_pre_s, float(g.size)], g])
+    return head
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -134,15 +147,30 @@ def batch_time(kind, k, table, lengths, b, elastic, comp, idx):  # type: ignore[
 
 
 @njit(cache=True, nogil=True, inline="always")
+def decode_part(c, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The fixed and per-sequence part of an iteration decoding b sequences (s): c0 + c_tok*b,
+    or a shaped law's g(b) (its table, then slope c_tok beyond it)."""
+    if c.size > 3 and c[3] == 1.0:
+        m = np.int64(c[5])
+        bi = np.int64(b)
+        if bi < m:
+            return c[6 + bi]
+        return c[5 + m] + c[1] * (b - (m - 1.0))
+    return c[0] + c[1] * b
+
+
+@njit(cache=True, nogil=True, inline="always")
 def step_time(c, decode_seqs, prefill_tokens, context_tokens):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """One iteration (s): c = (c0, c_tok, c_ctx)."""
+    """One iteration (s): c = (c0, c_tok, c_ctx), or a shaped law's array (module docstring)."""
+    if c.size > 3 and c[3] == 1.0:
+        return decode_part(c, decode_seqs) + c[4] * prefill_tokens + c[2] * context_tokens
     return c[0] + c[1] * (decode_seqs + prefill_tokens) + c[2] * context_tokens
 
 
 @njit(cache=True, nogil=True, inline="always")
 def decode_run_time(c, b, ctx, m):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Total time (s) of m decode-only iterations of b sequences starting at total context ctx."""
-    return m * (c[0] + c[1] * b + c[2] * ctx) + c[2] * b * (m * (m - 1.0) * 0.5)
+    return m * (decode_part(c, b) + c[2] * ctx) + c[2] * b * (m * (m - 1.0) * 0.5)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -154,7 +182,7 @@ def iterations_until(c, b, ctx, span, m_max):  # type: ignore[no-untyped-def]  #
     if decode_run_time(c, b, ctx, m_max) < span:
         return m_max
     a = c[2] * b * 0.5
-    lin = c[0] + c[1] * b + c[2] * ctx - a
+    lin = decode_part(c, b) + c[2] * ctx - a
     if a > 0.0:
         m = (-lin + math.sqrt(lin * lin + 4.0 * a * span)) / (2.0 * a)
     else:
