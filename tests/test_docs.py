@@ -267,6 +267,11 @@ FREE = {
     "ssjf.settings",
     "profiling.kernel_profiles",
     "profiling.hardware",
+    "validation.vllm.matrix.models",
+    "validation.vllm.matrix.models.<name>.shape",
+    "validation.vllm.matrix.traces",
+    "validation.vllm.matrix.groups",
+    "validation.vllm.matrix.groups.<name>.engine",
 }
 
 

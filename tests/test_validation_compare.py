@@ -150,13 +150,29 @@ def test_engine_settings_map_onto_the_policy(data: RunData) -> None:
     assert engine_policy(data.settings, kv_budget="all").kv_tokens == 4096
 
 
+def test_settings_the_matrix_uses_map_onto_the_policy(data: RunData) -> None:
+    """Chunked prefill off, vLLM's priority scheduling (with the queue order it was given) and the
+    batch-queue scheduler subclass (engine_core.admission_rule) are in the model."""
+    s = dict(data.settings)
+    pol = engine_policy({**s, "enable_chunked_prefill": False})
+    assert pol.chunked_prefill is False and pol.max_batched_tokens == 256
+    assert engine_policy({**s, "scheduling_policy": "priority"}, order="sjf").order == "sjf"
+    assert engine_policy({**s, "scheduling_policy": "priority"}).order == "fcfs"
+    core = {**s.get("engine_core", {}), "admission_rule": "batch_queue"}
+    assert engine_policy({**s, "engine_core": core}).batch_queue is True
+    with pytest.raises(InputError, match="priority"):
+        engine_policy(s, order="spjf")
+    with pytest.raises(InputError, match="admission rule"):
+        engine_policy({**s, "engine_core": {**core, "admission_rule": "lottery"}})
+    with pytest.raises(InputError, match="scheduling_policy"):
+        engine_policy({**s, "scheduling_policy": "lifo"})
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("enable_chunked_prefill", False),
         ("enable_prefix_caching", True),
         ("preemption_mode", "swap"),
-        ("scheduling_policy", "priority"),
         ("reserve_full_prompt_on_admission", False),
         ("watermark", 0.01),
         ("long_prefill_token_threshold", 64),

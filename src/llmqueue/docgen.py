@@ -641,7 +641,7 @@ def render_multibin_llm(capacity: pd.DataFrame) -> str:
         cells = [
             fmt_int(r["bins"]),
             fmt(r["exact_rate_per_s"]),
-            f"{fmt(r['sim_rate_per_s'])} ± {fmt(r['sim_rate_ci95'], 2)}",
+            f"{fmt(r['sim_rate_per_s'])} ± {fmt(r['sim_rate_ci95_per_s'], 2)}",
             fmt_pct(r["sim_gain"], 0),
         ]
         for p in errors:
@@ -756,27 +756,6 @@ def render_validation_comparison(comparison: pd.DataFrame) -> str:
     return md_table(header, rows)
 
 
-def render_validation_summary(comparison: pd.DataFrame) -> str:
-    """The prediction's relative errors per load, in one short table (README)."""
-    pred = comparison[comparison["variant"] == "prediction"]
-    rows = []
-    for _key, grp in pred.groupby(["run", "load"], sort=False, dropna=False):
-        by = {str(r["metric"]): r for _, r in grp.iterrows()}
-        jct, ttft = by["jct"], by.get("ttft")
-        target = "yes" if _true(jct["within_target"]) else "no"
-        rows.append(
-            [
-                _load_label(jct),
-                fmt_pct(jct["mean_rel_error"]),
-                fmt_pct(jct["p90_rel_error"]),
-                fmt_pct(ttft["mean_rel_error"]) if ttft is not None else "-",
-                target,
-            ]
-        )
-    header = ["load", "mean JCT error", "p90 JCT error", "mean TTFT error", "JCT target met"]
-    return md_table(header, rows)
-
-
 def render_validation_run(meta: Mapping[str, Any], fit: Mapping[str, Any]) -> str:
     """The committed vLLM measurement: machine, date, run time, load, engine, model, the
     calibration law and the measured capacity."""
@@ -815,6 +794,263 @@ def render_validation_run(meta: Mapping[str, Any], fit: Mapping[str, Any]) -> st
 
 
 # ---- profiling study ----------------------------------------------------------------------------
+# ---- the held-out validation matrix ---------------------------------------------------------------
+_MATRIX_LABELS = {
+    "jct_mean": "mean JCT",
+    "jct_p50": "p50 JCT",
+    "jct_p90": "p90 JCT",
+    "jct_p99": "p99 JCT",
+    "ttft_mean": "mean TTFT",
+    "ttft_p90": "p90 TTFT",
+    "tpot_mean": "mean TPOT",
+}
+
+
+def _abs_pct(x: object) -> str:
+    v = _float(x)
+    return "n/a" if not math.isfinite(v) else f"{100 * abs(v):.1f}%"
+
+
+def render_validation_matrix(table: pd.DataFrame) -> str:
+    """Every judged run of the matrix (the prediction): group, run, load planned / achieved,
+    requests, mean JCT measured / predicted and the relative errors of the mean, p90 and p99 JCT,
+    mean and p90 TTFT, mean TPOT, the per-request JCT correlation, the share preempted and the
+    contention flags."""
+    pred = table[table["variant"] == "prediction"]
+    rows = []
+    for _, r in pred.iterrows():
+        rows.append(
+            [
+                md_cell(f"{r['group']} / {r['run']}"),
+                f"{fmt(r['planned_load'], 2)} / {fmt(r['achieved_load'], 2)}",
+                fmt_int(r["requests"]),
+                f"{fmt(r['measured_jct_mean_s'])} / {fmt(r['predicted_jct_mean_s'])}",
+                fmt_pct(r["jct_mean_rel_error"]),
+                fmt_pct(r["jct_p90_rel_error"]),
+                fmt_pct(r["jct_p99_rel_error"]),
+                fmt_pct(r["ttft_mean_rel_error"]),
+                fmt_pct(r["ttft_p90_rel_error"]),
+                fmt_pct(r["tpot_mean_rel_error"]),
+                fmt(r["jct_pearson"]),
+                fmt_pct(r["preempted_share"], sign=False),
+                md_cell(str(r["flags"]).replace("|", ", ") or "-"),
+            ]
+        )
+    header = [
+        "group / run",
+        "load planned / achieved",
+        "n",
+        "mean JCT (s) measured / predicted",
+        "mean JCT",
+        "p90 JCT",
+        "p99 JCT",
+        "mean TTFT",
+        "p90 TTFT",
+        "mean TPOT",
+        "JCT Pearson",
+        "preempted",
+        "flags",
+    ]
+    return md_table(header, rows)
+
+
+def render_validation_matrix_summary(
+    summary: pd.DataFrame, published: pd.DataFrame, targets: Mapping[str, float]
+) -> str:
+    """Per metric over all judged runs: the median and largest abs. error of the prediction and of
+    the other variants' medians, the target; then the errors other simulators publish."""
+    from dataclasses import asdict
+
+    from llmqueue.studies.validation.matrix_spec import MatrixTargets
+
+    targets = {**asdict(MatrixTargets()), **{k: float(v) for k, v in targets.items()}}
+    pred = summary[summary["variant"] == "prediction"].set_index("metric")
+    others = [v for v in dict.fromkeys(summary["variant"]) if v != "prediction"]
+    runs_of = {v: int(num(summary[summary["variant"] == v]["runs"]).max()) for v in others}
+    variant_label = {"in_situ_law": "in-situ law (diagnosis)"}
+    target = {
+        "jct_mean": f"median at most {100 * targets['jct_mean_median']:g}%, each at most "
+        f"{100 * targets['jct_mean_max']:g}%",
+        "jct_p90": f"median at most {100 * targets['jct_p90_median']:g}%",
+        "ttft_mean": f"median at most {100 * targets['ttft_mean_median']:g}%",
+    }
+    rows = []
+    for m, label in _MATRIX_LABELS.items():
+        if m not in pred.index:
+            continue
+        r = pred.loc[m]
+        cells = [label, fmt_int(r["runs"]), _abs_pct(r["median_abs_rel_error"]),
+                 f"{_abs_pct(r['max_abs_rel_error'])} ({md_cell(r['worst_run'])})"]  # fmt: skip
+        for v in others:
+            o = summary[(summary["variant"] == v) & (summary["metric"] == m)]
+            cells.append(_abs_pct(o.iloc[0]["median_abs_rel_error"]) if len(o) else "-")
+        med, mx = _float(r["median_abs_rel_error"]), _float(r["max_abs_rel_error"])
+        if m == "jct_mean":
+            ok = med <= targets["jct_mean_median"] and mx <= targets["jct_mean_max"]
+        elif m == "jct_p90":
+            ok = med <= targets["jct_p90_median"]
+        elif m == "ttft_mean":
+            ok = med <= targets["ttft_mean_median"]
+        else:
+            ok = None
+        cells.append("-" if ok is None else f"{target[m]}: {'met' if ok else 'missed'}")
+        rows.append(cells)
+    header = ["metric", "runs", "median abs. error", "largest abs. error (run)",
+              *(f"median, {variant_label.get(v, v.replace('_', ' '))} ({runs_of[v]} runs)" for v in others),
+              "target"]  # fmt: skip
+    out = md_table(header, rows)
+    prow = []
+    for _, r in published.iterrows():
+        lo, hi = _float(r["error_low"]), _float(r["error_high"])
+        err = f"{100 * lo:g}%" if lo == hi else f"{100 * lo:g}-{100 * hi:g}%"
+        prow.append([md_cell(r["simulator"]), md_cell(r["metric"]), md_cell(r["statistic"]), err,
+                     md_cell(r["experiments"] or "-"), md_cell(r["against"]),
+                     md_cell(r["source"])])  # fmt: skip
+    head2 = ["simulator", "metric", "statistic", "error", "experiments", "against", "source"]
+    return (
+        out
+        + "\n\nPublished by other simulators (their own engines and hardware):\n\n"
+        + md_table(head2, prow)
+    )
+
+
+def render_validation_matrix_headline(summary: pd.DataFrame, targets: Mapping[str, float]) -> str:
+    """The matrix in a few rows (README): per metric the judged runs, the median and largest
+    |error| of the prediction and whether the target holds."""
+    full = render_validation_matrix_summary(summary, pd.DataFrame(columns=["simulator"]), targets)
+    table = full.split("\n\n")[0].split("\n")
+    header = split_row(table[0])
+    keep = [i for i, h in enumerate(header) if not h.startswith("median, ")]
+    rows = [split_row(line) for line in table[2:]]
+    return md_table([header[i] for i in keep], [[r[i] for i in keep] for r in rows])
+
+
+def render_validation_matrix_speed(table: pd.DataFrame) -> str:
+    """Per judged run: the prediction's step law on the run's own iterations (law / measured - 1
+    of their total time: all, with prefill, decode-only), the spread of the engine's speed across
+    the run's 15-s windows, the mean-JCT error of the prediction and of the in-situ law."""
+    pred = table[table["variant"] == "prediction"]
+    rows = []
+    for _, r in pred.iterrows():
+        own = table[(table["group"] == r["group"]) & (table["run"] == r["run"])
+                    & (table["variant"] == "in_situ_law")]  # fmt: skip
+        rows.append(
+            [
+                md_cell(f"{r['group']} / {r['run']}"),
+                fmt(r["planned_load"], 2),
+                fmt_pct(r["law_total_rel_error"]),
+                fmt_pct(r["law_prefill_rel_error"]),
+                fmt_pct(r["law_decode_rel_error"]),
+                fmt_pct(r["speed_spread"], sign=False),
+                fmt_pct(r["jct_mean_rel_error"]),
+                fmt_pct(own.iloc[0]["jct_mean_rel_error"]) if len(own) else "-",
+            ]
+        )
+    header = ["run", "load", "law on the run's iterations: all", "with prefill", "decode-only",
+              "speed spread over 15-s windows", "mean JCT error", "mean JCT error, in-situ law"]  # fmt: skip
+    return md_table(header, rows)
+
+
+def render_validation_matrix_laws(table: pd.DataFrame) -> str:
+    """Per judged run, the mean-JCT and mean-TTFT errors under each variant side by side (the
+    prediction's law, the other calibration law, the paper's model, the in-situ law)."""
+    variants = list(dict.fromkeys(table["variant"]))
+    runs = table[table["variant"] == "prediction"][["group", "run", "planned_load"]]
+    rows = []
+    for _, r in runs.iterrows():
+        cells = [md_cell(f"{r['group']} / {r['run']}"), fmt(r["planned_load"], 2)]
+        for metric in ("jct_mean", "ttft_mean"):
+            for v in variants:
+                x = table[(table["group"] == r["group"]) & (table["run"] == r["run"])
+                          & (table["variant"] == v)]  # fmt: skip
+                cells.append(fmt_pct(x.iloc[0][f"{metric}_rel_error"]) if len(x) else "-")
+        rows.append(cells)
+    header = ["run", "load"]
+    for metric in ("mean JCT", "mean TTFT"):
+        header += [f"{metric}: {v.replace('_', ' ')}" for v in variants]
+    return md_table(header, rows)
+
+
+def render_validation_matrix_closed(closed: pd.DataFrame) -> str:
+    """The paper's closed forms beside the measured mean wait and JCT (95% CIs)."""
+    rows = []
+    for _, r in closed.iterrows():
+        bnd = _float(r.get("bound16_jct_mean_s", "nan"))
+        rows.append(
+            [
+                md_cell(f"{r['group']} / {r['run']}"),
+                fmt(r["rho"]),
+                f"{fmt(r['measured_wait_mean_s'])} +- {fmt(r['measured_wait_mean_ci95_s'])}",
+                f"{fmt(r['exact_wait_mean_s'])} ({fmt_pct(r['exact_wait_rel_error'])})",
+                "yes" if _true(r["exact_wait_in_ci"]) else "no",
+                f"{fmt(r['measured_jct_mean_s'])} +- {fmt(r['measured_jct_mean_ci95_s'])}",
+                f"{fmt(r['exact_jct_mean_s'])} ({fmt_pct(r['exact_jct_rel_error'])})",
+                "yes" if _true(r["exact_jct_in_ci"]) else "no",
+                fmt(bnd) if math.isfinite(bnd) else "-",
+            ]
+        )
+    header = ["run", "rho", "mean wait (s), measured (95% CI)", "closed form", "in CI",
+              "mean JCT (s), measured (95% CI)", "closed form", "in CI", "bound (16)"]  # fmt: skip
+    return md_table(header, rows)
+
+
+def render_validation_matrix_reductions(reductions: pd.DataFrame) -> str:
+    """SJF's and SSJF's mean-JCT reduction against FCFS, measured and predicted."""
+    rows = [
+        [
+            md_cell(f"{r['group']} / {r['run']}"),
+            md_cell(r["priority"]),
+            fmt_pct(r["measured_reduction"], sign=False),
+            fmt_pct(r["predicted_reduction"], sign=False),
+            f"{_float(r['error_pp']):+.1f}",
+        ]  # fmt: skip
+        for _, r in reductions.iterrows()
+    ]
+    return md_table(["run", "priority", "measured", "predicted", "error (points)"], rows)
+
+
+def render_validation_matrix_spread(spread: pd.DataFrame) -> str:
+    """Repeated runs: the measured values per session, their spread and the model's errors."""
+    rows = [
+        [
+            md_cell(f"{r['group']} / {r['run']}"),
+            _MATRIX_LABELS.get(str(r["metric"]), r["metric"]),
+            md_cell(str(r["measured_s"]).replace("|", " / ")),
+            fmt_pct(r["spread"], sign=False),
+            md_cell(" / ".join(fmt_pct(e) for e in str(r["errors"]).split("|"))),
+        ]  # fmt: skip
+        for _, r in spread.iterrows()
+    ]
+    header = ["run", "metric", "measured per session (s)", "spread", "prediction error per session"]
+    return md_table(header, rows)
+
+
+def render_validation_matrix_groups(metas: Mapping[str, Mapping[str, Any]]) -> str:
+    """The committed matrix groups: engine shape, calibration law, capacity, run time, load."""
+    rows = []
+    for path, meta in metas.items():
+        cal = (meta.get("calibration") or {}).get("batches", [])
+        cap = (meta.get("capacity") or {}).get("capacity", {}).get("capacity_per_s")
+        judged = [k for k, v in (meta.get("runs") or {}).items() if v.get("kind") == "judged"]
+        la, lb = meta.get("load_after") or [], meta.get("load_before") or []
+        model = meta.get("model") or {}
+        rows.append(
+            [
+                md_cell(meta.get("group", Path(path).parent.name)),
+                md_cell(f"{model.get('name', '')} ({fmt_int(model.get('parameters'))} parameters)"),
+                fmt_int(len(cal)),
+                fmt(cap) if cap is not None else "-",
+                fmt_int(len(judged)),
+                fmt(meta.get("wall_s"), 4),
+                f"{fmt(lb[0], 2) if lb else '-'} / {fmt(la[0], 2) if la else '-'}",
+                md_cell(meta.get("finished", "")),
+            ]
+        )
+    header = ["group", "model", "calibration batches", "capacity (req/s)", "judged runs",
+              "run time (s)", "1-min load before / after", "finished"]  # fmt: skip
+    return md_table(header, rows)
+
+
 def _source_model(path: str) -> tuple[str, str]:
     parts = Path(path).parts
     return (parts[-3], parts[-2]) if len(parts) >= 3 else (path, "")
@@ -1138,8 +1374,16 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "multibin_latency": render_multibin_latency,
     "multibin_vs_continuous": render_multibin_vs_continuous,
     "validation_comparison": render_validation_comparison,
-    "validation_summary": render_validation_summary,
     "validation_run": render_validation_run,
+    "validation_matrix": render_validation_matrix,
+    "validation_matrix_summary": render_validation_matrix_summary,
+    "validation_matrix_closed": render_validation_matrix_closed,
+    "validation_matrix_laws": render_validation_matrix_laws,
+    "validation_matrix_speed": render_validation_matrix_speed,
+    "validation_matrix_headline": render_validation_matrix_headline,
+    "validation_matrix_reductions": render_validation_matrix_reductions,
+    "validation_matrix_spread": render_validation_matrix_spread,
+    "validation_matrix_groups": render_validation_matrix_groups,
     "profiling_fits": render_profiling_fits,
     "profiling_step_laws": render_profiling_step_laws,
     "profiling_decode": render_profiling_decode,

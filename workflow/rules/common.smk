@@ -1,6 +1,7 @@
 # Shared by every rule file (the job environment, library dependencies, fit inputs, study targets,
 # claim tables), the figure registry (declare_figure; figures.smk makes its rules) and the
 # helpers of the study rule files.
+import json
 import os
 import sys
 from pathlib import Path
@@ -50,6 +51,19 @@ def module_code(module):
 def notebook_code(path):
     """The library files a notebook's code cells import, at any depth."""
     return IMPORTS.code_of(Path(workflow.basedir) / path, root=workflow.basedir)
+
+
+def matrix_group_files(folder, group):
+    """The committed files of a validation-matrix group folder the comparison reads: its JSON and
+    calibration, and the request table and step log of every run its meta.json lists (judged
+    runs and capacity bursts; llmqueue.studies.validation.matrix_spec.GROUP_FILES)."""
+    from llmqueue.studies.validation.matrix_spec import GROUP_FILES
+
+    path = Path(folder) / group
+    meta = path / "meta.json"
+    runs = json.loads(meta.read_text())["runs"] if meta.is_file() else {}
+    tables = [f"{kind}_{r}.csv" for r in runs for kind in ("requests", "steps")]
+    return [str(path / n) for n in (*GROUP_FILES, *tables)]
 
 
 def all_targets():

@@ -70,8 +70,10 @@ DOC_BLOCKS = {
         titles=CLAIM_TITLES,
         study_link="docs/studies/{study}.md",
     ),
-    "validation-summary": doc_block(
-        "validation_summary", dict(comparison=DOC_VALIDATION)
+    "validation-matrix-headline": doc_block(
+        "validation_matrix_headline",
+        dict(summary="results/validation/matrix/summary.csv"),
+        targets=dict(VMX.get("targets") or {}),
     ),
     # docs/results.md
     "claims-table": doc_block("claims_table", DOC_CLAIMS),
@@ -119,6 +121,39 @@ DOC_BLOCKS = {
             meta=f"{DOC_VALIDATION_RUN}/meta.json",
             fit=f"{DOC_VALIDATION_RUN}/calibration_fit.json",
         ),
+    ),
+    # the held-out validation matrix (docs/studies/validation.md)
+    "validation-matrix": doc_block(
+        "validation_matrix", dict(table="figures/table_vllm_matrix.csv")
+    ),
+    "validation-matrix-summary": doc_block(
+        "validation_matrix_summary",
+        dict(
+            summary="results/validation/matrix/summary.csv",
+            published="data/reference/validation_published.csv",
+        ),
+        targets=dict(VMX.get("targets") or {}),
+    ),
+    "validation-matrix-speed": doc_block(
+        "validation_matrix_speed", dict(table="figures/table_vllm_matrix.csv")
+    ),
+    "validation-matrix-laws": doc_block(
+        "validation_matrix_laws", dict(table="figures/table_vllm_matrix.csv")
+    ),
+    "validation-matrix-closed": doc_block(
+        "validation_matrix_closed",
+        dict(closed="results/validation/matrix/closed_forms.csv"),
+    ),
+    "validation-matrix-reductions": doc_block(
+        "validation_matrix_reductions",
+        dict(reductions="results/validation/matrix/reductions.csv"),
+    ),
+    "validation-matrix-spread": doc_block(
+        "validation_matrix_spread", dict(spread="results/validation/matrix/spread.csv")
+    ),
+    "validation-matrix-groups": doc_block(
+        "validation_matrix_groups",
+        dict(metas=[f"{VMX['dir']}/{g}/meta.json" for g in VMX_GROUPS]),
     ),
 }
 # Blocks of a study this config leaves out: their pages keep them as they are.

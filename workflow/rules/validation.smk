@@ -87,3 +87,141 @@ declare_figure(
     params=dict(run=VAL["figure_run"]),
     category=VAL_CATEGORY,
 )
+
+
+# The held-out validation matrix: one committed folder per group
+# (validation.matrix_compare.dir/<group>/, made by `make validate-vllm`), each replayed through the
+# serving simulator with the group's own calibration law; the error table over all judged runs.
+VMX = config["validation"]["matrix_compare"]
+VMX_GROUPS = list(VMX["groups"])
+VMX_TOKEN_LIMIT = VMX["token_limit_figure"]
+
+
+wildcard_constraints:
+    vgroup="|".join(VMX_GROUPS),
+
+
+rule validation_matrix_group:
+    """One group: every judged run replayed (prediction, the other law, the paper's model, the in
+    situ law), errors per run and metric, the paper's closed forms where they apply."""
+    input:
+        data=lambda w: matrix_group_files(VMX["dir"], w.vgroup),
+        code=script_code("validation_matrix.py"),
+    output:
+        comparison="results/validation/matrix/{vgroup}/comparison.csv",
+        predictions="results/validation/matrix/{vgroup}/predictions.csv",
+        closed="results/validation/matrix/{vgroup}/closed_forms.csv",
+    log:
+        "logs/validation/matrix_{vgroup}.log",
+    benchmark:
+        "logs/benchmarks/validation_matrix_{vgroup}.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        folder=lambda w: f"{VMX['dir']}/{w.vgroup}",
+        compare={
+            k: VMX[k] for k in VMX if k not in ("dir", "groups", "token_limit_figure")
+        }
+        | dict(dir=VMX["dir"], groups=VMX_GROUPS),
+        seed=config["seed"],
+    script:
+        "../scripts/validation_matrix.py"
+
+
+rule validation_matrix_table:
+    """The matrix's error table and summaries (figures/table_vllm_matrix.{csv,md})."""
+    input:
+        comparisons=expand(
+            "results/validation/matrix/{vgroup}/comparison.csv", vgroup=VMX_GROUPS
+        ),
+        closed=expand(
+            "results/validation/matrix/{vgroup}/closed_forms.csv", vgroup=VMX_GROUPS
+        ),
+        code=script_code("validation_matrix_table.py"),
+    output:
+        csv=report(
+            "figures/table_vllm_matrix.csv",
+            caption="../report/table_vllm_matrix.rst",
+            category=VAL_CATEGORY,
+        ),
+        md="figures/table_vllm_matrix.md",
+        summary="results/validation/matrix/summary.csv",
+        reductions="results/validation/matrix/reductions.csv",
+        spread="results/validation/matrix/spread.csv",
+        closed="results/validation/matrix/closed_forms.csv",
+    log:
+        "logs/validation/matrix_table.log",
+    benchmark:
+        "logs/benchmarks/validation_matrix_table.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        compare={
+            k: VMX[k] for k in VMX if k not in ("dir", "groups", "token_limit_figure")
+        }
+        | dict(dir=VMX["dir"], groups=VMX_GROUPS),
+        seed=config["seed"],
+    script:
+        "../scripts/validation_matrix_table.py"
+
+
+rule validation_matrix_curve:
+    """Fig. 4a's closed form for the no-batching group at its runs' rate."""
+    input:
+        data=lambda w: matrix_group_files(VMX["dir"], VMX_TOKEN_LIMIT),
+        code=script_code("validation_matrix_curve.py"),
+    output:
+        "results/validation/matrix/token_limit_curve.csv",
+    log:
+        "logs/validation/matrix_curve.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        folder=f"{VMX['dir']}/{VMX_TOKEN_LIMIT}",
+        points=200,
+    script:
+        "../scripts/validation_matrix_curve.py"
+
+
+declare_figure(
+    "table_vllm_matrix",
+    study="validation",
+    outputs=["figures/table_vllm_matrix.csv", "figures/table_vllm_matrix.md"],
+    category=VAL_CATEGORY,
+)
+declare_figure(
+    "fig_vllm_matrix_errors",
+    study="validation",
+    plot="fig_vllm_matrix_errors",
+    data={
+        "table": "figures/table_vllm_matrix.csv",
+        "summary": "results/validation/matrix/summary.csv",
+        "reductions": "results/validation/matrix/reductions.csv",
+    },
+    params=dict(targets=dict(VMX["targets"]), law=VMX["law"]),
+    category=VAL_CATEGORY,
+)
+declare_figure(
+    "fig_vllm_matrix_cdfs",
+    study="validation",
+    plot="fig_vllm_matrix_cdfs",
+    data={
+        "predictions": expand(
+            "results/validation/matrix/{vgroup}/predictions.csv", vgroup=VMX_GROUPS
+        ),
+        "table": "figures/table_vllm_matrix.csv",
+    },
+    category=VAL_CATEGORY,
+)
+declare_figure(
+    "fig_vllm_token_limit",
+    study="validation",
+    plot="fig_vllm_token_limit",
+    data={
+        "curve": "results/validation/matrix/token_limit_curve.csv",
+        "closed": "results/validation/matrix/closed_forms.csv",
+        "table": "figures/table_vllm_matrix.csv",
+    },
+    params=dict(group=VMX_TOKEN_LIMIT),
+    category=VAL_CATEGORY,
+)

@@ -7,7 +7,8 @@ Rule usage::
     params: module="fig4a_mg1_EW", ...anything the plot needs
     script: "../scripts/plot_figure.py"
 
-CSV inputs arrive as DataFrames, JSON inputs as dicts (the `code` input is skipped).
+CSV inputs arrive as DataFrames (a list of CSVs as one, concatenated), JSON inputs as dicts (the
+`code` input is skipped).
 """
 
 import importlib
@@ -27,6 +28,8 @@ for name, path in sm.input.items():
         continue
     if isinstance(path, str) and path.endswith(".csv"):
         inputs[name] = pd.read_csv(path)
+    elif not isinstance(path, str) and all(str(p).endswith(".csv") for p in path):
+        inputs[name] = pd.concat([pd.read_csv(p) for p in path], ignore_index=True)
     elif isinstance(path, str) and path.endswith(".json"):
         with open(path) as fh:
             inputs[name] = json.load(fh)

@@ -34,6 +34,7 @@ __all__ = [
     "calibration_law",
     "in_situ_law",
     "replay",
+    "simulate_table",
     "predict",
     "error_rows",
     "steplaw_check",
@@ -45,29 +46,46 @@ __all__ = [
 
 # ---- the mapping: engine settings -> policy, fit -> step law ------------------------------
 def engine_policy(
-    settings: Mapping[str, Any], kv_model: str = "paged", kv_budget: str = "usable"
+    settings: Mapping[str, Any],
+    kv_model: str = "paged",
+    kv_budget: str = "usable",
+    order: str = "fcfs",
 ) -> Policy:
     """vLLM's engine settings (``settings.json``) as a continuous-batching policy.
 
-    max_num_seqs -> bmax; max_num_batched_tokens -> the iteration's token budget (chunked
-    prefill); the KV budget in tokens: ``usable_kv_tokens`` (vLLM keeps one null block aside) or
-    ``kv_tokens`` (``kv_budget: all``), in blocks of ``block_size`` (``kv_model: paged``) or
-    token-granular (``tokens``); admission ``on_demand`` (the whole prompt must fit at admission,
-    KV grows as tokens are computed, the newest request is preempted and recomputed when it runs
-    out). Settings the model does not have are refused with an InputError naming them: chunked
-    prefill off, prefix caching, swap preemption, priority scheduling, admission on the first
-    chunk only, a watermark, a per-request prefill cap, asynchronous scheduling.
+    max_num_seqs -> bmax; max_num_batched_tokens -> the iteration's token budget (with chunked
+    prefill a prompt is cut to what is left of it; without, ``chunked_prefill`` False: admitted
+    only when it fits whole); the KV budget in tokens: ``usable_kv_tokens`` (vLLM keeps one null
+    block aside) or ``kv_tokens`` (``kv_budget: all``), in blocks of ``block_size``
+    (``kv_model: paged``) or token-granular (``tokens``); admission ``on_demand`` (the whole
+    prompt must fit at admission, KV grows as tokens are computed, the newest request is
+    preempted and recomputed when it runs out); the scheduler's admission rule
+    (``engine_core.admission_rule``): vLLM's own, or ``batch_queue`` (admissions only when
+    nothing runs, :mod:`llmqueue.validation.admission`) -> ``batch_queue``. `order`: the queue
+    order of vLLM's ``priority`` scheduling (``sjf``: priority = the true output length,
+    ``spjf``: a prediction; ties by arrival); with ``fcfs`` scheduling it must be ``fcfs``.
+    Settings the model does not have are refused with an InputError naming them: prefix
+    caching, swap preemption, admission on the first chunk only, a watermark, a per-request
+    prefill cap, asynchronous scheduling.
     """
     if kv_model not in KV_MODELS or kv_budget not in KV_BUDGETS:
         raise InputError(f"kv_model in {KV_MODELS}, kv_budget in {KV_BUDGETS}")
     missing = [k for k in SETTINGS_KEYS if k not in settings]
     if missing:
         raise InputError(f"engine settings lack {missing}")
+    if settings["scheduling_policy"] not in ("fcfs", "priority"):
+        raise InputError(
+            f"engine setting scheduling_policy = {settings['scheduling_policy']!r} is not in the "
+            "serving model (fcfs, priority)"
+        )
+    if settings["scheduling_policy"] == "fcfs" and order != "fcfs":
+        raise InputError(f"queue order {order!r} needs vLLM's scheduling_policy priority")
+    rule = str((settings.get("engine_core") or {}).get("admission_rule", "vllm"))
+    if rule not in ("vllm", "batch_queue"):
+        raise InputError(f"engine admission rule {rule!r} is not in the serving model")
     unmodelled = {
-        "enable_chunked_prefill": (settings["enable_chunked_prefill"], True),
         "enable_prefix_caching": (settings["enable_prefix_caching"], False),
         "preemption_mode": (settings["preemption_mode"], "recompute"),
-        "scheduling_policy": (settings["scheduling_policy"], "fcfs"),
         "reserve_full_prompt_on_admission": (settings["reserve_full_prompt_on_admission"], True),
         "watermark": (float(settings.get("watermark", 0.0)), 0.0),
         "long_prefill_token_threshold": (int(settings.get("long_prefill_token_threshold", 0)), 0),
@@ -86,10 +104,13 @@ def engine_policy(
     return Policy(
         "continuous",
         bmax=int(settings["max_num_seqs"]),
+        order=order,
         kv_tokens=kv,
         admission="on_demand",
         max_batched_tokens=int(settings["max_num_batched_tokens"]),
         block_size=block if kv_model == "paged" else 1,
+        chunked_prefill=bool(settings["enable_chunked_prefill"]),
+        batch_queue=rule == "batch_queue",
     )
 
 
@@ -118,9 +139,10 @@ def in_situ_law(fits: Mapping[str, Any], table: str) -> StepLaw | None:
 
 
 # ---- prediction -------------------------------------------------------------------------------
-def replay(requests: pd.DataFrame) -> Any:
+def replay(requests: pd.DataFrame, predicted: np.ndarray | None = None) -> Any:
     """The request table as a ReplayWorkload: the same arrivals (from the first one) and the same
-    prompt and output tokens, row for row."""
+    prompt and output tokens, row for row; `predicted`: each request's predicted output length
+    (tokens; the queue order ``spjf`` reads it), else the true length."""
     from llmqueue.sim.workload import ReplayWorkload
 
     return ReplayWorkload(
@@ -128,6 +150,39 @@ def replay(requests: pd.DataFrame) -> Any:
         requests["prompt_tokens"].to_numpy(dtype=float),
         requests["output_tokens"].to_numpy(dtype=float),
         source="vllm request table",
+        row_pred=None if predicted is None else np.asarray(predicted, dtype=float),
+    )
+
+
+def simulate_table(
+    requests: pd.DataFrame,
+    policy: Policy,
+    law: Any,
+    *,
+    seed: int | np.random.SeedSequence = 0,
+    predicted: np.ndarray | None = None,
+) -> pd.DataFrame:
+    """The serving engine on the whole request table (warm-up rows too: they fill the system the
+    measured rows meet): every request's start (first admission), first token and finish, s on
+    the table's clock (``start_s``, ``first_token_s``, ``finish_s``). A request the model never
+    finishes (prompt + output above the KV budget) is an InputError."""
+    from llmqueue.sim.engine import run
+
+    n = len(requests)
+    res = run(
+        replay(requests, predicted), policy, law, requests=n, warmup=0, batches=2, seed=seed,
+        per_request=True,
+    )  # fmt: skip
+    tab = res.per_request
+    t0 = float(requests["arrival_s"].iloc[0])
+    finish = tab[:, 7] + t0
+    if tab.shape[0] != n or np.isnan(finish).any():
+        raise InputError(
+            f"the serving model did not finish {int(np.isnan(finish).sum())} of {n} requests "
+            f"(a prompt + output above the KV budget of {policy.kv_tokens} tokens?)"
+        )
+    return pd.DataFrame(
+        {"start_s": tab[:, 5] + t0, "first_token_s": tab[:, 6] + t0, "finish_s": finish}
     )
 
 
@@ -139,26 +194,9 @@ def predict(
     seed: int | np.random.SeedSequence = 0,
 ) -> pd.DataFrame:
     """Every request's predicted TTFT and JCT (s) beside the measured ones
-    (:data:`PREDICTION_COLUMNS` without run and variant). The engine serves the whole table
-    (warm-up rows too: they fill the system the measured rows meet); a request the model never
-    finishes (prompt + output above the KV budget) is an InputError."""
-    from llmqueue.sim.engine import run
-
-    n = len(requests)
-    res = run(
-        replay(requests), policy, law, requests=n, warmup=0, batches=2, seed=seed,
-        per_request=True,
-    )  # fmt: skip
-    tab = res.per_request
-    t0 = float(requests["arrival_s"].iloc[0])
+    (:data:`PREDICTION_COLUMNS` without run and variant), by :func:`simulate_table`."""
+    sim = simulate_table(requests, policy, law, seed=seed)
     arrival = requests["arrival_s"].to_numpy(dtype=float)
-    first = tab[:, 6] + t0
-    finish = tab[:, 7] + t0
-    if tab.shape[0] != n or np.isnan(finish).any():
-        raise InputError(
-            f"the serving model did not finish {int(np.isnan(finish).sum())} of {n} requests "
-            f"(a prompt + output above the KV budget of {policy.kv_tokens} tokens?)"
-        )
     return pd.DataFrame(
         {
             "request_id": requests["request_id"].to_numpy(),
@@ -168,8 +206,8 @@ def predict(
             "output_tokens": requests["output_tokens"].to_numpy(),
             "measured_ttft_s": requests["first_token_s"].to_numpy(dtype=float) - arrival,
             "measured_jct_s": requests["finish_s"].to_numpy(dtype=float) - arrival,
-            "predicted_ttft_s": first - arrival,
-            "predicted_jct_s": finish - arrival,
+            "predicted_ttft_s": sim["first_token_s"].to_numpy() - arrival,
+            "predicted_jct_s": sim["finish_s"].to_numpy() - arrival,
         }
     )
 

@@ -1,0 +1,702 @@
+"""The held-out validation matrix: the three papers' policies on vLLM, predicted by the serving
+model and, where one applies, by the paper's closed form. Units: s, requests/s.
+
+Per group (:mod:`llmqueue.studies.validation.matrix_spec`; one engine shape, its own calibration)
+and judged run, the serving engine (:func:`llmqueue.sim.engine.run`) replays the run's request
+table (the measured arrival times, prompt and output tokens, and for SSJF the priority vLLM was
+given) under the policy the engine's settings map to (:func:`group_policy`) and a step law fitted
+on the group's **calibration iterations only** (:func:`calibration_laws`):
+
+- ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law`): the decode part piecewise linear in
+  the number of decoding sequences, prefill tokens priced apart; ``linear``: the one linear law
+  c0 + c_tok (decode_seqs + prefill_tokens) + c_ctx context (calibration_fit.json). Config
+  ``validation.matrix_compare.law`` names the prediction; the other is reported beside it;
+- ``paper`` (policies ``none`` and ``dynamic``): the paper's own model on the same arrivals, the
+  M/G/1 of Sec. III with the per-request law S = a N + b0 (:func:`request_law`, N the tokens
+  after the first) or Sec. IV's elastic batches (Eq. 26) with Eq. (18) written from the linear
+  step law (:func:`llmqueue.latency.batch_law_from_step`);
+- ``in_situ_law`` (diagnosis, never the result): the linear law fitted on the run's own
+  iterations.
+
+Metrics per request (:func:`request_metrics`): wait (arrival -> the engine's first admission of it;
+the step log's ``admitted_ids``), TTFT, JCT (arrival -> last token, client side) and TPOT
+((finish - first token) / (n - 1), n >= 2). Per run and variant (:func:`run_row`): measured and
+predicted mean, p50, p90, p99 JCT, mean and p90 TTFT, mean TPOT, mean and p90 wait, their relative
+errors (predicted / measured - 1), per-request Pearson and Spearman correlations of JCT and TTFT,
+the achieved load (measured arrival rate / measured capacity) and the contention flags recorded
+with the run. Closed forms (:func:`closed_forms`): for ``none`` runs Pollaczek-Khinchine with
+clipped tokens, Eq. (1)-(5), at the planned rate, with the trace's empirical length law and the
+calibrated per-request law; for ``dynamic`` runs the exact embedded chain of the elastic batch
+queue (b_max = max_num_seqs) and Inoue's bound (16) with (alpha_b, tau0) the least-squares line of
+E[T_b] over b = 1..b_max (its deterministic-batch-time assumption does not hold; said in the row).
+The measured mean wait's 95% CI is a batch-means interval (``ci_batches`` batches in arrival
+order), the p90's an order-statistic interval at the batch-means effective sample size.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from llmqueue.errors import InputError
+from llmqueue.latency import (
+    LinearLatency,
+    StepLaw,
+    batch_law_from_step,
+    fit_linear_latency,
+    fit_shaped_step_law,
+)
+from llmqueue.policy import Policy
+from llmqueue.seeds import seed_sequence
+from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
+from llmqueue.studies.validation.tables import (
+    calibration_law,
+    engine_policy,
+    in_situ_law,
+    simulate_table,
+    steplaw_check,
+)
+
+__all__ = [
+    "ORDER_OF_PRIORITY",
+    "METRICS",
+    "ERROR_METRICS",
+    "calibration_laws",
+    "request_law",
+    "group_policy",
+    "paper_policy",
+    "request_metrics",
+    "run_row",
+    "batch_means_ci",
+    "quantile_ci",
+    "closed_forms",
+    "compare_group",
+    "priority_reductions",
+    "repeat_spread",
+    "summary_rows",
+    "speed_windows",
+    "LAW_CHECK",
+    "token_limit_rows",
+    "markdown_matrix",
+]
+
+# vLLM's priority per run (llmqueue.validation.groups.PRIORITIES) -> the engine's queue order
+ORDER_OF_PRIORITY = {"fcfs": "fcfs", "sjf": "sjf", "ssjf": "spjf"}
+
+# (metric, statistic) pairs of the error table; columns <source>_<metric>_<stat>_s and
+# <metric>_<stat>_rel_error
+METRICS = (
+    ("jct", "mean"),
+    ("jct", "p50"),
+    ("jct", "p90"),
+    ("jct", "p99"),
+    ("ttft", "mean"),
+    ("ttft", "p90"),
+    ("tpot", "mean"),
+    ("wait", "mean"),
+    ("wait", "p90"),
+)
+
+# the step law on the run's own iterations (law / measured - 1 of their total time; steplaw_check)
+LAW_CHECK = (
+    "law_total_rel_error",
+    "law_prefill_rel_error",
+    "law_decode_rel_error",
+    "law_after_idle_rel_error",
+)
+
+# the metrics summarised over all runs (median and largest |relative error|), BLIS's format
+ERROR_METRICS = ("jct_mean", "jct_p50", "jct_p90", "jct_p99", "ttft_mean", "ttft_p90", "tpot_mean")
+
+
+# ---- laws and policies ------------------------------------------------------------------------
+def calibration_laws(data: GroupData) -> dict[str, StepLaw]:
+    """The group's step laws, both fitted on its calibration iterations only: ``linear``
+    (calibration_fit.json) and ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law` on
+    calibration_steps.csv's iteration times)."""
+    cal = data.calibration
+    shaped = fit_shaped_step_law(
+        cal["decode_seqs"], cal["prefill_tokens"], cal["context_tokens"], cal["time_s"],
+        name=f"vllm-{data.name}-shaped", source=f"{data.folder}/calibration_steps.csv",
+    )  # fmt: skip
+    return {"linear": calibration_law(data.fits), "shaped": shaped}
+
+
+def request_law(data: GroupData) -> tuple[LinearLatency, dict[str, Any]]:
+    """The per-request law S = a*N + b0 (Eq. 3; N the tokens after the first) of a ``none`` group,
+    fitted on its calibration requests whose prompt has the group's fixed length: a request's
+    time is the sum of its iterations' times (one request at a time, max_num_seqs 1), from the
+    iteration that admits it to the one before the next admission. Returns the law and the fit
+    (R^2, points)."""
+    cal = data.calibration
+    prompt = data.group["trace"].get("prompt_tokens")
+    starts = np.flatnonzero(cal["admitted_ids"].fillna("").astype(str).str.len().to_numpy() > 0)
+    if starts.size < 3:
+        raise InputError(f"{data.folder}: the calibration admitted fewer than 3 requests")
+    bounds = [*starts.tolist(), len(cal)]
+    n_after, time_s = [], []
+    t = cal["time_s"].to_numpy(dtype=float)
+    pre = cal["prefill_tokens"].to_numpy(dtype=float)
+    dec = cal["decode_seqs"].to_numpy(dtype=float)
+    for i, j in zip(bounds[:-1], bounds[1:], strict=True):
+        if prompt is not None and pre[i:j].sum() != prompt:
+            continue
+        n_after.append(float(dec[i:j].sum()))
+        time_s.append(float(t[i:j].sum()))
+    if len(set(n_after)) < 2:
+        raise InputError(
+            f"{data.folder}: the calibration has no requests of >= 2 lengths at prompt {prompt}"
+        )
+    fit = fit_linear_latency(n_after, time_s)
+    law = LinearLatency(
+        max(fit.slope, 0.0), max(fit.intercept, 0.0), f"vllm-{data.name}-request",
+        f"{data.folder}/calibration_steps.csv (calibration requests)",
+    )  # fmt: skip
+    return law, {"a_s_per_token": law.a_s_per_token, "b0_s": law.b0_s, "r2": fit.r2, "n": fit.n}
+
+
+def group_policy(
+    data: GroupData, table: str, kv_model: str = "paged", kv_budget: str = "usable"
+) -> Policy:
+    """The engine's settings as the serving engine's policy
+    (:func:`llmqueue.studies.validation.tables.engine_policy`), with the run's queue order."""
+    prio = str(data.run_spec(table).get("priority", "fcfs"))
+    return engine_policy(data.settings, kv_model, kv_budget, ORDER_OF_PRIORITY[prio])
+
+
+def _decode_context_of(data: GroupData, table: str) -> float:
+    """The mean context a decode step reads per sequence in the run's requests when replies leave
+    as they finish (:func:`llmqueue.analytic.batch_time.decode_context` at batch 1): E[P] +
+    E[N^2] / (2 E[N]), N the decode steps (tokens after the first)."""
+    from llmqueue.analytic.batch_time import decode_context
+
+    req = data.requests[table]
+    return decode_context(
+        req["prompt_tokens"].to_numpy(dtype=float),
+        req["output_tokens"].to_numpy(dtype=float) - 1.0,
+        1,
+    )
+
+
+def paper_policy(
+    data: GroupData, table: str, laws: Mapping[str, StepLaw]
+) -> tuple[Policy, Any] | None:
+    """The paper's own model of a ``none`` or ``dynamic`` group (module docstring): the policy and
+    its law; None for other groups."""
+    if data.policy == "none":
+        return Policy("none"), request_law(data)[0]
+    if data.policy == "dynamic":
+        prompt = float(data.group["trace"].get("prompt_tokens") or 0.0)
+        if not prompt:
+            prompt = float(data.requests[table]["prompt_tokens"].mean())
+        law = batch_law_from_step(
+            laws["linear"], prompt, _decode_context_of(data, table), name=f"vllm-{data.name}-eq18"
+        )
+        return Policy("elastic", bmax=int(data.settings["max_num_seqs"])), law
+    return None
+
+
+# ---- per request and per run ------------------------------------------------------------------
+def request_metrics(
+    requests: pd.DataFrame, sim: pd.DataFrame | None = None
+) -> dict[str, np.ndarray]:
+    """Per request (all rows): wait, ttft, jct, tpot (s; tpot NaN for one-token replies),
+    measured (from `requests`) or, with `sim` (:func:`llmqueue.studies.validation.tables.simulate_table`),
+    predicted."""
+    arr = requests["arrival_s"].to_numpy(dtype=float)
+    n = requests["output_tokens"].to_numpy(dtype=float)
+    if sim is None:
+        start = requests["engine_start_s"].to_numpy(dtype=float)
+        first = requests["first_token_s"].to_numpy(dtype=float)
+        fin = requests["finish_s"].to_numpy(dtype=float)
+    else:
+        start, first, fin = (
+            sim[c].to_numpy(dtype=float) for c in ("start_s", "first_token_s", "finish_s")
+        )
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(n >= 2, (fin - first) / (n - 1.0), np.nan)
+    return {"wait": start - arr, "ttft": first - arr, "jct": fin - arr, "tpot": tpot}
+
+
+def _stat(x: np.ndarray, stat: str) -> float:
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return math.nan
+    if stat == "mean":
+        return float(x.mean())
+    return float(np.percentile(x, float(stat[1:])))
+
+
+def _corr(a: np.ndarray, b: np.ndarray, method: Literal["pearson", "spearman"]) -> float:
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return math.nan
+    return float(pd.Series(a[ok]).corr(pd.Series(b[ok]), method=method))
+
+
+def run_row(
+    measured: Mapping[str, np.ndarray], predicted: Mapping[str, np.ndarray], keep: np.ndarray
+) -> dict[str, Any]:
+    """The error-table cells of one run and variant over the requests `keep` (the measured ones):
+    ``measured_<m>_<s>_s``, ``predicted_<m>_<s>_s``, ``<m>_<s>_rel_error`` for :data:`METRICS`,
+    and the per-request correlations of JCT and TTFT."""
+    row: dict[str, Any] = {"requests": int(keep.sum())}
+    for m, s in METRICS:
+        a, b = _stat(measured[m][keep], s), _stat(predicted[m][keep], s)
+        row[f"measured_{m}_{s}_s"] = a
+        row[f"predicted_{m}_{s}_s"] = b
+        row[f"{m}_{s}_rel_error"] = b / a - 1.0 if a > 0 else math.nan
+    for m in ("jct", "ttft"):
+        row[f"{m}_pearson"] = _corr(measured[m][keep], predicted[m][keep], "pearson")
+        row[f"{m}_spearman"] = _corr(measured[m][keep], predicted[m][keep], "spearman")
+    return row
+
+
+def batch_means_ci(x: np.ndarray, batches: int) -> tuple[float, float, float]:
+    """(mean, 95% CI half-width, effective sample size) of a sequence in time order by batch
+    means over `batches` contiguous batches (t quantile, batches - 1 degrees of freedom)."""
+    from scipy import stats
+
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size < 2 * batches:
+        return float(x.mean()) if x.size else math.nan, math.nan, math.nan
+    b = x.size // batches
+    means = x[: b * batches].reshape(batches, b).mean(axis=1)
+    s_b = float(means.std(ddof=1))
+    half = float(stats.t.ppf(0.975, batches - 1)) * s_b / math.sqrt(batches)
+    s2 = float(x.var(ddof=1))
+    n_eff = min(float(x.size), s2 / (s_b**2) * batches) if s_b > 0 else float(x.size)
+    return float(x.mean()), half, n_eff
+
+
+def quantile_ci(x: np.ndarray, q: float, n_eff: float) -> tuple[float, float]:
+    """95% interval of the q-quantile of `x` from order statistics at `n_eff` effective samples
+    (normal approximation of the binomial count below it)."""
+    x = np.sort(np.asarray(x, dtype=float)[np.isfinite(x)])
+    if x.size == 0 or not (n_eff > 1):
+        return math.nan, math.nan
+    half = 1.96 * math.sqrt(q * (1 - q) / n_eff)
+    lo = x[max(int(math.floor((q - half) * x.size)), 0)]
+    hi = x[min(int(math.ceil((q + half) * x.size)), x.size - 1)]
+    return float(lo), float(hi)
+
+
+def speed_windows(
+    steps: pd.DataFrame, law: Any, max_gap_s: float, window_s: float = 15.0
+) -> dict[str, float]:
+    """How steady the engine's speed was during a run: the run's iterations (times as the
+    calibration counts them) against `law`, the median of measured / law per `window_s` window of
+    the run (windows with >= 20 iterations); returns the smallest and largest window median and
+    their ratio (``speed_spread``: 0 for a machine whose speed never changed). Diagnosis only: it
+    reads the judged run."""
+    from llmqueue.studies.validation.calibration import iteration_times
+
+    t = iteration_times(steps, max_gap_s).to_numpy(dtype=float)
+    f = np.asarray(law.step(steps["decode_seqs"], steps["prefill_tokens"], steps["context_tokens"]))
+    r = t / f
+    ts = steps["t_sched_s"].to_numpy(dtype=float)
+    meds = []
+    w0 = float(ts.min()) if ts.size else 0.0
+    while ts.size and w0 <= ts.max():
+        m = (ts >= w0) & (ts < w0 + window_s)
+        if m.sum() >= 20:
+            meds.append(float(np.median(r[m])))
+        w0 += window_s
+    if not meds:
+        return {
+            "speed_window_min": math.nan,
+            "speed_window_max": math.nan,
+            "speed_spread": math.nan,
+        }
+    return {
+        "speed_window_min": min(meds),
+        "speed_window_max": max(meds),
+        "speed_spread": max(meds) / min(meds) - 1.0,
+    }
+
+
+# ---- closed forms ------------------------------------------------------------------------------
+def _length_law(data: GroupData, token_limit: int | None) -> Any:
+    """The empirical law of N (tokens after the first) the group's requests are drawn from: every
+    candidate trace row, scaled and clipped as the request tables were
+    (:func:`llmqueue.validation.requests.scale_lengths`), then min(n, l) - 1."""
+    from llmqueue.tokens import EmpiricalLaw
+    from llmqueue.validation.requests import candidate_rows, read_trace_lengths, scale_lengths
+
+    tr = data.group["trace"]
+    prompt, output = read_trace_lengths(tr["file"], tr["input_column"], tr["output_column"])
+    rows = candidate_rows(len(prompt), tr.get("rows", "all"), float(tr.get("train_fraction", 0.7)))
+    _, out = scale_lengths(
+        prompt[rows], output[rows], float(tr["scale"]), int(data.settings["max_model_len"])
+    )
+    n = out.astype(float)
+    if token_limit is not None:
+        n = np.minimum(n, float(token_limit))
+    return EmpiricalLaw.from_samples(n - 1.0, spec=f"{tr['file']} x {tr['scale']:g}")
+
+
+def closed_forms(
+    data: GroupData, table: str, measured: Mapping[str, np.ndarray], keep: np.ndarray,
+    laws: Mapping[str, StepLaw], ci_batches: int,
+) -> dict[str, Any] | None:  # fmt: skip
+    """The paper's closed form of one run (module docstring) beside the measured mean wait (and
+    JCT) with their 95% CIs; None for groups without one (continuous batching)."""
+    if data.policy not in ("none", "dynamic"):
+        return None
+    info = data.run_meta(table)
+    rate = float(info["rate_per_s"])
+    lim = data.run_spec(table).get("token_limit")
+    wait = measured["wait"][keep]
+    jct = measured["jct"][keep]
+    mw, mw_half, n_eff = batch_means_ci(wait, ci_batches)
+    mj, mj_half, _ = batch_means_ci(jct, ci_batches)
+    p_lo, p_hi = quantile_ci(wait, 0.9, n_eff)
+    row: dict[str, Any] = {
+        "group": data.name,
+        "run": table,
+        "policy": data.policy,
+        "rate_per_s": rate,
+        "token_limit": lim,
+        "measured_wait_mean_s": mw,
+        "measured_wait_mean_ci95_s": mw_half,
+        "measured_wait_p90_s": _stat(wait, "p90"),
+        "measured_wait_p90_ci_lo_s": p_lo,
+        "measured_wait_p90_ci_hi_s": p_hi,
+        "measured_jct_mean_s": mj,
+        "measured_jct_mean_ci95_s": mj_half,
+        "effective_requests": n_eff,
+    }
+    law = _length_law(data, None if lim is None else int(lim))
+    if data.policy == "none":
+        from llmqueue.analytic.mg1 import token_limit_point
+
+        lat, fit = request_law(data)
+        pt = token_limit_point(law, lat, rate, math.inf)
+        es = pt["mean_service"]
+        row.update({
+            "model": "M/G/1 FCFS, Pollaczek-Khinchine with clipped tokens, Eq. (1)-(5)",
+            "rho": pt["rho"], "exact_wait_mean_s": pt["wq"], "exact_jct_mean_s": pt["wq"] + es,
+            "request_law_a_s": fit["a_s_per_token"], "request_law_b0_s": fit["b0_s"],
+            "request_law_r2": fit["r2"],
+            "assumptions": "Poisson arrivals, i.i.d. lengths from the trace, S = a N + b0 "
+            "(calibration requests); the measured run is finite and starts empty",
+        })  # fmt: skip
+    else:
+        from llmqueue.analytic.batch_chain import ElasticModel, solve
+        from llmqueue.analytic.batch_time import fit_alpha_tau
+        from llmqueue.analytic.inoue import bound
+
+        bmax = int(data.settings["max_num_seqs"])
+        prompt = float(data.group["trace"].get("prompt_tokens") or 64.0)
+        eq18 = batch_law_from_step(laws["linear"], prompt, _decode_context_of(data, table))
+        pol = Policy("elastic", bmax=bmax)
+        ch = solve(ElasticModel(eq18, law), rate, pol)
+        alpha, tau0 = fit_alpha_tau(eq18, law, 1, bmax, elastic=True)
+        try:
+            bnd = bound(rate, alpha, tau0)
+        except InputError:
+            bnd = math.nan
+        row.update({
+            "model": "elastic batch queue (Eq. 26, b_max = max_num_seqs), exact embedded chain",
+            "rho": rate * ch.mean_batch_time / ch.mean_batch if ch.mean_batch > 0 else math.nan,
+            "exact_wait_mean_s": ch.wait, "exact_jct_mean_s": ch.response,
+            "bound16_jct_mean_s": bnd, "bound16_alpha_b_s": alpha, "bound16_tau0_s": tau0,
+            "eq18_k1": eq18.k1, "eq18_k2": eq18.k2, "eq18_k3": eq18.k3, "eq18_k4": eq18.k4,
+            "assumptions": "Poisson arrivals, i.i.d. lengths, Eq. (18) from the linear step law; "
+            "bound (16) assumes a deterministic batch time alpha_b b + tau0, which does not hold "
+            "(a batch lasts until its longest reply)",
+        })  # fmt: skip
+    for key in ("wait", "jct"):
+        ex, m, h = (
+            row[f"exact_{key}_mean_s"],
+            row[f"measured_{key}_mean_s"],
+            row[f"measured_{key}_mean_ci95_s"],
+        )
+        row[f"exact_{key}_rel_error"] = ex / m - 1.0 if m > 0 else math.nan
+        row[f"exact_{key}_in_ci"] = bool(abs(ex - m) <= h) if math.isfinite(h) else None
+    return row
+
+
+# ---- one group ---------------------------------------------------------------------------------
+def _flags(info: Mapping[str, Any]) -> str:
+    return "|".join(str(f) for f in (info.get("contention") or {}).get("flags", []))
+
+
+def compare_group(
+    data: GroupData, cfg: MatrixCompareSettings
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The comparison rows (one per judged run x variant), the per-request predictions and the
+    closed-form rows of one group."""
+    laws = calibration_laws(data)
+    rows, preds, closed = [], [], []
+    engine = data.settings
+    for table in data.judged:
+        req = data.requests[table]
+        info = data.run_meta(table)
+        spec = data.run_spec(table)
+        keep = ~req["warmup"].to_numpy(dtype=bool)
+        measured = request_metrics(req)
+        pol = group_policy(data, table, cfg.kv_model, cfg.kv_budget)
+        predicted_len = None
+        if pol.order == "spjf":
+            predicted_len = req["priority"].to_numpy(dtype=float)
+        variants: list[tuple[str, Policy, Any]] = [
+            ("prediction", pol, laws[cfg.law]),
+            (f"{cfg.other_law}_law", pol, laws[cfg.other_law]),
+        ]
+        paper = paper_policy(data, table, laws)
+        if paper is not None:
+            variants.append(("paper", *paper))
+        own = in_situ_law(data.fits, table)
+        if own is not None:
+            variants.append(("in_situ_law", pol, own))
+        max_gap = float(data.meta.get("calibration", {}).get("max_gap_s", 0.002))
+        base = {
+            **speed_windows(data.steps[table], laws[cfg.law], max_gap),
+            "group": data.name,
+            "policy": data.policy,
+            "run": table,
+            "config_run": str(info.get("run", table)),
+            "session": int(info.get("session", 1)),
+            "priority": str(spec.get("priority", "fcfs")),
+            "token_limit": spec.get("token_limit"),
+            "engine": (
+                f"max_num_seqs {engine['max_num_seqs']}, max_num_batched_tokens "
+                f"{engine['max_num_batched_tokens']}, {engine['usable_kv_tokens']} KV tokens, "
+                f"chunked prefill {'on' if engine['enable_chunked_prefill'] else 'off'}, "
+                f"{engine['scheduling_policy']}, admission "
+                f"{(engine.get('engine_core') or {}).get('admission_rule', 'vllm')}"
+            ),
+            "model": str(data.group.get("model", "default")),
+            "trace": str(data.group["trace"].get("name", "")),
+            "planned_load": float(info["load"]),
+            "achieved_load": float(info["achieved_load"]),
+            "rate_per_s": float(info["rate_per_s"]),
+            "measured_rate_per_s": float(info["measured_rate_per_s"]),
+            "preempted_share": float(info.get("preempted_share", 0.0)),
+            "measured_preemptions": int(info.get("preemptions", 0)),
+            "flags": _flags(info),
+        }
+        for variant, p, law in variants:
+            seed = seed_sequence(cfg.seed, "validation", "matrix", data.name, table, variant)
+            # the paper's laws count the tokens after the first (N of Eq. 3, L_b of Eq. 18)
+            served = (
+                req.assign(output_tokens=req["output_tokens"] - 1) if variant == "paper" else req
+            )
+            sim = simulate_table(served, p, law, seed=seed, predicted=predicted_len)
+            predicted = request_metrics(req, sim)
+            check = (
+                steplaw_check(data.steps[table], law, max_gap)
+                if isinstance(law, StepLaw) else {}
+            )  # fmt: skip
+            rows.append({
+                **base, "variant": variant, "simulated_policy": p.label(),
+                "law": getattr(law, "name", type(law).__name__),
+                **run_row(measured, predicted, keep),
+                **{k: check.get(k, math.nan) for k in LAW_CHECK},
+            })  # fmt: skip
+            preds.append(pd.DataFrame({
+                "group": data.name, "run": table, "variant": variant,
+                "request_id": req["request_id"].to_numpy(), "warmup": ~keep,
+                "arrival_s": req["arrival_s"].to_numpy(dtype=float),
+                "prompt_tokens": req["prompt_tokens"].to_numpy(),
+                "output_tokens": req["output_tokens"].to_numpy(),
+                **{f"measured_{m}_s": measured[m] for m in ("wait", "ttft", "jct", "tpot")},
+                **{f"predicted_{m}_s": predicted[m] for m in ("wait", "ttft", "jct", "tpot")},
+            }))  # fmt: skip
+        cf = closed_forms(data, table, measured, keep, laws, cfg.ci_batches)
+        if cf is not None:
+            closed.append(cf)
+    return pd.DataFrame(rows), pd.concat(preds, ignore_index=True), pd.DataFrame(closed)
+
+
+# ---- across runs -----------------------------------------------------------------------------
+def priority_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
+    """SJF's and SSJF's mean-JCT reduction against FCFS on the same arrivals, measured and
+    predicted (1 - JCT / JCT_fcfs, the prediction variant), per session: a repeat of a priority
+    run is set against the FCFS run of session 1."""
+    c = comparison[comparison["variant"] == "prediction"]
+    out = []
+    for group, g in c.groupby("group", sort=False):
+        fcfs = g[(g["priority"] == "fcfs") & (g["session"] == 1)]
+        if fcfs.empty:
+            continue
+        f = fcfs.iloc[0]
+        for _, r in g[g["priority"] != "fcfs"].iterrows():
+            m = 1.0 - r["measured_jct_mean_s"] / f["measured_jct_mean_s"]
+            p = 1.0 - r["predicted_jct_mean_s"] / f["predicted_jct_mean_s"]
+            out.append({
+                "group": group, "run": r["run"], "priority": r["priority"], "session": r["session"],
+                "against": f["run"], "measured_reduction": m, "predicted_reduction": p,
+                "error_pp": 100.0 * (p - m),
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def repeat_spread(comparison: pd.DataFrame) -> pd.DataFrame:
+    """Run-to-run spread of the repeated configurations: per repeated run and metric, the
+    measured values of every session, their relative spread (max / min - 1) and the model's
+    errors, so that model error and measurement noise can be told apart."""
+    c = comparison[comparison["variant"] == "prediction"]
+    out = []
+    for (group, run), g in c.groupby(["group", "config_run"], sort=False):
+        if len(g) < 2:
+            continue
+        for m in ("jct_mean", "jct_p90", "ttft_mean"):
+            vals = g[f"measured_{m}_s"].to_numpy(dtype=float)
+            errs = g[f"{m}_rel_error"].to_numpy(dtype=float)
+            out.append({
+                "group": group, "run": run, "metric": m, "sessions": len(g),
+                "measured_s": "|".join(f"{v:.4g}" for v in vals),
+                "spread": float(vals.max() / vals.min() - 1.0),
+                "errors": "|".join(f"{e:+.4f}" for e in errs),
+                "error_range": float(errs.max() - errs.min()),
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def summary_rows(comparison: pd.DataFrame, variant: str = "prediction") -> pd.DataFrame:
+    """Per metric of :data:`ERROR_METRICS` over the judged runs of `variant`: the median and the
+    largest |relative error|, the run with the largest, and how many runs (BLIS's format)."""
+    c = comparison[comparison["variant"] == variant]
+    out = []
+    for m in ERROR_METRICS:
+        e = c[f"{m}_rel_error"].to_numpy(dtype=float)
+        ok = np.isfinite(e)
+        if not ok.any():
+            continue
+        a = np.abs(e[ok])
+        worst = c[ok].iloc[int(np.argmax(a))]
+        out.append({
+            "variant": variant, "metric": m, "runs": int(ok.sum()),
+            "median_abs_rel_error": float(np.median(a)), "max_abs_rel_error": float(a.max()),
+            "worst_run": f"{worst['group']}/{worst['run']}",
+        })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def token_limit_rows(data: GroupData, points: int = 200) -> pd.DataFrame:
+    """The paper's Fig. 4a curve for a ``none`` group: W_q(l) and the mean JCT W_q + E[S] by
+    Eq. (1)-(5) at the group's planned rate (its runs share one), for limits l = 1..the largest
+    output length (`points` of them, whole tokens), with the calibrated per-request law and the
+    trace's empirical length law; rho >= 1 rows have NaN waits."""
+    from llmqueue.analytic.mg1 import token_limit_curve
+
+    if data.policy != "none":
+        raise InputError(f"group {data.name}: the token-limit curve needs policy none")
+    rates = {float(data.run_meta(t)["rate_per_s"]) for t in data.judged}
+    if len(rates) != 1:
+        raise InputError(f"group {data.name}: the runs have several planned rates {sorted(rates)}")
+    (rate,) = rates
+    law = _length_law(data, None)
+    lat, fit = request_law(data)
+    top = float(law.support[1]) + 1.0
+    limits = np.unique(np.rint(np.geomspace(1.0, top, int(points))))
+    c = token_limit_curve(law, lat, rate, limits - 1.0 + 1e-9)
+    return pd.DataFrame({
+        "token_limit": limits, "rate_per_s": rate, "rho": c.rho,
+        "mean_tokens": c.mean_tokens + 1.0, "mean_service_s": c.mean_service_s,
+        "exact_wait_mean_s": c.wq_s, "exact_jct_mean_s": c.wq_s + c.mean_service_s,
+        "request_law_a_s": fit["a_s_per_token"], "request_law_b0_s": fit["b0_s"],
+    })  # fmt: skip
+
+
+# ---- the Markdown table ---------------------------------------------------------------------
+def _pct(x: Any) -> str:
+    v = float(x) if x is not None else math.nan
+    return "n/a" if not math.isfinite(v) else f"{100 * v:+.1f}%"
+
+
+def _s(x: Any) -> str:
+    v = float(x) if x is not None else math.nan
+    return "n/a" if not math.isfinite(v) else f"{v:.3g}"
+
+
+def markdown_matrix(
+    comparison: pd.DataFrame,
+    summary: pd.DataFrame,
+    reductions: pd.DataFrame,
+    spread: pd.DataFrame,
+    closed: pd.DataFrame,
+    cfg: MatrixCompareSettings,
+) -> str:
+    """The error table as Markdown: every judged run (the prediction), the summary per metric
+    beside the targets, SJF/SSJF reductions, closed forms, the run-to-run spread and the other
+    variants' summaries."""
+    t = cfg.targets
+    out = [
+        "# The serving model against vLLM: the held-out validation matrix",
+        "",
+        f"Prediction: the serving simulator with the {cfg.law} step law fitted on each group's "
+        "calibration only; relative errors predicted / measured - 1 over the measured requests.",
+        "",
+        "| group | run | policy | load planned / achieved | n | mean JCT (s) measured / "
+        "predicted | mean | p50 | p90 | p99 | TTFT mean | TTFT p90 | TPOT mean | JCT Pearson | "
+        "flags |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    main = comparison[comparison["variant"] == "prediction"]
+    for _, r in main.iterrows():
+        out.append(
+            f"| {r['group']} | {r['run']} | {r['policy']} | {r['planned_load']:.2f} / "
+            f"{r['achieved_load']:.2f} | {r['requests']} | {_s(r['measured_jct_mean_s'])} / "
+            f"{_s(r['predicted_jct_mean_s'])} | {_pct(r['jct_mean_rel_error'])} | "
+            f"{_pct(r['jct_p50_rel_error'])} | {_pct(r['jct_p90_rel_error'])} | "
+            f"{_pct(r['jct_p99_rel_error'])} | {_pct(r['ttft_mean_rel_error'])} | "
+            f"{_pct(r['ttft_p90_rel_error'])} | {_pct(r['tpot_mean_rel_error'])} | "
+            f"{r['jct_pearson']:.3f} | {r['flags'] if isinstance(r['flags'], str) else ''} |"
+        )
+    targets = {
+        "jct_mean": f"median <= {100 * t.jct_mean_median:g}%, every run <= {100 * t.jct_mean_max:g}%",
+        "jct_p90": f"median <= {100 * t.jct_p90_median:g}%",
+        "ttft_mean": f"median <= {100 * t.ttft_mean_median:g}%",
+    }
+    out += ["", "## Over all judged runs (median and largest |error|)", "",
+            "| variant | metric | runs | median abs. error | largest | worst run | target |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for _, r in summary.iterrows():
+        out.append(
+            f"| {r['variant']} | {r['metric']} | {r['runs']} | "
+            f"{100 * r['median_abs_rel_error']:.1f}% | {100 * r['max_abs_rel_error']:.1f}% | "
+            f"{r['worst_run']} | {targets.get(r['metric'], '-') if r['variant'] == 'prediction' else '-'} |"
+        )
+    if len(reductions):
+        out += ["", "## Queue order: mean-JCT reduction against FCFS on the same arrivals", "",
+                f"| run | priority | measured | predicted | error (pp; target {t.ssjf_reduction_pp:g}) |",
+                "|---|---|---|---|---|"]  # fmt: skip
+        for _, r in reductions.iterrows():
+            out.append(
+                f"| {r['group']}/{r['run']} | {r['priority']} | "
+                f"{100 * r['measured_reduction']:.1f}% | {100 * r['predicted_reduction']:.1f}% | "
+                f"{r['error_pp']:+.1f} |"
+            )
+    if len(closed):
+        out += ["", "## Closed forms (the paper's models at the planned rate)", "",
+                "| run | model | rho | mean wait measured (95% CI) | closed form | in CI | "
+                "mean JCT measured (95% CI) | closed form | bound (16) |",
+                "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for _, r in closed.iterrows():
+            bnd = r.get("bound16_jct_mean_s", math.nan)
+            out.append(
+                f"| {r['group']}/{r['run']} | {r['model']} | {r['rho']:.3f} | "
+                f"{_s(r['measured_wait_mean_s'])} +- {_s(r['measured_wait_mean_ci95_s'])} | "
+                f"{_s(r['exact_wait_mean_s'])} | {'yes' if r['exact_wait_in_ci'] is True else 'no'} | "
+                f"{_s(r['measured_jct_mean_s'])} +- {_s(r['measured_jct_mean_ci95_s'])} | "
+                f"{_s(r['exact_jct_mean_s'])} | {_s(bnd)} |"
+            )
+    if len(spread):
+        out += ["", "## Repeats on a fresh engine: measurement noise beside model error", "",
+                "| run | metric | measured per session (s) | spread | model errors |",
+                "|---|---|---|---|---|"]  # fmt: skip
+        for _, r in spread.iterrows():
+            out.append(
+                f"| {r['group']}/{r['run']} | {r['metric']} | {r['measured_s']} | "
+                f"{100 * r['spread']:.1f}% | {r['errors']} |"
+            )
+    out.append("")
+    return "\n".join(out)

@@ -1,0 +1,236 @@
+"""What the held-out validation matrix's comparison reads: config ``validation.matrix_compare``
+(:class:`MatrixCompareSettings`) and the committed group folders of ``make validate-vllm``
+(``<dir>/<group>/``, :mod:`llmqueue.validation.groups`), read by :func:`read_group` and checked
+(headers only, before any job) by :func:`check_group_folder`.
+
+A group folder holds ``group.json`` (the group as run: policy, model, trace, engine settings,
+runs, repeats), ``settings.json`` (what vLLM used, read back), ``calibration_steps.csv`` (the
+calibration iterations, the only data any law is fitted on), ``calibration_fit.json``,
+``meta.json`` (per run: planned and achieved load, rates, contention, preemptions) and per run
+(capacity bursts and judged runs) ``requests_<run>.csv`` and ``steps_<run>.csv``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from llmqueue.errors import InputError
+from llmqueue.studies.validation.spec import REQUEST_COLUMNS, STEP_COLUMNS
+from llmqueue.traces import read_trace
+
+__all__ = [
+    "GROUP_FILES",
+    "MATRIX_REQUEST_COLUMNS",
+    "CALIBRATION_COLUMNS",
+    "LAWS",
+    "MatrixTargets",
+    "MatrixCompareSettings",
+    "GroupData",
+    "check_group_folder",
+    "read_group",
+]
+
+GROUP_FILES = (
+    "group.json",
+    "settings.json",
+    "calibration_fit.json",
+    "calibration_steps.csv",
+    "meta.json",
+)
+
+# a matrix run's request table: the replayed columns, then what the matrix adds
+MATRIX_REQUEST_COLUMNS = (
+    *REQUEST_COLUMNS,
+    "engine_start_s",
+    "token_limit",
+    "priority",
+    "requested_tokens",
+)
+
+CALIBRATION_COLUMNS = (*STEP_COLUMNS, "time_s", "admitted_ids")
+
+# the step laws a prediction may use (config validation.matrix_compare.law): fitted on the
+# group's calibration iterations only
+LAWS = ("shaped", "linear")
+
+
+@dataclass(frozen=True)
+class MatrixTargets:
+    """The issue's targets over the judged runs (fractions; pp for the SSJF reduction)."""
+
+    jct_mean_median: float = 0.03
+    jct_mean_max: float = 0.10
+    jct_p90_median: float = 0.05
+    ttft_mean_median: float = 0.10
+    ssjf_reduction_pp: float = 5.0
+
+
+@dataclass(frozen=True)
+class MatrixCompareSettings:
+    """Config ``validation.matrix_compare``: the folder of the group folders, the groups compared
+    (in order), the prediction's step law (:data:`LAWS`; the other is reported beside it), KV
+    model and budget (as ``validation.compare``), batches for the batch-means CIs of the measured
+    waits, the targets, the root seed."""
+
+    dir: str
+    groups: tuple[str, ...]
+    law: str = "shaped"
+    kv_model: str = "paged"
+    kv_budget: str = "usable"
+    ci_batches: int = 6
+    targets: MatrixTargets = field(default_factory=MatrixTargets)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        where = "validation.matrix_compare"
+        if not self.groups or len(set(self.groups)) != len(self.groups):
+            raise InputError(f"{where}.groups: one or more distinct group names, got {self.groups}")
+        if self.law not in LAWS:
+            raise InputError(f"{where}.law must be one of {', '.join(LAWS)}, got {self.law!r}")
+        if not (isinstance(self.ci_batches, int) and 3 <= self.ci_batches <= 50):
+            raise InputError(f"{where}.ci_batches must be an integer in [3, 50]")
+
+    @property
+    def other_law(self) -> str:
+        return next(x for x in LAWS if x != self.law)
+
+    @classmethod
+    def from_config(cls, section: Mapping[str, Any], seed: int) -> MatrixCompareSettings:
+        t = dict(section.get("targets") or {})
+        known = MatrixTargets.__dataclass_fields__
+        bad = sorted(set(t) - set(known))
+        if bad:
+            raise InputError(
+                f"validation.matrix_compare.targets: unknown {bad}; keys are {list(known)}"
+            )
+        return cls(
+            str(section["dir"]),
+            tuple(str(g) for g in section["groups"]),
+            str(section.get("law", "shaped")),
+            str(section.get("kv_model", "paged")),
+            str(section.get("kv_budget", "usable")),
+            int(section.get("ci_batches", 6)),
+            MatrixTargets(**{k: float(v) for k, v in t.items()}),
+            int(seed),
+        )
+
+
+@dataclass(frozen=True)
+class GroupData:
+    """One committed group folder, read and checked (:func:`read_group`)."""
+
+    name: str
+    folder: str
+    group: Mapping[str, Any]
+    settings: Mapping[str, Any]
+    fits: Mapping[str, Any]
+    meta: Mapping[str, Any]
+    calibration: pd.DataFrame
+    requests: Mapping[str, pd.DataFrame]
+    steps: Mapping[str, pd.DataFrame]
+
+    @property
+    def policy(self) -> str:
+        """The group's policy: ``continuous``, ``none`` or ``dynamic``."""
+        return str(self.group["policy"])
+
+    @property
+    def judged(self) -> list[str]:
+        """The judged runs' table names (session 1, then the repeats)."""
+        return [str(x) for x in self.group["judged"]]
+
+    def run_meta(self, name: str) -> Mapping[str, Any]:
+        runs = self.meta.get("runs", {})
+        if name not in runs:
+            raise InputError(f"{self.folder}/meta.json has no run {name!r}")
+        return runs[name]
+
+    def run_spec(self, name: str) -> Mapping[str, Any]:
+        """The configured run behind table `name` (a repeat names its run)."""
+        run = str(self.run_meta(name).get("run", name))
+        for r in self.group["runs"]:
+            if r["name"] == run:
+                return r
+        raise InputError(f"{self.folder}/group.json has no run {run!r}")
+
+
+def _json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise InputError(f"{str(path)!r}: not readable JSON ({err})") from None
+
+
+def _header(path: Path) -> list[str]:
+    with path.open() as fh:
+        return fh.readline().strip().split(",")
+
+
+def check_group_folder(folder: str | Path) -> list[str]:
+    """The group folder holds what the comparison reads: :data:`GROUP_FILES`, and for every
+    judged run and capacity burst of ``group.json`` its request table
+    (:data:`MATRIX_REQUEST_COLUMNS`) and step log (:data:`STEP_COLUMNS`). Reads JSON files and
+    CSV headers only; returns the judged runs; InputError names the file and what is missing."""
+    p = Path(folder)
+    if not p.is_dir():
+        raise InputError(
+            f"validation group folder {str(p)!r} does not exist (validation.matrix_compare.groups "
+            "names folders under validation.matrix_compare.dir, made by `make validate-vllm`)"
+        )
+    for name in GROUP_FILES:
+        if not (p / name).is_file():
+            raise InputError(f"validation group folder {str(p)!r} lacks {name}")
+    group = _json(p / "group.json")
+    for key in ("policy", "judged", "runs", "trace"):
+        if key not in group:
+            raise InputError(f"{str(p / 'group.json')!r} lacks {key!r}")
+    lacking = [c for c in CALIBRATION_COLUMNS if c not in _header(p / "calibration_steps.csv")]
+    if lacking:
+        raise InputError(f"{str(p / 'calibration_steps.csv')!r} lacks columns {lacking}")
+    meta = _json(p / "meta.json")
+    tables = [
+        *group["judged"],
+        *(k for k, v in meta.get("runs", {}).items() if k not in group["judged"]),
+    ]
+    for t in tables:
+        for kind, cols in (("requests", MATRIX_REQUEST_COLUMNS), ("steps", STEP_COLUMNS)):
+            f = p / f"{kind}_{t}.csv"
+            if not f.is_file():
+                raise InputError(f"validation group folder {str(p)!r} lacks {f.name}")
+            miss = [c for c in cols if c not in _header(f)]
+            if miss:
+                raise InputError(f"{str(f)!r} lacks columns {miss}")
+    return [str(x) for x in group["judged"]]
+
+
+def read_group(folder: str | Path, tables: Sequence[str] | None = None) -> GroupData:
+    """Read a committed group folder (checked by :func:`check_group_folder`): the judged runs'
+    tables (or `tables`), rows in arrival order with arrival <= first token <= finish."""
+    p = Path(folder)
+    judged = check_group_folder(p)
+    names = list(judged if tables is None else tables)
+    requests, steps = {}, {}
+    for t in names:
+        f = str(p / f"requests_{t}.csv")
+        df = read_trace(f, format="vllm-requests", where="validation group run").frame
+        if len(df) < 20:
+            raise InputError(f"{f!r}: at least 20 requests are needed, got {len(df)}")
+        requests[t] = df
+        steps[t] = pd.read_csv(p / f"steps_{t}.csv", keep_default_na=False, na_values=[""])
+    return GroupData(
+        p.name,
+        str(p),
+        _json(p / "group.json"),
+        _json(p / "settings.json"),
+        _json(p / "calibration_fit.json"),
+        _json(p / "meta.json"),
+        pd.read_csv(p / "calibration_steps.csv", keep_default_na=False, na_values=[""]),
+        requests,
+        steps,
+    )
