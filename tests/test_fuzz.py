@@ -3,7 +3,13 @@ mutated copies of the config.
 
 Each CLI call must end, within a bounded time, in one of two ways: exit 0 with strict JSON (no
 bare NaN or Infinity; no mean beside ``"unstable": true``), or exit 2 with one line on stderr
-that names the flag at fault. Never a traceback, an internal error (exit 1) or a hang. A law spec
+that names a flag of the command line (or a required one it lacks). Never a traceback, an
+internal error (exit 1) or a hang. The same for files that look right but are not: a user's
+``--config`` whose profiles (and their fit.json) have a missing key or a bad number (the line
+names ``--config``, the profile and the key), a ``--trace`` whose token counts overflow the
+engine's integers (the line names ``--trace``, the column and the row), and sizes each in range
+whose product is not (a ``--limit`` range times ``--patience`` or ``--simulate``; servers times
+the batch cap or the KV block size), refused at once with the estimate and the limit. A law spec
 either parses to a law whose first two moments are finite or is refused with an InputError; a
 mutated config is accepted or refused (schema or checks) before any job, never by a crash.
 Examples are drawn by hypothesis from fixed seeds (derandomized), so a failure reproduces.
@@ -16,6 +22,7 @@ import copy
 import io
 import json
 import math
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +35,7 @@ from hypothesis import strategies as st
 from llmqueue.checks import check_config
 from llmqueue.cli import main
 from llmqueue.errors import InputError
+from llmqueue.limits import MAX_ENGINE_ENTRIES, MAX_TOKENS
 from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +115,21 @@ def _no_mean_when_unstable(obj: Any, unstable: bool = False) -> None:
             _no_mean_when_unstable(v, unstable)
 
 
-def check_outcome(argv: list[str]) -> None:
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+
+
+def assert_names_a_flag(line: str, argv: list[str]) -> None:
+    """The one line of a refusal: ``llmqueue CMD: error: ...`` naming a flag the user gave (or,
+    for argparse's "required" message, the flag missing), not merely holding ``--``."""
+    assert re.match(rf"llmqueue {argv[0]}( [a-z]+)?: error: ", line), f"not a refusal: {line}"
+    named = set(FLAG.findall(line))
+    given = {w for w in argv if w.startswith("--")}
+    assert named & given or ("required" in line and named), (
+        f"names no flag of {sorted(given)}: {line}"
+    )
+
+
+def check_outcome(argv: list[str]) -> int:
     code, out, err, dt = run_cli(*argv)
     shown = " ".join(argv)
     assert dt < SECONDS, f"{dt:.0f} s: {shown}"
@@ -116,14 +138,27 @@ def check_outcome(argv: list[str]) -> None:
     if code == 2:
         lines = err.strip().splitlines()
         assert len(lines) == 1, f"{len(lines)} lines for {shown}:\n{err}"
-        assert "--" in lines[0] or "argument" in lines[0], f"no flag named: {lines[0]}"
-        return
+        assert_names_a_flag(lines[0], argv)
+        return code
     if "--json" in argv:
 
         def refuse(c: str) -> None:
             raise AssertionError(f"bare {c} in the JSON of {shown}")
 
         _no_mean_when_unstable(json.loads(out, parse_constant=refuse))
+    return code
+
+
+def refusal(argv: list[str], seconds: float = 10.0) -> str:
+    """The one line of a refusal that must come at once (before any long work)."""
+    code, _, err, dt = run_cli(*argv)
+    shown = " ".join(argv)
+    assert code == 2, f"exit {code} for {shown}:\n{err}"
+    assert dt < seconds, f"refused only after {dt:.1f} s: {shown}"
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, f"for {shown}:\n{err}"
+    assert_names_a_flag(lines[0], argv)
+    return lines[0]
 
 
 @given(
@@ -461,3 +496,182 @@ def test_config_values_out_of_range_are_refused(path: tuple, value: Any) -> None
         check_config(cfg, ROOT)
     assert type(err.value).__name__ in ("InputError", "WorkflowError", "ValidationError")
     assert str(path[-1]) in str(err.value) or path[0] in str(err.value)
+
+
+# ---- a user's --config whose profiles (and fit.json) look right but are not -----------------------
+DROP = "<drop>"  # a mutation that deletes the key
+PROFILE = {
+    "latency_profiles": (
+        {"kind": "fixed", "a_s_per_token": 0.01, "b0_s": 0.1, "solved_from": []},
+        "linear",
+        {"slope": 0.01, "intercept": 0.1},
+        ["--batching", "none"],
+    ),
+    "batch_profiles": (
+        {"kind": "fixed", "k1": 0.0, "k2": 0.0, "k3": 3e-4, "k4": 2e-3},
+        "batch",
+        {"k1": 0.0, "k2": 0.0, "k3": 3e-4, "k4": 2e-3},
+        ["--batching", "dynamic", "--max-batch", "8"],
+    ),
+    "step_profiles": (
+        {"kind": "fixed", "c0_s": 0.01, "c_tok_s": 1e-4, "c_ctx_s": 1e-7},
+        "step",
+        {"c0_s": 0.01, "c_tok_s": 1e-4, "c_ctx_s": 1e-7, "r2": 0.99, "n": 9},
+        ["--batching", "continuous", "--max-batch", "8"],
+    ),
+}
+BAD_VALUES = [DROP, "abc", "", -1, 1e308, "nan", "inf", None, [], {}, True, [0.1], "1e-3", 0]
+
+
+@given(
+    section=st.sampled_from(sorted(PROFILE)),
+    fit=st.booleans(),
+    key=st.sampled_from(
+        ["kind", "source", "model", "depth", "variant", "solved_from", "a_s_per_token", "b0_s"]
+        + ["k1", "k3", "k4", "c0_s", "c_tok_s", "c_ctx_s", "slope", "intercept", "r2"]
+    ),
+    value=st.sampled_from(BAD_VALUES),
+    whole=st.sampled_from([None, None, None, "[1, 2]", "{oops", '{"linear": 3}']),
+)
+@settings(FUZZ, max_examples=30)
+def test_user_config_with_mutated_profiles(
+    section: str, fit: bool, key: str, value: Any, whole: Any, tmp_path_factory: Any
+) -> None:
+    fixed, entry, numbers, batching = PROFILE[section]
+    root = tmp_path_factory.mktemp("user")
+    prof: dict[str, Any] = {"kind": "fit", "source": "s", "model": "m"} if fit else dict(fixed)
+    fit_entry = dict(numbers)
+    target = fit_entry if fit and key in fit_entry else prof
+    if value == DROP:
+        target.pop(key, None)
+    else:
+        target[key] = value
+    (root / "config").mkdir()
+    cfg = root / "config" / "config.yaml"
+    cfg.write_text(yaml.safe_dump({section: {"p": prof}}))
+    fit_json = root / "results/profiling/s/m/fit.json"
+    fit_json.parent.mkdir(parents=True)
+    fit_json.write_text(whole or json.dumps({entry: fit_entry, "label": "L"}))
+    argv = ["simulate", "--tokens", "deterministic:value=50", "--rate", "0.01", *batching]
+    argv += ["--profile", "p", "--config", str(cfg), "--requests", "400", "--warmup", "0"]
+    argv += ["--capacity-requests", "1000", "--json"]
+    if check_outcome(argv) == 2:
+        _, _, err, _ = run_cli(*argv)
+        assert f"--config {cfg}: " in err and (f"{section}.p" in err or "'p'" in err), err
+
+
+def test_user_config_refusals_name_the_file_the_profile_and_the_key(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.yaml"
+    base = ["simulate", "--tokens", "deterministic:value=50", "--rate", "0.01", "--batching"]
+    base += ["dynamic", "--profile", "p", "--config", str(cfg), "--requests", "400"]
+    for prof, said in [
+        ({"kind": "fixed", "a_s_per_token": "abc", "b0_s": 0.1}, "a_s_per_token must be a number"),
+        ({"kind": "fixed", "b0_s": 0.1}, "missing key 'a_s_per_token'"),
+        ({"kind": "fit", "source": "paper"}, "kind fit needs model"),
+    ]:
+        cfg.write_text(yaml.safe_dump({"latency_profiles": {"p": prof}}))
+        line = refusal(base)
+        assert f"--config {cfg}: latency_profiles.p" in line and said in line, line
+
+
+# ---- a --trace whose token counts do not fit the engine's integers -------------------------------
+@given(
+    value=st.one_of(
+        st.integers(2**63, 2**80).map(str),
+        st.sampled_from(["1e19", "1e10", str(int(MAX_TOKENS) + 1), "inf", "-inf", "nan", "-1"]),
+    ),
+    column=st.sampled_from(["ContextTokens", "GeneratedTokens"]),
+    row=st.integers(0, 4),
+    trace_format=st.sampled_from([None, "csv"]),
+)
+@settings(FUZZ, max_examples=20)
+def test_traces_with_huge_token_counts_are_refused(
+    value: str, column: str, row: int, trace_format: Any, tmp_path_factory: Any
+) -> None:
+    rows = [{"ContextTokens": "10", "GeneratedTokens": "20"} for _ in range(5)]
+    rows[row][column] = value
+    path = tmp_path_factory.mktemp("trace") / "huge.csv"
+    path.write_text(
+        "ContextTokens,GeneratedTokens\n"
+        + "".join(f"{r['ContextTokens']},{r['GeneratedTokens']}\n" for r in rows)
+    )
+    argv = ["simulate", "--trace", str(path), "--rate", "0.01", "--batching", "continuous"]
+    argv += ["--step", "c0=0.01,c_tok=1e-4,c_ctx=0", "--requests", "400", "--json"]
+    if trace_format:
+        argv += ["--trace-format", trace_format]
+    line = refusal(argv)
+    assert f": error: --trace: column {column!r} of {path}" in line, line
+    assert f"data row {row + 1}" in line, line
+
+
+# ---- sizes each in range whose product is not --------------------------------------------------
+@given(
+    limit=st.sampled_from(["1:100000:1", "1:5000:1", "10:40000:4", "100:3000:0.5"]),
+    rate=st.sampled_from(["0.01", "0.2", "3"]),
+    patience=st.sampled_from([None, "60", "600", "2700"]),
+    simulate=st.sampled_from([None, "1e6", "1e9"]),
+)
+@settings(FUZZ, max_examples=20)
+def test_token_limit_ranges_that_would_run_for_hours_are_refused_at_once(
+    limit: str, rate: str, patience: Any, simulate: Any
+) -> None:
+    if patience is None and simulate is None:
+        simulate = "1e6"  # a patient curve without simulation is quick: not this test's case
+    argv = ["token-limit", "--tokens", "lognormal:mu=7,sigma=0.7", "--rate", rate]
+    argv += ["--latency", "a=0.023,b0=0.186", "--limit", limit, "--json"]
+    for flag, value in (("--patience", patience), ("--simulate", simulate)):
+        if value is not None:
+            argv += [flag, value]
+    line = refusal(argv, seconds=5.0)
+    assert f"--limit {limit} with --" in line and "at most" in line, line
+    assert re.search(r"give at most [\d,]+ --limit points", line), line
+
+
+@given(
+    servers=st.sampled_from(["2048", "4096"]),
+    size=st.sampled_from(["--max-batch", "--block-size"]),
+    value=st.sampled_from(["4096", "65536"]),
+    replicas=st.booleans(),
+)
+@settings(FUZZ, max_examples=12)
+def test_engine_tables_that_would_not_fit_are_refused_at_once(
+    servers: str, size: str, value: str, replicas: bool
+) -> None:
+    many = (
+        ["--replicas", servers, "--router", "round_robin"] if replicas else ["--servers", servers]
+    )
+    argv = ["simulate", "--tokens", "deterministic:value=50", "--rate", "0.01", "--batching"]
+    argv += ["continuous", "--step", "c0=0.01,c_tok=1e-4,c_ctx=0", *many, size, value, "--json"]
+    line = refusal(argv, seconds=5.0)
+    entries = int(servers) * int(value)
+    assert f"{many[0]} {servers} x {size} {value} = {entries:,}" in line, line
+    assert f"at most {MAX_ENGINE_ENTRIES:,}" in line, line
+    assert (
+        f"of {8 * entries / 2**20:.3g} MiB" in line or f"of {8 * entries / 2**30:.3g} GiB" in line
+    )
+
+
+@given(rate=st.floats(1e-3, 3.0), patience=st.floats(0.05, 5000.0))
+@settings(FUZZ, max_examples=25)
+def test_the_exact_work_estimate_is_the_solvers_own_worst_case(
+    rate: float, patience: float, monkeypatch: Any
+) -> None:
+    """token-limit's estimate of the exact M/G/1+D work is the grids the solver solves when the
+    loss never converges (its worst case), cell for cell."""
+    from llmqueue.analytic import impatience
+    from llmqueue.cli.token_limit import exact_cells
+    from llmqueue.latency import LinearLatency
+
+    if rate * patience > 8192:
+        assert exact_cells(rate, patience) == 0  # the solver refuses it at once
+        return
+    grids: list[int] = []
+
+    def never_converging(g: Any, lam: float, tau: float, steps: int) -> tuple[float, float]:
+        grids.append(steps)
+        return 1.0 + steps, float(steps)
+
+    monkeypatch.setattr(impatience, "solve_renewal", never_converging)
+    law = parse_law("deterministic:value=100")
+    impatience.exact_token_limit(law, LinearLatency(0.001, 0.01), rate, patience, 100.0)
+    assert sum(n * n for n in grids) == exact_cells(rate, patience)

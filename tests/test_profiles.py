@@ -82,3 +82,118 @@ def test_the_fit_files_a_setting_reads(config: dict) -> None:
     (path,) = profiles.setting_fit_paths("llama2_7b_vidur_a100", "step", config)
     assert path == profiles.fit_json_path(config["step_profiles"]["llama2_7b_vidur_a100"])
     assert path.startswith("results/profiling/") and path.endswith("/fit.json")
+
+
+# ---- every profile read checks its keys and numbers (issue 25) -----------------------------------
+DROP = object()  # a mutation that deletes the key
+FIXED = {
+    "latency_profiles": {"kind": "fixed", "a_s_per_token": 0.02, "b0_s": 0.5},
+    "batch_profiles": {"kind": "fixed", "k1": 0.0, "k2": 0.0, "k3": 3e-4, "k4": 2e-3},
+    "step_profiles": {"kind": "fixed", "c0_s": 0.01, "c_tok_s": 1e-4, "c_ctx_s": 1e-7},
+}
+FORMER = {"latency_profiles": "none", "batch_profiles": "dynamic", "step_profiles": "continuous"}
+
+
+def _named(section: str, prof: object, base_dir: Path = Path(".")) -> object:
+    cfg = {section: {"p": prof}}
+    return profiles.named_latency(cfg, "p", FORMER[section], base_dir, where="--config c.yaml")
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "value", "message"),
+    [
+        ("latency_profiles", "a_s_per_token", "abc", r"a_s_per_token must be a number in \[0, "),
+        ("latency_profiles", "a_s_per_token", DROP, r"missing key 'a_s_per_token' \(a number in"),
+        ("latency_profiles", "b0_s", float("inf"), r"\.b0_s must be a number in \[0, 1e\+09\] s,"),
+        ("latency_profiles", "b0_s", -1, r"\.b0_s must be a number in \[0, 1e\+09\] s, got -1"),
+        ("latency_profiles", "b0_s", None, r"\.b0_s must be a number .*got None"),
+        ("latency_profiles", "a_s_per_token", [1], r"\.a_s_per_token must be a number"),
+        ("latency_profiles", "solved_from", 3, r"\.solved_from must be a list of claim ids"),
+        ("batch_profiles", "k3", "fast", r"\.k3 must be a number in \[0, 1e\+09\] s/token"),
+        ("batch_profiles", "k4", DROP, r"kind fixed needs k1, k2, k3, k4 \('k4' missing"),
+        ("batch_profiles", "k1", 1e308, r"\.k1 must be a number in \[0, 1e\+09\] s, got 1e\+308"),
+        ("batch_profiles", "k2", True, r"\.k2 must be a number"),
+        ("step_profiles", "c_ctx_s", DROP, r"kind fixed needs c0_s, c_tok_s, c_ctx_s"),
+        ("step_profiles", "c0_s", float("nan"), r"\.c0_s must be a number in \[0, 1e\+09\] s,"),
+        ("step_profiles", "c_tok_s", {}, r"\.c_tok_s must be a number"),
+    ],
+)
+def test_a_fixed_profile_with_a_bad_key_names_the_file_profile_and_key(
+    section: str, key: str, value: object, message: str
+) -> None:
+    prof = dict(FIXED[section])
+    if value is DROP:
+        del prof[key]
+    else:
+        prof[key] = value
+    with pytest.raises(InputError, match=message) as err:
+        _named(section, prof)
+    text = str(err.value)
+    assert text.startswith(f"--config c.yaml: {section}.p") and "\n" not in text
+
+
+def test_numeric_text_still_reads_as_a_number() -> None:
+    # YAML reads 1e-3 (no dot) as text: it has always been accepted, and still is
+    law, _ = _named("latency_profiles", {**FIXED["latency_profiles"], "a_s_per_token": "1e-3"})
+    assert isinstance(law, LinearLatency) and law.a_s_per_token == 1e-3
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"latency_profiles": {"p": 3}}, r"latency_profiles\.p must be a mapping of keys, got int"),
+        ({"latency_profiles": ["p"]}, r"latency_profiles must be a mapping of keys, got list"),
+        ({"latency_profiles": {"p": {"kind": "fit", "source": "s"}}}, "kind fit needs model"),
+        ({"latency_profiles": {"p": {"kind": "fit", "model": "m"}}}, "kind fit needs source"),
+        ({"batch_profiles": {"p": {"kind": "fit", "source": "", "model": "m"}}}, "needs source"),
+        ({"latency_profiles": {"p": {"kind": "guess"}}}, "kind must be 'fixed' or 'fit'"),
+    ],
+)
+def test_a_profile_that_is_not_a_profile_is_refused_in_one_line(config: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message) as err:
+        profiles.named_latency(config, "p", "dynamic", where="--config c.yaml")
+    assert str(err.value).startswith("--config c.yaml: ")
+
+
+@pytest.mark.parametrize(
+    ("section", "content", "message"),
+    [
+        ("latency_profiles", "{not json", r"fit.json is not JSON \(Expecting"),
+        ("latency_profiles", "[1, 2]", "fit.json must hold a JSON object, got list"),
+        ("latency_profiles", '{"linear": 3}', r"fit.json's 'linear' entry must be a mapping"),
+        ("latency_profiles", '{"linear": {"slope": 0.02}}', r"linear: missing key 'intercept'"),
+        (
+            "latency_profiles",
+            '{"linear": {"slope": "x", "intercept": 0.1}}',
+            r"s/m/fit.json: linear.slope must be a number in \[0, 1e\+09\] s/token, got 'x'",
+        ),
+        ("batch_profiles", '{"batch": {"k1": 0, "k2": 0, "k3": 1e-4}}', r"batch: missing key 'k4'"),
+        (
+            "step_profiles",
+            '{"step": {"c0_s": 1e300, "c_tok_s": 0, "c_ctx_s": 0}}',
+            r"fit.json: step.c0_s must be a number in \[0, 1e\+09\] s, got 1e\+300",
+        ),
+        ("step_profiles", '{"step": "fast"}', r"fit.json: step must be a mapping of keys"),
+    ],
+)
+def test_a_bad_fit_json_is_refused_naming_the_file_and_key(
+    tmp_path: Path, section: str, content: str, message: str
+) -> None:
+    fit = tmp_path / "results/profiling/s/m/fit.json"
+    fit.parent.mkdir(parents=True)
+    fit.write_text(content)
+    with pytest.raises(InputError, match=message) as err:
+        _named(section, {"kind": "fit", "source": "s", "model": "m"}, tmp_path)
+    assert str(err.value).startswith(f"--config c.yaml: {section}.p") and "\n" not in str(err.value)
+
+
+def test_a_fit_json_gpu_memory_must_be_a_number() -> None:
+    with pytest.raises(InputError, match=r"gpu.memory_gib must be a number in \(0, "):
+        profiles.kv_tokens_of_fit({"model": "llama2-7b-chat", "gpu": {"memory_gib": "lots"}})
+
+
+def test_an_inline_setting_names_its_own_key() -> None:
+    with pytest.raises(InputError, match=r"^x\.latency\.b0_s must be a number in \[0, 1e\+09\] s"):
+        profiles.law_of_setting(
+            {"a_s_per_token": 0.02, "b0_s": "slow"}, "latency", {}, where="x.latency", name="x"
+        )

@@ -99,7 +99,7 @@ def test_resolve_step_profile_fixed_fit_and_errors() -> None:
         resolve_step_profile("f", {"kind": "fixed", "c0_s": 0.01, "c_tok_s": 1e-4})
     with pytest.raises(InputError, match="kind must be"):
         resolve_step_profile("k", {"kind": "table"})
-    with pytest.raises(InputError, match=r"must lie in \[0, 1e\+09\]"):
+    with pytest.raises(InputError, match=r"c0_s must be a number in \[0, 1e\+09\]"):
         resolve_step_profile("n", {"kind": "fixed", "c0_s": -1, "c_tok_s": 0, "c_ctx_s": 0})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ from llmqueue.traces import (
     read_column,
     read_columns,
     read_timestamps,
+    read_token_columns,
     read_trace,
 )
 
@@ -224,3 +226,51 @@ def test_trace_spec_round_trips(path: str, column: str, cap: int | None) -> None
 def test_malformed_trace_specs_are_refused(spec: str) -> None:
     with pytest.raises(InputError):
         parse_trace_spec(spec)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("9223372036854775808", r"9\.22337e\+18"),  # 2**63: would wrap in the engine's int64
+        ("1e19", r"1e\+19"),
+        (str(int(MAX_TOKENS) + 1), r"1e\+09"),
+        ("-3", "-3"),
+    ],
+)
+def test_token_columns_are_bounded_like_the_other_readers(
+    tmp_path: Path, value: str, shown: str
+) -> None:
+    p = _csv(tmp_path, f"ContextTokens,GeneratedTokens\n10,20\n5,{value}\n7,8\n", "huge.csv")
+    with pytest.raises(InputError) as err:
+        read_token_columns(p, ["ContextTokens", "GeneratedTokens"])
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("--trace: column 'GeneratedTokens' of ")
+    assert "huge.csv" in text and "data row 2" in text
+    assert "allowed: numbers >= 0 and <= 1e+09 tokens" in text
+    assert re.search(shown, text), text
+    # read_columns (any numeric column, e.g. times) stays unbounded but finite
+    assert read_columns(p, ["GeneratedTokens"])["GeneratedTokens"][1] == float(value)
+
+
+def test_a_trace_workload_names_the_flag_and_refuses_huge_counts(tmp_path: Path) -> None:
+    from llmqueue.sim.workload import TraceWorkload
+
+    p = _csv(tmp_path, "ContextTokens,GeneratedTokens\n10,20\n5,1e12\n", "big.csv")
+    with pytest.raises(InputError, match=r"^--trace: column 'GeneratedTokens' of .*big.csv"):
+        TraceWorkload.from_csv(p, 1.0, trace_format="csv")
+    with pytest.raises(InputError, match=r"^--trace: column 'ContextTokens' .*data row 1: -1"):
+        TraceWorkload.from_csv(
+            _csv(tmp_path, "ContextTokens,GeneratedTokens\n-1,2\n3,4\n", "neg.csv"),
+            1.0,
+            trace_format="csv",
+        )
+    ok = TraceWorkload.from_csv(
+        _csv(tmp_path, f"ContextTokens,GeneratedTokens\n0,{int(MAX_TOKENS)}\n3,4\n", "ok.csv"),
+        1.0,
+    )
+    assert ok.output_tokens.max() == MAX_TOKENS
+    # the library's own constructor: the same bound, naming the source and the row
+    with pytest.raises(InputError, match=r"1 output token counts are not numbers in \[0, 1e\+09\]"):
+        TraceWorkload(np.array([1.0, 2.0]), np.array([3.0, 2.0**63]), 1.0, source="t")
+    with pytest.raises(InputError, match="the first in row 1: nan"):
+        TraceWorkload(np.array([np.nan]), np.array([3.0]), 1.0)

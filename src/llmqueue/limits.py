@@ -11,7 +11,14 @@ library computes right and quickly:
   most :data:`MAX_RATE_PER_S`: their products (a load, a backlog) stay finite;
 - sizes the engine allocates per server or per batch (servers, batch caps) at most
   :data:`MAX_SERVERS` and :data:`MAX_BATCH`; simulated requests at most :data:`MAX_REQUESTS`;
-- seeds in [0, 2**63).
+- seeds in [0, 2**63); a GPU's memory (a fit.json's) at most :data:`MAX_MEMORY_GIB`.
+
+Sizes that are each in range can still multiply into a job that does not fit: the engine's
+per-server tables (servers x batch cap, servers x KV block size) hold at most
+:data:`MAX_ENGINE_ENTRIES` entries each; one command simulates at most :data:`MAX_SIMULATED`
+requests in all (points of a range x requests a point) and spends at most
+:data:`MAX_EXACT_CELLS` cells of the exact M/G/1+D renewal grids in all. :func:`product` checks
+such a product before any work, with one line giving the product, an estimate and the limit.
 
 Units: tokens, seconds, requests per second.
 """
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 from llmqueue.errors import InputError
@@ -32,9 +40,14 @@ __all__ = [
     "MAX_BATCH",
     "MAX_REQUESTS",
     "MAX_SEED",
+    "MAX_MEMORY_GIB",
+    "MAX_ENGINE_ENTRIES",
+    "MAX_SIMULATED",
+    "MAX_EXACT_CELLS",
     "number",
     "integer",
     "interval",
+    "product",
 ]
 
 MAX_TOKENS = 1e9
@@ -44,6 +57,14 @@ MAX_SERVERS = 4096
 MAX_BATCH = 1 << 16
 MAX_REQUESTS = 10**9
 MAX_SEED = 2**63 - 1
+MAX_MEMORY_GIB = float(1 << 20)  # a GPU's memory, GiB (1 PiB)
+# entries of one per-server table of the engine (servers x batch cap, servers x block size):
+# 32 MiB of int64 each, a few hundred MiB for all of a continuous-batching run's tables
+MAX_ENGINE_ENTRIES = 1 << 22
+MAX_SIMULATED = MAX_REQUESTS  # requests one command simulates in all (points x requests a point)
+# cells of the exact M/G/1+D renewal grids one command solves in all (a grid of n cells costs
+# n^2 of them; ~0.4 ns each on one core: a few minutes at most)
+MAX_EXACT_CELLS = 5 * 10**11
 
 
 def _fmt(x: float) -> str:
@@ -106,3 +127,24 @@ def _integral(x: float) -> float:
     if not math.isfinite(x) or x != int(x):
         raise ValueError(x)
     return x
+
+
+def product(
+    factors: Sequence[tuple[str, float]], hi: float, what: str, *, estimate: str = ""
+) -> float:
+    """The product of `factors` (``(flag, value)`` pairs: ``("--servers", 8)``) when it is at most
+    `hi`; else an InputError of one line naming every flag and its value, the product (of `what`,
+    e.g. ``KV-block entries``), the `estimate` it stands for (e.g. ``about 2 GiB``) and the limit."""
+    total = math.prod(float(v) for _, v in factors)
+    if total > hi:
+        terms = " x ".join(f"{flag} {v:g}" for flag, v in factors)
+        about = f" ({estimate})" if estimate else ""
+        raise InputError(
+            f"{terms} = {_count(total)} {what}{about}; at most {_count(hi)} are allowed"
+        )
+    return total
+
+
+def _count(x: float) -> str:
+    """A count as text: 4,194,304 (exact below 1e15), else 5.6e+14."""
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:.3g}"

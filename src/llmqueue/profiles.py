@@ -17,6 +17,12 @@ a name in the sections a batch former reads (the operator CLI's ``--profile``),
 :func:`law_of_setting` resolves a study setting that is either a profile name or an inline
 dict of numbers, and :func:`kv_tokens_of_fit` gives the KV-cache budget (tokens) of the model
 and GPU a fit.json describes (:func:`llmqueue.hardware.kvcache.kv_tokens`). Units: s, s/token.
+
+Every read checks what it reads, from config or fit.json alike: a profile is a mapping, its keys
+are there, its numbers are finite and in [0, :data:`~llmqueue.limits.MAX_TIME_S`] (numeric text
+such as YAML's ``1e-3`` counts as a number); else one :class:`~llmqueue.errors.InputError` naming
+the profile and the key (``latency_profiles.fast.a_s_per_token must be a number in ...``) and,
+for a fit.json, the file.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
+from llmqueue.limits import MAX_MEMORY_GIB, MAX_TIME_S, number
 
 __all__ = [
     "Latency",
@@ -55,6 +62,38 @@ SECTIONS = ("step_profiles", "batch_profiles", "latency_profiles")
 FIT_DEPTHS = ("measured", "full")
 
 
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """`value` when it is a mapping (a profile, a fit.json entry); else an InputError at `where`."""
+    if not isinstance(value, Mapping):
+        raise InputError(f"{where} must be a mapping of keys, got {_shown(value)}")
+    return value
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _coefficient(m: Mapping[str, Any], key: str, where: str, unit: str) -> float:
+    """``m[key]``, a law's coefficient: a finite number in [0, MAX_TIME_S] (the range the laws
+    accept); else an InputError naming ``where.key``, the range and what was given."""
+    if key not in m:
+        raise InputError(f"{where}: missing key {key!r} (a number in [0, {MAX_TIME_S:g}] {unit})")
+    return number(m[key], f"{where}.{key}", lo=0, hi=MAX_TIME_S, unit=unit)
+
+
+def _solved_from(profile: Mapping[str, Any], where: str) -> tuple[str, ...]:
+    """The claim ids of ``solved_from`` (a list; none when absent)."""
+    ids = profile.get("solved_from", [])
+    if not isinstance(ids, list | tuple):
+        raise InputError(f"{where}.solved_from must be a list of claim ids, got {_shown(ids)}")
+    return tuple(str(c) for c in ids)
+
+
+def _fit_file(profile: Mapping[str, Any]) -> str:
+    return f"results/profiling/{profile.get('source')}/{profile.get('model')}/fit.json"
+
+
 def fit_section(
     fit: Mapping[str, Any], key: str, depth: str, where: str
 ) -> tuple[Mapping[str, Any], str]:
@@ -70,63 +109,96 @@ def fit_section(
         raise InputError(f"{where}.depth: must be one of {list(FIT_DEPTHS)}, got {depth!r}")
     label = str(fit.get("label", fit.get("source", "")))
     if depth == "full" and "full_depth" in fit:
-        fd = fit["full_depth"]
+        fd = _mapping(fit["full_depth"], f"{where}: its fit.json's full_depth")
         if not fd.get("valid"):
             raise InputError(
                 f"{where}: depth full asked for, but {fit.get('source')}/{fit.get('model')} failed its "
                 "depth check (time not linear in layers), so it has no full-depth extrapolation"
             )
-        return fd[key], str(fd.get("label", label))
+        if key not in fd:
+            raise InputError(f"{where}: its fit.json's full_depth has no {key!r} entry")
+        entry = _mapping(fd[key], f"{where}: its fit.json's full_depth.{key}")
+        return entry, str(fd.get("label", label))
     if key not in fit:
         raise InputError(f"{where}: its fit.json has no {key!r} entry")
-    return fit[key], label
+    return _mapping(fit[key], f"{where}: its fit.json's {key!r} entry"), label
 
 
-def fit_json_path(profile: Mapping[str, Any]) -> str | None:
+def fit_json_path(profile: Mapping[str, Any], where: str = "profile") -> str | None:
     """``results/profiling/<source>/<model>/fit.json``, the file a ``kind: fit`` profile (latency
-    or batch) is read from; None for a fixed profile."""
+    or batch) is read from; None for a fixed profile. InputError (at `where`, the profile's
+    config key) for a fit profile without ``source`` or ``model`` (names, not empty)."""
+    _mapping(profile, where)
     if profile.get("kind", "fixed") != "fit":
         return None
-    return f"results/profiling/{profile['source']}/{profile['model']}/fit.json"
+    for key in ("source", "model"):
+        value = profile.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise InputError(
+                f"{where}: kind fit needs {key} (a name: results/profiling/<source>/<model>/"
+                f"fit.json), got {_shown(value) if key in profile else 'none'}"
+            )
+    return _fit_file(profile)
 
 
-def read_fit(profile_cfg: Mapping[str, Any], base_dir: str | Path = ".") -> dict[str, Any] | None:
+def read_fit(
+    profile_cfg: Mapping[str, Any], base_dir: str | Path = ".", where: str = "profile"
+) -> dict[str, Any] | None:
     """The parsed fit.json a config profile of kind ``fit`` reads (None for ``kind: fixed``);
-    InputError when it has not been built yet."""
-    rel = fit_json_path(profile_cfg)
+    InputError when it has not been built yet or is not a JSON object."""
+    rel = fit_json_path(profile_cfg, where)
     if rel is None:
         return None
     path = Path(base_dir) / rel
     if not path.is_file():
         raise InputError(
-            f"{rel} does not exist: the profiling part of the pipeline builds it "
+            f"{where}: {rel} does not exist: the profiling part of the pipeline builds it "
             f"(`make reproduce`, or `.venv/bin/snakemake --cores all {rel}`)"
         )
-    data: dict[str, Any] = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except UnicodeDecodeError:
+        raise InputError(f"{where}: {rel} is not UTF-8 text (expected JSON)") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"{where}: {rel} is not JSON ({err.msg}, line {err.lineno})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: {rel} must hold a JSON object, got {type(data).__name__}")
     return data
 
 
 def named_latency(
-    config: Mapping[str, Any], name: str, kind: str, base_dir: str | Path = "."
+    config: Mapping[str, Any],
+    name: str,
+    kind: str,
+    base_dir: str | Path = ".",
+    *,
+    where: str | None = None,
 ) -> tuple[Latency, dict[str, Any] | None]:
     """The time law config profile `name` gives a batch former of `kind` (a Policy kind):
     ``continuous`` -> ``step_profiles``; others -> ``batch_profiles``, else ``latency_profiles``.
-    Returns (law, its fit.json or None)."""
+    Returns (law, its fit.json or None). `where` (the CLI's ``--config FILE``) starts the message
+    of an InputError about the profile (a missing key, a number out of range, a bad fit.json)."""
     want = ("step_profiles",) if kind == "continuous" else ("batch_profiles", "latency_profiles")
-    for section in want:
-        prof = (config.get(section) or {}).get(name)
-        if prof is None:
-            continue
-        fit = read_fit(prof, base_dir)
-        if section == "step_profiles":
-            return resolve_step_profile(name, prof, fit), fit
-        if section == "batch_profiles":
-            return resolve_batch_profile(name, dict(prof), fit), fit
-        return resolve_linear_profile(name, prof, fit), fit
-    known = sorted({n for s in want for n in (config.get(s) or {})})
-    where = " or ".join(f"config {s}" for s in want)
+    sections: dict[str, Mapping[str, Any]] = {}
+    try:
+        for section in want:
+            sections[section] = _mapping(config.get(section) or {}, section)
+        for section in want:
+            if name not in sections[section]:
+                continue
+            prof = _mapping(sections[section][name], f"{section}.{name}")
+            fit = read_fit(prof, base_dir, f"{section}.{name}")
+            if section == "step_profiles":
+                return resolve_step_profile(name, prof, fit), fit
+            if section == "batch_profiles":
+                return resolve_batch_profile(name, dict(prof), fit), fit
+            return resolve_linear_profile(name, prof, fit), fit
+    except InputError as err:
+        raise InputError(f"{where}: {err}" if where else str(err)) from None
+    known = sorted({str(n) for s in want for n in sections[s]})
+    looked = " or ".join(f"config {s}" for s in want)
     raise InputError(
-        f"--profile {name!r}: no such profile for {kind} batching in {where}; known: {known}"
+        f"--profile {name!r}: no such profile for {kind} batching in {looked}; known: {known}"
     )
 
 
@@ -139,10 +211,20 @@ def kv_tokens_of_fit(fit: Mapping[str, Any] | None, *, memory_fraction: float = 
     if not fit or "model" not in fit:
         raise InputError("--kv-tokens auto needs --profile NAME of a source with a model and GPU")
     gpu = fit.get("gpu")
+    at = f"--kv-tokens auto: the profile's fit.json ({fit.get('source')!r})"
+    hardware = fit.get("hardware")
     if isinstance(gpu, Mapping) and "memory_gib" in gpu:
-        mem = float(gpu["memory_gib"])
-    elif isinstance(fit.get("hardware"), Mapping) and "gpu_memory_gib" in fit["hardware"]:
-        mem = float(fit["hardware"]["gpu_memory_gib"])
+        mem = number(
+            gpu["memory_gib"], f"{at} gpu.memory_gib", lo=0, hi=MAX_MEMORY_GIB, lo_open=True
+        )
+    elif isinstance(hardware, Mapping) and "gpu_memory_gib" in hardware:
+        mem = number(
+            hardware["gpu_memory_gib"],
+            f"{at} hardware.gpu_memory_gib",
+            lo=0,
+            hi=MAX_MEMORY_GIB,
+            lo_open=True,
+        )
     else:
         raise InputError(
             f"--kv-tokens auto: the profile's source {fit.get('source')!r} names no GPU memory "
@@ -152,7 +234,11 @@ def kv_tokens_of_fit(fit: Mapping[str, Any] | None, *, memory_fraction: float = 
 
 
 def resolve_linear_profile(
-    name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
+    name: str,
+    profile: Mapping[str, Any],
+    fit: Mapping[str, Any] | None = None,
+    *,
+    where: str | None = None,
 ) -> LinearLatency:
     """Build the LinearLatency a config profile names.
 
@@ -161,13 +247,15 @@ def resolve_linear_profile(
     ``results/profiling/<source>/<model>/fit.json`` whose ``linear`` entry holds slope and
     intercept of S on N (``depth: full``: its full-depth extrapolation, see :func:`fit_section`).
     """
+    where = where or f"latency_profiles.{name}"
+    _mapping(profile, where)
     kind = profile.get("kind")
     verdict = str(profile.get("verdict", "independent"))
-    solved = tuple(str(c) for c in profile.get("solved_from", []))
+    solved = _solved_from(profile, where)
     if kind == "fixed":
         return LinearLatency(
-            float(profile["a_s_per_token"]),
-            float(profile["b0_s"]),
+            _coefficient(profile, "a_s_per_token", where, "s/token"),
+            _coefficient(profile, "b0_s", where, "s"),
             name,
             "config (fixed values)",
             verdict,
@@ -177,18 +265,26 @@ def resolve_linear_profile(
         if fit is None or "linear" not in fit:
             raise InputError(f"latency profile {name!r} needs its fit.json with a 'linear' entry")
         depth = str(profile.get("depth", "measured"))
-        lin, label = fit_section(fit, "linear", depth, f"latency_profiles.{name}")
+        lin, label = fit_section(fit, "linear", depth, where)
         described = fit.get("description", profile.get("source"))
         if depth == "full" and "full_depth" in fit:
             described = f"{label}; {fit['full_depth'].get('method', '')}; {described}"
         source = f"least-squares fit: {described}"
+        at = f"{where}: {_fit_file(profile)}: linear"
         return LinearLatency(
-            float(lin["slope"]), float(lin["intercept"]), name, source, verdict, solved
+            _coefficient(lin, "slope", at, "s/token"),
+            _coefficient(lin, "intercept", at, "s"),
+            name,
+            source,
+            verdict,
+            solved,
         )
     raise InputError(f"latency profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
 
 
-def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> BatchLatency:
+def resolve_batch_profile(
+    name: str, cfg: dict, fit: dict | None = None, *, where: str | None = None
+) -> BatchLatency:
     """The BatchLatency a config ``batch_profiles`` entry names.
 
     ``kind: fixed`` holds k1..k4 (s, s/token) and optionally ``solved_from`` (the claim ids a
@@ -196,14 +292,18 @@ def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> Batc
     takes k1..k4 from ``results/profiling/<source>/<model>/fit.json`` (its ``batch`` entry, or
     with ``depth: full`` the full-depth extrapolation of a fewer-layer CPU sweep), with the fit's
     own label and verdict ("predicted" or "measured")."""
+    where = where or f"batch_profiles.{name}"
+    _mapping(cfg, where)
     kind = cfg.get("kind", "fixed")
+    units = {"k1": "s", "k2": "s", "k3": "s/token", "k4": "s/token"}
     if kind == "fixed":
-        try:
-            k1, k2, k3, k4 = (float(cfg[key]) for key in ("k1", "k2", "k3", "k4"))
-        except KeyError as err:
+        missing = [key for key in units if key not in cfg]
+        if missing:
             raise InputError(
-                f"batch_profiles.{name}: kind fixed needs k1, k2, k3, k4 ({err} missing)"
-            ) from None
+                f"{where}: kind fixed needs k1, k2, k3, k4 ({', '.join(map(repr, missing))} "
+                f"missing; each a number in [0, {MAX_TIME_S:g}])"
+            )
+        k1, k2, k3, k4 = (_coefficient(cfg, key, where, unit) for key, unit in units.items())
         return BatchLatency(
             k1,
             k2,
@@ -212,26 +312,23 @@ def resolve_batch_profile(name: str, cfg: dict, fit: dict | None = None) -> Batc
             name=name,
             source=str(cfg.get("description", "config")),
             verdict=str(cfg.get("verdict", "independent")),
-            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
+            solved_from=_solved_from(cfg, where),
         )
     if kind == "fit":
         if fit is None or "batch" not in fit:
-            raise InputError(
-                f"batch_profiles.{name}: needs its fit.json with a 'batch' entry "
-                f"(results/profiling/{cfg.get('source')}/{cfg.get('model')}/fit.json)"
-            )
-        bb, label = fit_section(
-            fit, "batch", str(cfg.get("depth", "measured")), f"batch_profiles.{name}"
-        )
+            raise InputError(f"{where}: needs its fit.json with a 'batch' entry ({_fit_file(cfg)})")
+        bb, label = fit_section(fit, "batch", str(cfg.get("depth", "measured")), where)
+        at = f"{where}: {_fit_file(cfg)}: batch"
+        k1, k2, k3, k4 = (_coefficient(bb, key, at, unit) for key, unit in units.items())
         return BatchLatency(
-            float(bb["k1"]),
-            float(bb["k2"]),
-            float(bb["k3"]),
-            float(bb["k4"]),
+            k1,
+            k2,
+            k3,
+            k4,
             name=name,
             source=label or str(cfg.get("source")),
             verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))),
-            solved_from=tuple(str(c) for c in cfg.get("solved_from", [])),
+            solved_from=_solved_from(cfg, where),
         )
     raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
 
@@ -240,7 +337,11 @@ STEP_VARIANTS = ("step", "step_graph")
 
 
 def resolve_step_profile(
-    name: str, profile: Mapping[str, Any], fit: Mapping[str, Any] | None = None
+    name: str,
+    profile: Mapping[str, Any],
+    fit: Mapping[str, Any] | None = None,
+    *,
+    where: str | None = None,
 ) -> StepLaw:
     """Build the StepLaw a config ``step_profiles`` entry names.
 
@@ -251,14 +352,18 @@ def resolve_step_profile(
     ``step_graph`` (decode steps replayed from a CUDA graph). The verdict is the profile's, else
     the fit's (predicted, measured, measured-kernels).
     """
+    where = where or f"step_profiles.{name}"
+    _mapping(profile, where)
     kind = profile.get("kind")
+    units = {"c0_s": "s", "c_tok_s": "s/token", "c_ctx_s": "s/token"}
     if kind == "fixed":
-        try:
-            c0, ct, cc = (float(profile[k]) for k in ("c0_s", "c_tok_s", "c_ctx_s"))
-        except KeyError as err:
+        missing = [key for key in units if key not in profile]
+        if missing:
             raise InputError(
-                f"step profile {name!r}: kind fixed needs c0_s, c_tok_s, c_ctx_s ({err} missing)"
-            ) from None
+                f"{where}: kind fixed needs c0_s, c_tok_s, c_ctx_s "
+                f"({', '.join(map(repr, missing))} missing; each a number in [0, {MAX_TIME_S:g}])"
+            )
+        c0, ct, cc = (_coefficient(profile, key, where, unit) for key, unit in units.items())
         return StepLaw(
             c0, ct, cc, name, "config (fixed values)", str(profile.get("verdict", "independent"))
         )
@@ -268,27 +373,35 @@ def resolve_step_profile(
             raise InputError(
                 f"step_profiles.{name}.variant: must be one of {list(STEP_VARIANTS)}, got {variant!r}"
             )
-        where = f"results/profiling/{profile.get('source')}/{profile.get('model')}/fit.json"
+        file = _fit_file(profile)
         if fit is None:
-            raise InputError(f"step profile {name!r} needs its fit.json ({where})")
+            raise InputError(f"step profile {name!r} needs its fit.json ({file})")
         if variant not in fit:
             have = [v for v in STEP_VARIANTS if v in fit]
             why = fit.get("step_missing", "")
             raise InputError(
-                f"step profile {name!r}: {where} has no {variant!r} step law (has {have})"
+                f"step profile {name!r}: {file} has no {variant!r} step law (has {have})"
                 + (f": {why}" if why else "")
             )
-        st = fit[variant]
+        at = f"{where}: {file}: {variant}"
+        st = _mapping(fit[variant], at)
         verdict = str(profile.get("verdict", fit.get("verdict", "independent")))
         label = str(fit.get("label", profile.get("source")))
+        c0, ct, cc = (_coefficient(st, key, at, unit) for key, unit in units.items())
         source = (
-            f"{label}: {variant} fit (R^2 {float(st.get('r2', math.nan)):.3f}, "
+            f"{label}: {variant} fit (R^2 {_r2(st.get('r2')):.3f}, "
             f"n {st.get('n', '?')}); {st.get('description', '')}"
         )
-        return StepLaw(
-            float(st["c0_s"]), float(st["c_tok_s"]), float(st["c_ctx_s"]), name, source, verdict
-        )
+        return StepLaw(c0, ct, cc, name, source, verdict)
     raise InputError(f"step profile {name!r}: kind must be 'fixed' or 'fit', got {kind!r}")
+
+
+def _r2(value: Any) -> float:
+    """A fit's R^2 as its label shows it (NaN when absent or not a number)."""
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
 
 
 # ---- a study setting: a profile name or an inline dict of numbers ----------------------------------
@@ -315,8 +428,9 @@ def setting_fit_paths(value: Any, kind: str, config: Mapping[str, Any]) -> list[
     input files of a workflow job that resolves it."""
     if not isinstance(value, str):
         return []
-    prof = (config.get(_section_of(kind)) or {}).get(value)
-    path = fit_json_path(prof) if isinstance(prof, Mapping) else None
+    section = _section_of(kind)
+    prof = (config.get(section) or {}).get(value)
+    path = fit_json_path(prof, f"{section}.{value}") if isinstance(prof, Mapping) else None
     return [path] if path else []
 
 
@@ -336,13 +450,13 @@ def law_of_setting(
     names the config key in errors, which list the allowed names."""
     section = _section_of(kind)
     if isinstance(value, str):
-        known = config.get(section) or {}
+        known = _mapping(config.get(section) or {}, section)
         if value not in known:
             raise InputError(
                 f"{where}: unknown {section[:-1].replace('_', ' ')} {value!r}; defined: {sorted(known)}"
             )
-        prof = known[value]
-        path = fit_json_path(prof)
+        prof = _mapping(known[value], f"{section}.{value}")
+        path = fit_json_path(prof, f"{section}.{value}")
         fit = (fits or {}).get(path) if path else None
         if kind == "batch":
             return resolve_batch_profile(value, dict(prof), fit)
@@ -359,12 +473,13 @@ def law_of_setting(
     fixed = {"kind": "fixed", **dict(value)}
     try:
         if kind == "batch":
-            return resolve_batch_profile(name, fixed)
+            return resolve_batch_profile(name, fixed, where=where)
         if kind == "step":
-            return resolve_step_profile(name, fixed)
-        return resolve_linear_profile(name, fixed)
+            return resolve_step_profile(name, fixed, where=where)
+        return resolve_linear_profile(name, fixed, where=where)
     except InputError as err:
-        raise InputError(f"{where}: {err}") from None
+        text = str(err)
+        raise InputError(text if text.startswith(where) else f"{where}: {text}") from None
 
 
 def check_setting(value: Any, kind: str, config: Mapping[str, Any], *, where: str) -> None:

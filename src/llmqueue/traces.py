@@ -17,8 +17,8 @@ tables through this module only.
   ``data/ssjf-predictions/``), ``burstgpt``, ``mooncake``, ``vidur``, ``vllm-bench``, or
   ``auto`` (the default: the format :func:`detect_format` recognises from the file);
 - :func:`write_vidur`: rows as vidur's request CSV (atomically), to run the same load in vidur;
-- :func:`read_columns`, :func:`read_timestamps`, :func:`read_column`, :func:`read_table`: the
-  parts they are built from, for callers that need only some columns;
+- :func:`read_columns`, :func:`read_token_columns`, :func:`read_timestamps`, :func:`read_column`,
+  :func:`read_table`: the parts they are built from, for callers that need only some columns;
 - :func:`parse_trace_spec`: the one parser of a ``trace:PATH:COLUMN[:cap=L]`` token-law spec.
 
 A new format plugs in as one reader function ``(path, columns, where) -> TraceRows`` added to
@@ -65,6 +65,7 @@ __all__ = [
     "read_trace",
     "read_table",
     "read_columns",
+    "read_token_columns",
     "read_column",
     "read_timestamps",
     "write_vidur",
@@ -312,6 +313,17 @@ def read_columns(
         c: _checked(_numbers(df[c]), df[c].iloc.__getitem__, f"column {c!r} of {path}", where)
         for c in columns
     }
+
+
+def read_token_columns(
+    path: str | os.PathLike[str], columns: list[str], where: str = "--trace"
+) -> dict[str, np.ndarray]:
+    """Columns of token counts of a CSV trace as float64, every value a number in
+    [0, MAX_TOKENS] (so that it fits the engine's integers); else one InputError naming `where`,
+    the column, the file, how many values are bad and the first one's row, as :func:`read_columns`
+    does."""
+    df = _csv_frame(path, columns, where)
+    return {c: _tokens(df[c], f"column {c!r} of {path}", where) for c in columns}
 
 
 def read_column(path: str | os.PathLike[str], column: str, where: str = "token law") -> np.ndarray:

@@ -5,7 +5,8 @@
   (joint prompt/output rows; ``--trace-format NAME``, :data:`llmqueue.traces.FORMATS`) drawn
   i.i.d. or, with ``--replay``, at the trace's own timestamps; ``--predictor SPEC``;
 - time law: ``--profile NAME`` (a config profile; its fit.json), ``--step``, ``--batch-time`` or
-  ``--latency``; ``--config``;
+  ``--latency``; ``--config`` (its profile's keys and numbers checked, errors naming the file,
+  the profile and the key: :mod:`llmqueue.profiles`);
 - KV budget: ``--kv-tokens N|auto|none`` with ``--kv-memory-fraction``.
 """
 
@@ -162,6 +163,7 @@ def workload_from(args: argparse.Namespace, predictor: Any) -> Workload:
         prompt_column=args.prompt_column,
         output_column=args.output_column,
         timestamp_column=args.timestamp_column,  # read only by a learned predictor's features
+        where="--trace",  # token counts in [0, MAX_TOKENS]: a message names the flag, column, row
         **kw,
     )
 
@@ -193,7 +195,8 @@ def latency_from(args: argparse.Namespace, batching: str) -> tuple[Latency, dict
     # fit.json files live under the project root: the folder above config/ (else here)
     here = cfg_path.resolve().parent
     root = here.parent if here.name == "config" else Path.cwd()
-    return named_latency(config, args.profile, batching, root)
+    # a profile with a missing key, a number out of range, a bad fit.json: named with the file
+    return named_latency(config, args.profile, batching, root, where=f"--config {args.config}")
 
 
 def kv_tokens_from(

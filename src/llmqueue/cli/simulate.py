@@ -49,11 +49,13 @@ from llmqueue.errors import InputError
 from llmqueue.io import strict_json
 from llmqueue.limits import (
     MAX_BATCH,
+    MAX_ENGINE_ENTRIES,
     MAX_RATE_PER_S,
     MAX_REQUESTS,
     MAX_SERVERS,
     MAX_TIME_S,
     MAX_TOKENS,
+    product,
 )
 from llmqueue.policy import (
     ADMISSIONS,
@@ -72,7 +74,7 @@ from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.workload import PoissonWorkload, Workload
 
 MAX_BINS = 1024
-MAX_SLOTS = 1 << 22  # servers x batch entries of the engine's per-server arrays (a few 10 MiB)
+MAX_SLOTS = MAX_ENGINE_ENTRIES  # servers x batch (or x block size): one per-server engine table
 
 
 def _check_flags(args: argparse.Namespace) -> None:
@@ -98,19 +100,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError(
             f"--router-d {args.router_d} samples more replicas than --replicas {args.replicas}"
         )
-    n_srv = args.replicas if args.replicas is not None else args.servers
-    per_server = args.max_batch if args.max_batch is not None else args.batch
-    if per_server is not None and n_srv * per_server > MAX_SLOTS:
-        flag = "--replicas" if args.replicas is not None else "--servers"
-        raise InputError(
-            f"{flag} x --{'max-batch' if args.max_batch is not None else 'batch'} = "
-            f"{n_srv * per_server:,} must be at most {MAX_SLOTS:,} (the engine keeps "
-            "arrays of that many entries per run)"
-        )
-    if args.bins is not None and args.batch is not None and args.bins * args.batch > MAX_SLOTS:
-        raise InputError(
-            f"--bins x --batch = {args.bins * args.batch:,} must be at most {MAX_SLOTS:,}"
-        )
+    _check_sizes(args)
     if (args.tokens is None) == (args.trace is None):
         raise InputError("give exactly one of --tokens LAW (with --prompt-tokens) or --trace PATH")
     if args.prompt_tokens is not None and args.trace is not None:
@@ -168,6 +158,36 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise InputError(
             "--max-batch applies to --batching dynamic, elastic, continuous or rebatch"
         )
+
+
+def _check_sizes(args: argparse.Namespace) -> None:
+    """The memory of the engine's per-server tables, before anything is allocated: servers (or
+    replicas) x the batch cap, servers x the KV block size (continuous batching keeps a table of
+    block phases per server) and bins x batch each hold at most MAX_SLOTS entries of 8 bytes."""
+    servers = (
+        ("--replicas", args.replicas) if args.replicas is not None else ("--servers", args.servers)
+    )
+    per_server = (
+        ("--max-batch", args.max_batch) if args.max_batch is not None else ("--batch", args.batch)
+    )
+    sizes = [
+        ((servers, per_server), "batch slots", "several tables"),
+        ((servers, ("--block-size", args.block_size)), "KV-block entries", "one table"),
+        ((("--bins", args.bins), ("--batch", args.batch)), "bin slots", "one table"),
+    ]
+    for factors, what, tables in sizes:
+        if all(v is not None for _, v in factors):
+            entries = math.prod(int(v) for _, v in factors)
+            product(
+                factors,
+                MAX_SLOTS,
+                what,
+                estimate=f"{tables} of {_gib(8 * entries)}",
+            )
+
+
+def _gib(n_bytes: float) -> str:
+    return f"{n_bytes / 2**30:.3g} GiB" if n_bytes >= 2**30 else f"{n_bytes / 2**20:.3g} MiB"
 
 
 def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
@@ -392,13 +412,15 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--max-batch",
         type=flags.count(1, MAX_BATCH),
-        help=f"b_max (dynamic, elastic, rebatch) or max_batch (continuous), in [1, {MAX_BATCH}]",
+        help=f"b_max (dynamic, elastic, rebatch) or max_batch (continuous), in [1, {MAX_BATCH}]; "
+        f"--servers (or --replicas) x --max-batch at most {MAX_SLOTS:,}",
     )
     g.add_argument(
         "--batch",
         type=flags.count(1, MAX_BATCH),
         metavar="K",
-        help=f"batch size K (fixed; B for multibin), in [1, {MAX_BATCH}]",
+        help=f"batch size K (fixed; B for multibin), in [1, {MAX_BATCH}]; --servers x --batch "
+        f"and --bins x --batch at most {MAX_SLOTS:,}",
     )
     g.add_argument(
         "--bins",
@@ -431,18 +453,21 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--block-size",
         type=flags.count(1, MAX_BATCH),
-        help=f"continuous: KV cache in blocks of N tokens (paged; default 1), N in [1, {MAX_BATCH}]",
+        help=f"continuous: KV cache in blocks of N tokens (paged; default 1), N in [1, {MAX_BATCH}]; "
+        f"--servers (or --replicas) x --block-size at most {MAX_SLOTS:,}",
     )
     g.add_argument(
         "--servers",
         type=flags.count(1, MAX_SERVERS),
         default=1,
-        help=f"identical servers sharing the queue, in [1, {MAX_SERVERS}]",
+        help=f"identical servers sharing the queue, in [1, {MAX_SERVERS}]; times --max-batch, "
+        f"--batch or --block-size at most {MAX_SLOTS:,} (the engine's per-server tables)",
     )
     g.add_argument(
         "--replicas",
         type=flags.count(1, MAX_SERVERS),
-        help=f"engine replicas behind --router, each with its own queue, in [1, {MAX_SERVERS}]",
+        help=f"engine replicas behind --router, each with its own queue, in [1, {MAX_SERVERS}]; "
+        f"times --max-batch or --block-size at most {MAX_SLOTS:,}",
     )
     g.add_argument(
         "--router",

@@ -11,6 +11,9 @@ Impatient users (--patience tau): the lost fraction pi, the mean wait of served 
 everyone E[W], by the paper's approximation (Eq. 6-9, "formula") and the exact M/G/1+D solution.
 --simulate N adds a simulation of N requests with 95% CI and p50/p95/p99 of the wait.
 A range --limit START:STOP:STEP prints the curve and the optimum of F1 (patient) or F2.
+Sizes: a range holds at most 100,000 points; with --patience, its points x the exact solution's
+grid cells (up to 5.6e9 a point) at most 5e11 in all (about 88 points at long patience, 160 at
+tau = 60 s, lambda <= 0.4/s); with --simulate N, points x N at most 1e9 requests.
 """
 
 from __future__ import annotations
@@ -25,12 +28,24 @@ import numpy as np
 from llmqueue.cli import add_command, flags
 from llmqueue.errors import InputError
 from llmqueue.io import strict_json
-from llmqueue.limits import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS
+from llmqueue.limits import (
+    MAX_EXACT_CELLS,
+    MAX_RATE_PER_S,
+    MAX_REQUESTS,
+    MAX_SIMULATED,
+    MAX_TIME_S,
+    MAX_TOKENS,
+)
 
 MAX_COST = 1e9  # F2's cost of a lost user: any larger weight only flips the optimum to no limit
 MAX_GAMMA = 10.0  # r^gamma stays finite for every r <= MAX_TOKENS
 
 _DEFAULT_ALPHA = {"patient": 119 / 120, "impatient": 0.95}
+MAX_POINTS = 100_000  # points of a --limit range
+# the grid schedule of llmqueue.analytic.impatience.exact_mg1d at the defaults exact_token_limit
+# uses: first grid, finest grid, the most arrivals within one patience it solves
+_GRID_STEP_S, _MAX_GRID, _MAX_ARRIVALS = 0.02, 1 << 16, (1 << 16) // 8
+_S_PER_CELL = 4e-10  # one core (a 65,536-cell grid in about 1.8 s), for the estimate in messages
 
 
 def register(sub: Any) -> None:
@@ -56,7 +71,9 @@ def register(sub: Any) -> None:
         "--limit",
         required=True,
         help=f"max-token limit l in (0, {MAX_TOKENS:g}] tokens, or a range START:STOP:STEP "
-        "(at most 100,000 points)",
+        f"(at most {MAX_POINTS:,} points; with --patience, points x the exact solution's grid "
+        f"cells at most {MAX_EXACT_CELLS:.0e}: about 88 points at long patience; with --simulate "
+        f"N, points x N at most {MAX_SIMULATED:.0e} requests)",
     )
     p.add_argument(
         "--patience",
@@ -68,7 +85,8 @@ def register(sub: Any) -> None:
         "--simulate",
         type=flags.count(1000, MAX_REQUESTS, unit="requests"),
         metavar="N",
-        help=f"also simulate N requests after warm-up, N in [1000, {MAX_REQUESTS:g}]",
+        help=f"also simulate N requests after warm-up, N in [1000, {MAX_REQUESTS:g}]; "
+        f"N x --limit points at most {MAX_SIMULATED:g}",
     )
     p.add_argument(
         "--warmup",
@@ -100,7 +118,7 @@ def register(sub: Any) -> None:
 def _parse_limits(text: str) -> tuple[np.ndarray, bool]:
     from llmqueue.grids import parse_range
 
-    limits, is_range = parse_range(text, "--limit", max_points=100_000)
+    limits, is_range = parse_range(text, "--limit", max_points=MAX_POINTS)
     if not (limits[0] > 0 and limits[-1] <= MAX_TOKENS and np.all(np.isfinite(limits))):
         raise InputError(f"--limit must lie in (0, {MAX_TOKENS:g}] tokens, got {text!r}")
     return limits, is_range
@@ -110,6 +128,52 @@ def _validate(args: argparse.Namespace) -> None:
     """What the flags' own types cannot see: the warm-up against the run."""
     if args.warmup is not None and args.simulate is None:
         raise InputError("--warmup goes with --simulate N")
+
+
+def exact_cells(rate_per_s: float, patience_s: float) -> int:
+    """The most cells the exact M/G/1+D solution of one limit can solve (its renewal grids of n
+    cells cost n^2 each: the first grid max(8, min(tau/h, N/4), 2 lambda tau), doubled until the
+    loss converges or the grid passes N/2; here: never converging), as
+    :func:`llmqueue.analytic.impatience.exact_mg1d` schedules them (h = 0.02 s, N = 65,536).
+    0 beyond lambda * tau = 8192, which that solution refuses at once."""
+    if rate_per_s * patience_s > _MAX_ARRIVALS:
+        return 0
+    n = max(
+        8,
+        min(math.ceil(patience_s / _GRID_STEP_S), _MAX_GRID // 4),
+        math.ceil(2.0 * rate_per_s * patience_s),
+    )
+    cells = n * n
+    while True:
+        n *= 2
+        cells += n * n
+        if n * 2 > _MAX_GRID:
+            return cells
+
+
+def _check_work(args: argparse.Namespace, points: int) -> None:
+    """The work of the whole command, before any of it: the simulated requests of every point and
+    the exact M/G/1+D grids of every point (InputError of one line: the estimate and the limit)."""
+    # the measured requests: one point takes --simulate's own range
+    if args.simulate is not None and points * args.simulate > MAX_SIMULATED:
+        raise InputError(
+            f"--limit {args.limit} with --simulate {args.simulate}: {points:,} points x "
+            f"{args.simulate:,} requests = {points * args.simulate:.3g} simulated requests "
+            f"(besides each point's warm-up); at most {MAX_SIMULATED:.3g} in all: give at most "
+            f"{max(1, MAX_SIMULATED // args.simulate):,} --limit points or a smaller --simulate"
+        )
+    if args.patience is not None:
+        cells = exact_cells(args.rate, args.patience)
+        total = points * cells
+        if total > MAX_EXACT_CELLS:
+            hours = total * _S_PER_CELL / 3600
+            raise InputError(
+                f"--limit {args.limit} with --patience {args.patience:g}: {points:,} points x "
+                f"up to {cells:.3g} cells of the exact M/G/1+D grid = {total:.3g} cells "
+                f"(roughly {hours:.2g} h on one core); at most {MAX_EXACT_CELLS:.3g} in all: "
+                f"give at most {max(1, MAX_EXACT_CELLS // cells):,} --limit points or a "
+                "shorter --patience"
+            )
 
 
 def _simulate(
@@ -252,6 +316,7 @@ def run(args: argparse.Namespace) -> int:
 
     _validate(args)
     limits, is_range = _parse_limits(args.limit)
+    _check_work(args, len(limits))
     try:
         law = parse_law(args.tokens)
     except InputError as err:

@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
+from llmqueue.limits import MAX_TOKENS
 from llmqueue.sim.laws import draw, encode_law
 from llmqueue.sim.predictors import Oracle, Predictor, predict_chunk
 from llmqueue.sim.rng import EXP_F, EXP_K, EXP_W, WordStream, std_exp, uniform32
@@ -46,7 +47,7 @@ from llmqueue.traces import (
     TraceColumns,
     TraceRows,
     detect_format,
-    read_columns,
+    read_token_columns,
     read_trace,
 )
 
@@ -308,8 +309,14 @@ class TraceWorkload(Workload):
         o = np.asarray(self.output_tokens, dtype=float)
         if p.shape != o.shape or p.ndim != 1 or p.size == 0:
             raise InputError("trace workload: prompt and output columns must be equal, non-empty")
-        if np.any(o < 0) or np.any(p < 0):
-            raise InputError("trace workload: token counts must be >= 0")
+        for what, x in (("prompt", p), ("output", o)):
+            bad = ~((x >= 0) & (x <= MAX_TOKENS))  # NaN too
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise InputError(
+                    f"trace workload {self.source}: {int(bad.sum())} {what} token counts are "
+                    f"not numbers in [0, {MAX_TOKENS:g}], the first in row {i + 1}: {x[i]:g}"
+                )
         object.__setattr__(self, "prompt_tokens", p)
         object.__setattr__(self, "output_tokens", o)
         object.__setattr__(
@@ -329,11 +336,14 @@ class TraceWorkload(Workload):
         predictor: Predictor | None = None,
         timestamp_column: str = "TIMESTAMP",
         trace_format: str = "auto",
+        where: str = "--trace",
     ) -> TraceWorkload:
         """Rows of a trace (a CSV's columns, or a file of another format of
         :data:`llmqueue.traces.FORMATS`, whose columns the format fixes); `timestamp_column` is
         read only for a predictor that reads rows (``learned``: its features need arrival times
-        and the history of finished requests)."""
+        and the history of finished requests). Token counts must be numbers in
+        [0, :data:`~llmqueue.limits.MAX_TOKENS`]; `where` (the flag) starts the message of an
+        InputError about the file."""
         pred = predictor or Oracle()
         columns = TraceColumns(timestamp_column, prompt_column, output_column)
         if trace_format == "auto":
@@ -347,7 +357,7 @@ class TraceWorkload(Workload):
         if trace_format != "csv":
             source = f"{Path(path).name} ({trace_format})"
         if pred.needs_rows or trace_format != "csv":
-            rows = read_trace(path, columns, format=trace_format)
+            rows = read_trace(path, columns, format=trace_format, where=where)
             return cls(
                 rows.prompt_tokens,
                 rows.output_tokens,
@@ -356,7 +366,7 @@ class TraceWorkload(Workload):
                 source,
                 _learned_rows(pred, rows) if pred.needs_rows else None,
             )
-        cols = read_columns(path, [prompt_column, output_column])
+        cols = read_token_columns(path, [prompt_column, output_column], where)
         return cls(cols[prompt_column], cols[output_column], rate_per_s, pred, source)
 
     def mean_output(self) -> float:
