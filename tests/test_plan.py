@@ -1,6 +1,8 @@
 """``llmqueue plan`` and its library (llmqueue.plan): SLO and search-space parsing, the goodput
 bisection against a closed form, the summary (best, fewest replicas, Pareto front), slices and
-their merge, reproducibility across worker counts, and bad input refused in one line."""
+their merge, reproducibility across worker counts, one-rate configurations that miss their SLOs
+(no goodput, off the front and the figure), the figure's headroom, and bad input (unwritable
+outputs, a slice with nowhere to go) refused in one line before any simulation."""
 
 from __future__ import annotations
 
@@ -9,13 +11,14 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from llmqueue.analytic.priority import pk_wait
 from llmqueue.cli import main
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
-from llmqueue.plan.search import PlanRun, goodput, parse_rate
+from llmqueue.plan.search import PlanRun, goodput, parse_rate, result_row
 from llmqueue.plan.slo import parse_slo
 from llmqueue.plan.space import MAX_CONFIGS, Config, SearchSpace, parse_ints
 from llmqueue.plan.summary import best, fewest_replicas, pareto_front
@@ -141,6 +144,27 @@ def test_range_and_one_rate_modes() -> None:
     assert one.met and one.runs == 1 and one.rate_per_s == 0.5
 
 
+def test_one_rate_a_configuration_that_misses_has_no_goodput() -> None:
+    """At --rate R a configuration that misses its SLOs there has no goodput at R: bound ``<``
+    (goodput 0 in its row), not met, no Pareto latency, no place in the summary."""
+    law = parse_law("uniform:low=1,high=200")
+    cfg = Config(1, "central", "fcfs", 1, None, 10**6, math.nan, 1)
+    lat = StepLaw(0.005, 0.0, 0.0)
+    run = PlanRun(requests=20_000, warmup=2_000, seed=1)
+    slo = parse_slo("wait_mean=0.5")
+    # M/G/1 at 1.5/s: rho 0.75, mean wait about 1.0 s > 0.5 s
+    miss = goodput(PoissonWorkload(law, 1.0), cfg, lat, slo, parse_rate("1.5"), run)
+    assert not miss.met and miss.runs == 1
+    assert miss.bound == "<" and miss.rate_per_s == 1.5
+    assert math.isnan(miss.pareto_latency_s) and "wait_mean" in miss.why_not_higher
+    row = result_row(cfg, miss, slo)
+    assert row["goodput_rate_per_s"] == 0.0 and row["goodput_per_replica_per_s"] == 0.0
+    assert row["goodput_bound"] == "<" and row["met"] is False
+    assert row["wait_mean_s"] > 0.5  # the SLO's value at R stays in the row
+    assert best([row]) is None and pareto_front([row]) == [False]
+    assert fewest_replicas([row], 1.5, True) is None
+
+
 def test_an_slo_no_rate_meets_has_goodput_zero() -> None:
     law = parse_law("uniform:low=100,high=200")
     cfg = Config(1, "central", "fcfs", 4, None, 10**6, math.nan, 1)
@@ -170,6 +194,36 @@ def test_best_fewest_and_pareto() -> None:
     assert fewest_replicas(rows, 30.0, False) is None
     assert pareto_front(rows) == [True, True, True, False, False]
     assert best([_row(1, 0.2, 9, "<")]) is None
+
+
+def test_a_row_that_misses_its_slos_is_never_on_the_front_nor_plotted() -> None:
+    """A row whose ``met`` is false (e.g. a slice written before one-rate rows got bound ``<``)
+    neither joins nor dominates the front, and the figure leaves it out."""
+    import matplotlib.pyplot as plt
+
+    from llmqueue.plots.fig_plan_pareto import plot  # after it: matplotlib's Agg backend
+
+    miss = {**_row(1, 50, 0.1), "met": False}  # goodput and latency better than any other
+    rows = [_row(2, 10, 1.0), miss, _row(4, 18, 0.5)]
+    assert pareto_front(rows) == [True, False, True]
+    assert best(rows) is rows[0] and fewest_replicas(rows, 5.0, False) is rows[0]
+    df = pd.DataFrame(
+        [{**r, "router": "jsq", "order": "fcfs", "max_batch": 64, "pareto": p}
+         for r, p in zip(rows, pareto_front(rows), strict=True)]
+    )  # fmt: skip
+    fig = plot({"plan": df}, {"headroom": 0.8})
+    try:
+        ys = _plotted_goodputs(fig)
+    finally:
+        plt.close(fig)
+    assert 50.0 not in ys and {5.0, 4.5} <= ys
+
+
+def _plotted_goodputs(fig) -> set[float]:  # type: ignore[no-untyped-def]
+    """The goodputs per replica a plan figure draws (its scatter points and front line)."""
+    ax = fig.axes[0]
+    ys = {float(y) for coll in ax.collections for y in np.asarray(coll.get_offsets())[:, 1]}
+    return ys | {float(y) for line in ax.get_lines() for y in line.get_ydata()}
 
 
 # ---- the command ---------------------------------------------------------------------------------
@@ -224,6 +278,64 @@ def test_plan_is_the_same_on_any_number_of_workers_and_slices_merge(
     assert [g[0] for g in got] == [w[0] for w in want]
     np.testing.assert_allclose([g[1] for g in got], [w[1] for w in want], rtol=1e-12)
     assert merged["best"]["goodput_per_replica_per_s"] == one["best"]["goodput_per_replica_per_s"]
+
+
+@pytest.fixture
+def plan_figures(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """The figures ``llmqueue plan --figure`` draws during the test, closed at its end."""
+    from llmqueue.plots import fig_plan_pareto
+
+    drawn: list = []
+    original = fig_plan_pareto.plot
+
+    def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
+        fig = original(inputs, params)
+        drawn.append(fig)
+        return fig
+
+    monkeypatch.setattr(fig_plan_pareto, "plot", plot)
+    yield drawn
+    import matplotlib.pyplot as plt
+
+    for fig in drawn:
+        plt.close(fig)
+
+
+def test_one_rate_reports_a_configuration_that_misses_as_not_met(
+    capsys: pytest.CaptureFixture[str], tmp_path, plan_figures: list
+) -> None:
+    """--rate R: one replica misses p99 TPOT <= 16 ms at 8/s (about 18 ms), four meet it; the
+    one that misses gets goodput 0 (bound <) in the JSON, the table and the figure, is not on
+    the Pareto front, and best / fewest replicas are the one that meets them."""
+    args = ["--slo", "ttft_p99=1,tpot_p99=0.016", "--replicas", "1,4", "--router", "jsq",
+            "--max-batch", "64", "--rate", "8", "--workers", "1"]  # fmt: skip
+    out = _plan(capsys, *args, "--figure", str(tmp_path / "fig"))
+    by = {r["replicas"]: r for r in out["rows"]}
+    miss, meet = by[1], by[4]
+    assert not miss["met"] and miss["tpot_p99_s"] > 0.016 and math.isfinite(miss["ttft_p99_s"])
+    assert meet["met"] and meet["goodput_bound"] == "=" and meet["goodput_rate_per_s"] == 8
+    assert miss["goodput_bound"] == "<" and miss["goodput_rate_per_s"] == 0
+    assert miss["goodput_per_replica_per_s"] == 0 and miss["pareto"] is False
+    assert meet["pareto"] is True
+    assert out["best"]["replicas"] == 4 and out["fewest_replicas"]["replicas"] == 4
+    (fig,) = plan_figures
+    assert 8.0 not in _plotted_goodputs(fig) and 2.0 in _plotted_goodputs(fig)
+    # the table: the one that misses shows no goodput of 8/s
+    assert main(["plan", "--tokens", "uniform:low=1,high=300", "--prompt-tokens",
+                 "uniform:low=10,high=500", "--step", STEP, "--kv-tokens", "20000",
+                 "--requests", "3000", "--warmup", "300", *args]) == 0  # fmt: skip
+    table = capsys.readouterr().out.splitlines()
+    (line_1,) = [ln for ln in table if ln.split()[:2] == ["1", "jsq"]]
+    assert line_1.split()[6:8] == ["<0", "0"]
+
+
+def test_the_figure_names_the_headroom_given(
+    capsys: pytest.CaptureFixture[str], tmp_path, plan_figures: list
+) -> None:
+    _plan(capsys, "--slo", "ttft_p99=1", "--max-batch", "64", "--headroom", "0.6",
+          "--figure", str(tmp_path / "fig"))  # fmt: skip
+    (fig,) = plan_figures
+    assert fig.axes[0].get_xlabel() == "p99 TTFT at 0.6 x goodput (s)"
 
 
 def test_an_slo_no_configuration_meets_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,3 +396,62 @@ def test_bad_input_exits_2_in_one_line(
     assert rc == 2
     assert len(err.strip().splitlines()) == 1
     assert re.search(match, err), err
+
+
+def _no_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the command starts the search (or its runs)."""
+    import llmqueue.plan.search as search_mod
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the search ran before the bad flag was refused")
+
+    monkeypatch.setattr(search_mod, "search", refuse)
+    monkeypatch.setattr(search_mod, "evaluate", refuse)
+
+
+@pytest.mark.parametrize(
+    ("args", "match"),
+    [
+        (["--figure", "{tmp}/no_such_folder/fig"], r"error: --figure: the folder .*no_such_folder"),
+        (["--figure", "{tmp}/fig"], r"error: --figure: .*fig.pdf' is a directory"),
+        (["--slice", "0/2"], r"error: --slice K/N writes its rows with --csv PATH or --json"),
+    ],
+)
+def test_outputs_are_refused_before_the_search(
+    capsys: pytest.CaptureFixture[str],
+    tmp_path,
+    monkeypatch: pytest.MonkeyPatch,
+    args: list[str],
+    match: str,
+) -> None:
+    """An unwritable --figure, or a --slice whose rows would go nowhere, exits 2 in one line
+    naming the flag, before any simulation."""
+    import re
+
+    _no_search(monkeypatch)
+    (tmp_path / "fig.pdf").mkdir()  # --figure {tmp}/fig would write over a directory
+    args = [a.format(tmp=tmp_path) for a in args]
+    rc = main(["plan", "--tokens", "uniform:low=1,high=300", "--step", STEP, "--kv-tokens",
+               "20000", "--slo", "ttft_p99=2", *args])  # fmt: skip
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert len(err.strip().splitlines()) == 1
+    assert re.search(match, err), err
+
+
+def test_merge_checks_the_figure_path_first(capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    rows = tmp_path / "rows.csv"
+    rows.write_text(
+        "replicas,router,order,max_batch,goodput_rate_per_s,goodput_bound,"
+        "goodput_per_replica_per_s,met,pareto_latency_s\n"
+        "1,jsq,fcfs,64,4.0,=,4.0,True,0.5\n"
+    )
+    rc = main(["plan", "--merge", str(rows), "--figure", str(tmp_path / "nope" / "fig")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "error: --figure: the folder" in err and len(err.splitlines()) == 1
+
+
+def test_a_slice_with_json_only_prints_its_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _plan(capsys, "--slo", "ttft_p99=2", "--replicas", "1,2", "--max-batch", "64",
+                "--slice", "1/2")  # fmt: skip
+    assert [r["replicas"] for r in out["rows"]] == [2]

@@ -25,11 +25,13 @@ metric at ``--headroom`` x goodput (``--figure``). As a table, ``--json`` or ``-
 seed gives the same numbers on any number of ``--workers``.
 
 A search too large for one machine: ``--slice K/N`` evaluates every N-th configuration from the
-K-th and writes its rows (``--csv``); ``--merge A.csv B.csv ...`` reads the slices back and
-reports on all of them (the Snakemake rules ``plan_slice`` and ``plan`` do this, on a cluster
-through ``--profile profiles/slurm``; docs/cli.md). Bad input exits 2 naming the flag before any
-simulation; a space of more than 10^6 configurations is refused with its count; SLOs that no
-configuration meets are reported as such.
+K-th and writes its rows (``--csv``, or ``--json``; one of them is required); ``--merge A.csv
+B.csv ...`` reads the slices back and reports on all of them (give it the slices' ``--rate`` and
+``--headroom``; the Snakemake rules ``plan_slice`` and ``plan`` do this, on a cluster through
+``--profile profiles/slurm``; docs/cli.md). Bad input, and an output path that cannot be written
+(``--csv``, ``--figure``, ``--export``), exits 2 naming the flag before any simulation; a space of
+more than 10^6 configurations is refused with its count; SLOs that no configuration meets are
+reported as such (at ``--rate R``, a configuration that misses them there has goodput 0 at R).
 """
 
 from __future__ import annotations
@@ -124,6 +126,18 @@ def _check(args: argparse.Namespace) -> None:
         raise InputError(
             "give exactly one time law: --profile NAME or --step c0=..,c_tok=..,c_ctx=.."
         )
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an output that cannot be written: ``--csv``, ``--figure``'s
+    PATH.pdf and PATH.png."""
+    from llmqueue.io import check_output_path
+
+    if args.csv:
+        check_output_path(args.csv, "--csv")
+    if args.figure:
+        for ext in ("pdf", "png"):
+            check_output_path(f"{args.figure}.{ext}", "--figure")
 
 
 def _slice(text: str | None) -> tuple[int, int] | None:
@@ -281,6 +295,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     from llmqueue.plan.slo import parse_slo
 
     _check(args)
+    _check_outputs(args)
     rates = parse_rate(args.rate)
     one_rate = rates.mode == "one"
     if args.merge:
@@ -289,6 +304,8 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
         return out
     slo = parse_slo(args.slo)
     part = _slice(args.slice)
+    if part is not None and not (args.csv or args.json):
+        raise InputError("--slice K/N writes its rows with --csv PATH or --json: give one")
     inputs.check_export(args.export)
     export_rate = args.target_rate if args.target_rate is not None else (
         rates.lo if one_rate else None
@@ -303,10 +320,6 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     space = _space(args, fit)
     # the workload at a nominal rate; every run time-scales it to the rate it tries
     workload = inputs.workload_from(argparse.Namespace(**{**vars(args), "rate": None}), predictor)
-    if args.csv:
-        from llmqueue.io import check_output_path
-
-        check_output_path(args.csv, "--csv")
     configs = list(space.configs()) if part is None else space.slice(*part)
     if args.export and export_rate is not None:
         req, warm = PlanRun(requests=args.requests, warmup=args.warmup).sizes(workload)
@@ -351,7 +364,7 @@ def _handler(args: argparse.Namespace) -> int:
     if args.figure:
         from llmqueue.plots.fig_plan_pareto import plot_rows
 
-        plot_rows(out["rows"], args.figure, title=out.get("slo", ""))
+        plot_rows(out["rows"], args.figure, title=out.get("slo", ""), headroom=args.headroom)
     if args.json:
         from llmqueue.io import strict_json
 
@@ -443,7 +456,8 @@ def register(subparsers: Any) -> None:
         type=flags.count(1, 1024),
         help="threads (default: the machine's cores)",
     )
-    g.add_argument("--slice", metavar="K/N", help="evaluate configurations K, K+N, K+2N, ...")
+    g.add_argument("--slice", metavar="K/N", help="evaluate configurations K, K+N, K+2N, ... "
+                   "(their rows: --csv or --json)")  # fmt: skip
     g.add_argument("--merge", nargs="+", metavar="CSV", help="report on the rows of plan CSVs")
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true")

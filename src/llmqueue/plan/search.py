@@ -21,7 +21,8 @@ rate is searched
   misses them up to the top gets the bound ``>=`` (its goodput is at least that: the search
   reached its ceiling);
 - ``LO:HI``: in a range: ``>=`` HI when HI meets the SLOs, ``<`` LO when LO does not;
-- one rate: no bisection, only whether the configuration meets its SLOs at that rate.
+- one rate: no bisection, only whether the configuration meets its SLOs at that rate (bound
+  ``=`` when it does; else ``<``: no goodput at that rate, as a range's LO missed).
 
 Inside a bracket (a rate that meets the SLOs, one that does not) the search interpolates: each
 run's *severity* (the largest value / limit over the SLOs, :class:`llmqueue.plan.slo.Verdict`)
@@ -130,10 +131,10 @@ class PlanRun:
 @dataclass(frozen=True)
 class Goodput:
     """A configuration's result: its goodput (requests/s) and what it means (``bound``: ``=``,
-    ``>=`` the range's top, ``<`` the range's bottom / the lowest rate tried), the verdict at
-    that rate (or at the one rate), its saturation rate (NaN unless searched to ``max``), the
-    p99 of the SLOs' first metric at headroom x goodput (NaN when the goodput is 0), the runs
-    made, and why the lowest failing rate failed."""
+    ``>=`` the range's top, ``<`` the range's bottom / the lowest rate tried / the one rate
+    missed: goodput 0), the verdict at that rate (or at the one rate), its saturation rate (NaN
+    unless searched to ``max``), the p99 of the SLOs' first metric at headroom x goodput (NaN
+    when the goodput is 0), the runs made, and why the lowest failing rate failed."""
 
     rate_per_s: float
     bound: str
@@ -227,6 +228,8 @@ def goodput(
 
     if rates.mode == "one":
         v, res = at(rates.lo)
+        if not v.met:  # no goodput at this rate: as a range's LO missed
+            return Goodput(rates.lo, "<", v, math.nan, math.nan, runs, v.why)
         return Goodput(rates.lo, "=", v, math.nan, _p99(res, slo.first_metric), runs, v.why)
     sat = math.nan
     if rates.mode == "max":

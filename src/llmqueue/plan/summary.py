@@ -8,7 +8,8 @@ and the Pareto front of goodput per replica against latency.
   those, the highest goodput;
 - **Pareto front**: a configuration is on it when no other has at least its goodput per replica
   and at most its Pareto latency (the p99 of the SLOs' first metric at headroom x goodput), one
-  of the two strictly better. Configurations of goodput 0 are never on it.
+  of the two strictly better. Configurations of goodput 0, or that miss the SLOs (``met``
+  false), are never on it and dominate none.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ Row = dict[str, Any]
 
 
 def _carries(row: Row) -> bool:
-    return bool(row["goodput_bound"] != "<" and row["goodput_rate_per_s"] > 0)
+    """Whether the row has a goodput: met its SLOs at a rate above 0 (a row that misses them,
+    e.g. one of a slice written with ``=`` before one-rate misses got ``<``, carries nothing)."""
+    return bool(row["goodput_bound"] != "<" and row["goodput_rate_per_s"] > 0 and row["met"])
 
 
 def best(rows: Sequence[Row]) -> Row | None:

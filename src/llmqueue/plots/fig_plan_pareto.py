@@ -3,7 +3,8 @@ meeting every SLO, over its replicas) against the p99 of the SLOs' first metric 
 that goodput (the headroom an operator runs at); the Pareto front (no other configuration has both
 more goodput per replica and less latency) joined by a line, the best configuration
 (:func:`llmqueue.plan.summary.best`) ringed.
-Colour: the router; marker: the queue order; configurations of goodput 0 are left out."""
+Colour: the router; marker: the queue order; configurations of goodput 0, or that miss the SLOs
+(``met`` false: at ``--rate R``), are left out."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ MARKERS = ("o", "s", "^", "D", "v")
 
 def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
     df = inputs["plan"].copy()
-    df = df[(df["goodput_rate_per_s"] > 0) & (df["goodput_bound"] != "<")]
+    met = df["met"].astype(str).str.lower() == "true"  # bools, or a CSV's text
+    df = df[(df["goodput_rate_per_s"] > 0) & (df["goodput_bound"] != "<") & met]
     fig, ax = style.new_figure(style.SINGLE)
     routers = sorted(df["router"].unique()) if len(df) else []
     orders = sorted(df["order"].unique()) if len(df) else []
@@ -75,15 +77,19 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
     return fig
 
 
-def plot_rows(rows: Sequence[dict[str, Any]], path: str, *, title: str = "") -> None:
-    """Draw a plan's rows (``llmqueue plan --figure PATH``) to PATH.pdf and PATH.png."""
+def plot_rows(
+    rows: Sequence[dict[str, Any]], path: str, *, title: str = "", headroom: float = 0.8
+) -> None:
+    """Draw a plan's rows (``llmqueue plan --figure PATH``) to PATH.pdf and PATH.png; `headroom`:
+    the fraction of the goodput the Pareto latency was measured at (``--headroom``)."""
     df = pd.DataFrame(list(rows))
     metric = "latency"
     slo_cols = [c for c in df.columns if c.endswith("_s") and c.split("_")[0] in
                 ("wait", "ttft", "tpot", "jct")]  # fmt: skip
     if slo_cols:
         metric = slo_cols[0].split("_")[0].upper()
-    fig = plot({"plan": df}, {"metric": metric, "note": f"SLOs: {title}" if title else ""})
+    params = {"metric": metric, "headroom": headroom, "note": f"SLOs: {title}" if title else ""}
+    fig = plot({"plan": df}, params)
     for key in ("pdf", "png"):
         with atomic_path(f"{path}.{key}") as tmp:
             fig.savefig(tmp, format=key, metadata={"CreationDate": None} if key == "pdf" else None)
