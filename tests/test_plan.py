@@ -415,6 +415,7 @@ def _no_search(monkeypatch: pytest.MonkeyPatch) -> None:
         (["--figure", "{tmp}/no_such_folder/fig"], r"error: --figure: the folder .*no_such_folder"),
         (["--figure", "{tmp}/fig"], r"error: --figure: .*fig.pdf' is a directory"),
         (["--slice", "0/2"], r"error: --slice K/N writes its rows with --csv PATH or --json"),
+        (["--slice", "0/2", "--json", "--figure", "{tmp}/f"], r"error: --figure draws the whole"),
     ],
 )
 def test_outputs_are_refused_before_the_search(

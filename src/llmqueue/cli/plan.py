@@ -306,6 +306,10 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     part = _slice(args.slice)
     if part is not None and not (args.csv or args.json):
         raise InputError("--slice K/N writes its rows with --csv PATH or --json: give one")
+    if part is not None and args.figure:
+        raise InputError(
+            "--figure draws the whole search: give it to --merge of the slices, not to --slice"
+        )
     inputs.check_export(args.export)
     export_rate = args.target_rate if args.target_rate is not None else (
         rates.lo if one_rate else None
