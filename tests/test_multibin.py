@@ -380,6 +380,6 @@ def test_learned_bins_table_with_perfect_predictions_equals_true_bins() -> None:
     for k in (1, 2, 4):  # two independent estimates of the same highest rate
         a, b = by["true length"].loc[k], by["perfect"].loc[k]
         assert abs(a["sim_rate_per_s"] - b["sim_rate_per_s"]) < 2 * math.hypot(
-            a["sim_rate_ci95"], b["sim_rate_ci95"]
+            a["sim_rate_ci95_per_s"], b["sim_rate_ci95_per_s"]
         )
     assert by["perfect"].loc[4, "sim_gain"] > 0.2  # bins pay (gain over k = 1)

@@ -71,7 +71,7 @@ if not claims.empty:
     summary += list_table(claims, columns, "Every claim of the paper beside our number")
 write_text(summary, sm.output.summary)
 
-# Markdown table for the README (paste it, or include it in a docs build).
+# The claims as one Markdown table (results/claims.md; docs/results.md carries its generated copy).
 
 
 def md_cell(value: object) -> str:

@@ -41,14 +41,14 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
         s = llm[llm["pe"] == pe].sort_values("bins")
         lab = "true bins" if pe == 0 else f"p_e = {pe:g}"
         style.formula_line(b, s["bins"], s["exact_rate_per_s"], lab, i=i)
-        style.sim_points(b, s["bins"], s["sim_rate_per_s"], s["sim_rate_ci95"], "_sim", i=i)
+        style.sim_points(b, s["bins"], s["sim_rate_per_s"], s["sim_rate_ci95_per_s"], "_sim", i=i)
     learned = inputs.get("learned")
     if learned is not None:  # bins from a real predictor, on the held-out rows
         for by, ls in zip(dict.fromkeys(learned["bins_by"]), (":", "--"), strict=False):
             s = learned[learned["bins_by"] == by].sort_values("bins")
             lab = f"{by}, held-out rows" if by == "true length" else f"{by} (held-out rows)"
             b.errorbar(
-                s["bins"], s["sim_rate_per_s"], yerr=s["sim_rate_ci95"], fmt="s" + ls, color="k",
+                s["bins"], s["sim_rate_per_s"], yerr=s["sim_rate_ci95_per_s"], fmt="s" + ls, color="k",
                 mfc="none", ms=3, lw=1.0, capsize=1.5, label=lab,
             )  # fmt: skip
             if by != "true length":
@@ -70,7 +70,7 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
     s = llm[llm["pe"] == 0].sort_values("bins")
     k1 = s["bins"].iloc[0]
     style.formula_line(c, s["bins"], 100 * s["exact_gain"], "ours, exact (Azure conv lengths)", i=0)
-    rel = s["sim_rate_ci95"] / s["sim_rate_per_s"]
+    rel = s["sim_rate_ci95_per_s"] / s["sim_rate_per_s"]
     ci = 100 * (1 + s["sim_gain"]) * np.hypot(rel, rel.iloc[0])
     style.sim_points(c, s["bins"], 100 * s["sim_gain"], ci, "ours, simulation", i=0)
     if learned is not None:

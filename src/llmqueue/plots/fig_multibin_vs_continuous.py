@@ -34,7 +34,13 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
         s = s.sort_values("bins")
         a.plot(s["bins"], s["exact_rate_per_s"], LINESTYLES[j % 2], color=style.color(0))
         style.sim_points(
-            a, s["bins"], s["sim_rate_per_s"], s["sim_rate_ci95"], "_sim", i=0, marker="os"[j % 2]
+            a,
+            s["bins"],
+            s["sim_rate_per_s"],
+            s["sim_rate_ci95_per_s"],
+            "_sim",
+            i=0,
+            marker="os"[j % 2],
         )
         a.plot([], [], LINESTYLES[j % 2], color=style.color(0), label=f"Multi-Bin, {law}")
 

@@ -18,6 +18,7 @@ def run_smoke(cfg: Mapping[str, Any], out: Path, log: Callable[[str], None] = pr
     from llmqueue.profiling.harness import generate_timed, time_point
     from llmqueue.profiling.meta import environment, loadavg, now_utc
     from llmqueue.profiling.sweeps import trace_requests
+    from llmqueue.traces import read_table
 
     sm = cfg["profiling"]["smoke"]
     t0, l0 = time.perf_counter(), loadavg()
@@ -27,7 +28,7 @@ def run_smoke(cfg: Mapping[str, Any], out: Path, log: Callable[[str], None] = pr
         pt = time_point(model, int(b), 16, int(sm["decode_steps"]), warmup=1, repeats=2)
         rows.append({"model": sm["model"], **pt.to_dict()})
         log(f"smoke b={b}: t1={pt.t1_s:.5f}s t2={pt.t2_s:.6f}s")
-    trace = pd.read_csv(cfg["data"]["azure_trace"])
+    trace = read_table(cfg["data"]["azure_trace"], "data.azure_trace")
     reqs = trace_requests(
         trace,
         int(sm["fig2a_requests"]),

@@ -64,7 +64,7 @@ def claims_rows(
         r = oracle[k]
         note = (
             f"simulated, {int(r['replications'])} saturated queues of {int(r['sim_requests'])} "
-            f"requests (95% CI +-{float(r['sim_rate_ci95']):.3g}); exact "
+            f"requests (95% CI +-{float(r['sim_rate_ci95_per_s']):.3g}); exact "
             f"{float(r['exact_rate_per_s']):.5g}; {law_note}"
         )
         rows.append(book.judge(cid, float(r["sim_rate_per_s"]), note, incomparable=incomparable))
@@ -73,8 +73,8 @@ def claims_rows(
         lo, hi = oracle[k_lo], oracle[k_hi]
         ratio = float(hi["sim_rate_per_s"]) / float(lo["sim_rate_per_s"])
         rel = math.hypot(
-            _rel_ci(float(lo["sim_rate_per_s"]), float(lo["sim_rate_ci95"])),
-            _rel_ci(float(hi["sim_rate_per_s"]), float(hi["sim_rate_ci95"])),
+            _rel_ci(float(lo["sim_rate_per_s"]), float(lo["sim_rate_ci95_per_s"])),
+            _rel_ci(float(hi["sim_rate_per_s"]), float(hi["sim_rate_ci95_per_s"])),
         )
         exact = float(hi["exact_rate_per_s"]) / float(lo["exact_rate_per_s"])
         note = (
