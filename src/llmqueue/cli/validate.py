@@ -239,6 +239,44 @@ def cmd_measure(args: argparse.Namespace) -> None:
     log(f"done in {meta['wall_s']} s -> {out}")
 
 
+def _batch_table(b: Any, run: str) -> Any:
+    """The request table of one controlled batch: b.batch requests of b.prompt_tokens tokens
+    asking b.output_tokens tokens, all sent at t = 0."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "request_id": [f"{run}-{i:04d}" for i in range(b.batch)],
+            "planned_s": [0.0] * b.batch,
+            "prompt_tokens": [b.prompt_tokens] * b.batch,
+            "output_tokens": [b.output_tokens] * b.batch,
+        }
+    )
+
+
+async def _run_batches(
+    stream: Any, name: str, items: list[Any], prompts_for: Callable[[Any, str], Any], label: str
+) -> dict[str, Any]:
+    """Controlled batches one after the other (warm-up, calibration); returns the phase's clock
+    marks, load averages and the client's records of every batch."""
+    import pandas as pd
+
+    from llmqueue.validation.client import check_complete, run_open_loop
+
+    t_a, load_a = time.monotonic(), loadavg()
+    recs = []
+    for k, b in enumerate(items):
+        tab = _batch_table(b, f"{name}{k:02d}")
+        _, rec = await run_open_loop(tab, stream, prompts_for(tab, f"{name}{k}"))
+        check_complete(rec, f"{label}{name} batch {k}")
+        recs.append(rec.assign(batch_index=k, batch=b.batch))
+    log(f"{label}{name}: {len(items)} batches in {time.monotonic() - t_a:.1f} s")
+    return {
+        "t_start": t_a, "t_end": time.monotonic(), "load_before": load_a,
+        "load_after": loadavg(), "records": pd.concat(recs, ignore_index=True),
+    }  # fmt: skip
+
+
 async def _session(
     sec: dict[str, Any],
     settings: Any,
@@ -275,16 +313,6 @@ async def _session(
             for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
         }
 
-    def batch_table(b: Any, run: str) -> pd.DataFrame:
-        return pd.DataFrame(
-            {
-                "request_id": [f"{run}-{i:04d}" for i in range(b.batch)],
-                "planned_s": [0.0] * b.batch,
-                "prompt_tokens": [b.prompt_tokens] * b.batch,
-                "output_tokens": [b.output_tokens] * b.batch,
-            }
-        )
-
     log(f"starting vLLM on {model_dir} (engine core in a child process)")
     t = time.monotonic()
     engine = open_async_engine(
@@ -299,21 +327,7 @@ async def _session(
         stream = make_stream(engine)
 
         async def batches(name: str, items: list[Any]) -> None:
-            t_a, load_a = time.monotonic(), loadavg()
-            tables = []
-            for k, b in enumerate(items):
-                tab = batch_table(b, f"{name}{k:02d}")
-                _, rec = await run_open_loop(tab, stream, prompts_for(tab, f"{name}{k}"))
-                check_complete(rec, f"{name} batch {k}")
-                tables.append(rec.assign(batch_index=k, batch=b.batch))
-            res["phases"][name] = {
-                "t_start": t_a,
-                "t_end": time.monotonic(),
-                "load_before": load_a,
-                "load_after": loadavg(),
-                "records": pd.concat(tables, ignore_index=True),
-            }
-            log(f"{name}: {len(items)} batches in {time.monotonic() - t_a:.1f} s")
+            res["phases"][name] = await _run_batches(stream, name, items, prompts_for, "")
 
         if plan["warmup"]:
             await batches("warmup", plan["warmup"])
@@ -784,14 +798,6 @@ async def _group_session(
             for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
         }
 
-    def batch_table(b: Any, run: str) -> pd.DataFrame:
-        return pd.DataFrame({
-            "request_id": [f"{run}-{i:04d}" for i in range(b.batch)],
-            "planned_s": [0.0] * b.batch,
-            "prompt_tokens": [b.prompt_tokens] * b.batch,
-            "output_tokens": [b.output_tokens] * b.batch,
-        })  # fmt: skip
-
     log(
         f"group {g.name}, session {session}: starting vLLM ({g.scheduler} scheduler) on {model_dir}"
     )
@@ -812,18 +818,7 @@ async def _group_session(
         stream = make_stream(engine)
 
         async def batches(name: str, items: list[Any]) -> None:
-            t_a, load_a = time.monotonic(), loadavg()
-            recs = []
-            for k, b in enumerate(items):
-                tab = batch_table(b, f"{name}{k:02d}")
-                _, rec = await run_open_loop(tab, stream, prompts_for(tab, f"{name}{k}"))
-                check_complete(rec, f"{g.name} {name} batch {k}")
-                recs.append(rec.assign(batch_index=k, batch=b.batch))
-            res["phases"][name] = {
-                "t_start": t_a, "t_end": time.monotonic(), "load_before": load_a,
-                "load_after": loadavg(), "records": pd.concat(recs, ignore_index=True),
-            }  # fmt: skip
-            log(f"{g.name} {name}: {len(items)} batches in {time.monotonic() - t_a:.1f} s")
+            res["phases"][name] = await _run_batches(stream, name, items, prompts_for, f"{g.name} ")
 
         async def serve(name: str, tab: pd.DataFrame, extra: dict[str, Any]) -> None:
             prompts = prompts_for(tab, name.split("_r")[0])
