@@ -453,32 +453,10 @@ def _assemble(
         in_situ = fit_step_law(st["decode_seqs"], st["prefill_tokens"], st["context_tokens"], t_it)
         fits[f"in_situ_{name}"] = fit_summary(in_situ, f"{name} iterations (diagnostic only)")
         # the calibration law's error on this run's own iterations
-        pred = (
-            fit.c0_s
-            + fit.c_tok_s * (st["decode_seqs"] + st["prefill_tokens"])
-            + fit.c_ctx_s * st["context_tokens"]
-        )
+        pred = fit.law().step(st["decode_seqs"], st["prefill_tokens"], st["context_tokens"])
         err = pred / t_it - 1.0
-        m = rows[~rows["warmup"]]
-        jct = m["finish_s"] - m["arrival_s"]
-        ttft = m["first_token_s"] - m["arrival_s"]
         runs[name] = {
-            "load": p["load"],
-            "rate_per_s": p["rate_per_s"],
-            "requests": int(len(rows)),
-            "measured_requests": int(len(m)),
-            "duration_s": float(rows["finish_s"].max()),
-            "load_before": p["load_before"],
-            "load_after": p["load_after"],
-            "jct_s": _stats(jct, np),
-            "ttft_s": _stats(ttft, np),
-            "iterations": int(len(st)),
-            "mean_running": float(st["running"].mean()),
-            "max_running": int(st["running"].max()),
-            "max_waiting": int(st["waiting"].max()),
-            "max_kv_usage": float(st["kv_usage"].max()),
-            "preemptions": int(st["preempted"].sum()),
-            "busy_fraction": float(t_it.sum() / max(float(st["t_done_s"].max()), 1e-9)),
+            **_run_summary(p, rows, st, t_it),
             "calibration_law_error_on_iterations": {
                 "median": float(np.median(err)),
                 "p5_p95": [float(np.percentile(err, 5)), float(np.percentile(err, 95))],
@@ -573,6 +551,34 @@ def _stats(x: Any, np: Any) -> dict[str, float]:
         "p50": float(np.percentile(a, 50)),
         "p90": float(np.percentile(a, 90)),
         "max": float(a.max()),
+    }
+
+
+def _run_summary(p: dict[str, Any], rows: Any, st: Any, t_it: Any) -> dict[str, Any]:
+    """What meta.json records of every timed run (the single run's loads and the matrix's judged
+    runs alike): planned load and rate, request counts, duration, load averages, the measured
+    JCT and TTFT (warm-up rows left out), the engine's iterations, queue and KV peaks,
+    preemptions and its busy fraction."""
+    import numpy as np
+
+    m = rows[~rows["warmup"].astype(bool)]
+    return {
+        "load": p["load"],
+        "rate_per_s": p["rate_per_s"],
+        "requests": int(len(rows)),
+        "measured_requests": int(len(m)),
+        "duration_s": float(rows["finish_s"].max()),
+        "load_before": p["load_before"],
+        "load_after": p["load_after"],
+        "jct_s": _stats(m["finish_s"] - m["arrival_s"], np),
+        "ttft_s": _stats(m["first_token_s"] - m["arrival_s"], np),
+        "iterations": int(len(st)),
+        "mean_running": float(st["running"].mean()),
+        "max_running": int(st["running"].max()),
+        "max_waiting": int(st["waiting"].max()),
+        "max_kv_usage": float(st["kv_usage"].max()),
+        "preemptions": int(st["preempted"].sum()),
+        "busy_fraction": float(t_it.sum() / max(float(st["t_done_s"].max()), 1e-9)),
     }
 
 
@@ -972,14 +978,7 @@ def _assemble_group(
                 continue
             t_it = iteration_times(st, max_gap)
             assert law is not None
-            pred = (
-                law.c0_s
-                + law.c_tok_s * (st["decode_seqs"] + st["prefill_tokens"])
-                + law.c_ctx_s * st["context_tokens"]
-            )
-            m = rows[~rows["warmup"].astype(bool)]
-            jct = m["finish_s"] - m["arrival_s"]
-            ttft = m["first_token_s"] - m["arrival_s"]
+            pred = law.law().step(st["decode_seqs"], st["prefill_tokens"], st["context_tokens"])
             arr = rows["arrival_s"].to_numpy(dtype=float)
             rate_meas = (arr.size - 1) / (arr[-1] - arr[0]) if arr[-1] > arr[0] else float("nan")
             lim = p["table"]["token_limit"].iloc[0]
@@ -989,34 +988,19 @@ def _assemble_group(
                        for x in str(ids).split("|") if x}  # fmt: skip
             rec = {
                 **p["contention"],
-                **drift(t_it.to_numpy(), pred.to_numpy()),
+                **drift(t_it.to_numpy(), np.asarray(pred, dtype=float)),
             }
             rec["flags"] = flags(rec, spec.contention)
             runs[name] = {
                 "kind": "judged",
                 "run": p["run"],
                 "session": p["session"],
-                "load": p["load"],
-                "rate_per_s": p["rate_per_s"],
+                **_run_summary(p, rows, st, t_it),
                 "measured_rate_per_s": rate_meas,
                 "capacity_table": cap_name,
                 "achieved_load": rate_meas / cap,
-                "requests": int(len(rows)),
-                "measured_requests": int(len(m)),
-                "duration_s": float(rows["finish_s"].max()),
-                "load_before": p["load_before"],
-                "load_after": p["load_after"],
-                "jct_s": _stats(jct, np),
-                "ttft_s": _stats(ttft, np),
-                "iterations": int(len(st)),
-                "mean_running": float(st["running"].mean()),
-                "max_running": int(st["running"].max()),
-                "max_waiting": int(st["waiting"].max()),
-                "max_kv_usage": float(st["kv_usage"].max()),
-                "preemptions": int(st["preempted"].sum()),
                 "preempted_requests": len(pre_ids),
                 "preempted_share": len(pre_ids) / len(rows),
-                "busy_fraction": float(t_it.sum() / max(float(st["t_done_s"].max()), 1e-9)),
                 "contention": rec,
                 "calibration_law_total_error": float(pred.sum() / t_it.sum() - 1.0),
             }

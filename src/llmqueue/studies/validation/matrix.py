@@ -35,6 +35,7 @@ order), the p90's an order-statistic interval at the batch-means effective sampl
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -190,14 +191,19 @@ def paper_policy(
     if data.policy == "none":
         return Policy("none"), request_law(data)[0]
     if data.policy == "dynamic":
-        prompt = float(data.group["trace"].get("prompt_tokens") or 0.0)
-        if not prompt:
-            prompt = float(data.requests[table]["prompt_tokens"].mean())
-        law = batch_law_from_step(
-            laws["linear"], prompt, _decode_context_of(data, table), name=f"vllm-{data.name}-eq18"
-        )
-        return Policy("elastic", bmax=int(data.settings["max_num_seqs"])), law
+        return Policy("elastic", bmax=int(data.settings["max_num_seqs"])), _eq18(data, table, laws)
     return None
+
+
+def _eq18(data: GroupData, table: str, laws: Mapping[str, StepLaw]) -> Any:
+    """Eq. (18) of a dynamic group, written from its linear calibration law at the group's fixed
+    prompt (else the run's mean prompt) and the run's mean decode context."""
+    prompt = float(data.group["trace"].get("prompt_tokens") or 0.0)
+    if not prompt:
+        prompt = float(data.requests[table]["prompt_tokens"].mean())
+    return batch_law_from_step(
+        laws["linear"], prompt, _decode_context_of(data, table), name=f"vllm-{data.name}-eq18"
+    )
 
 
 # ---- per request and per run ------------------------------------------------------------------
@@ -321,20 +327,34 @@ def speed_windows(
 
 
 # ---- closed forms ------------------------------------------------------------------------------
-def _length_law(data: GroupData, token_limit: int | None) -> Any:
-    """The empirical law of N (tokens after the first) the group's requests are drawn from: every
-    candidate trace row, scaled and clipped as the request tables were
-    (:func:`llmqueue.validation.requests.scale_lengths`), then min(n, l) - 1."""
-    from llmqueue.tokens import EmpiricalLaw
+@functools.lru_cache(maxsize=8)
+def _scaled_outputs(
+    file: str, input_column: str, output_column: str, rows: str, train_fraction: float,
+    scale: float, max_model_len: int,
+) -> np.ndarray:  # fmt: skip
+    """The output lengths of every candidate trace row, scaled and clipped as the request tables
+    were (:func:`llmqueue.validation.requests.scale_lengths`): read once per trace and setting."""
     from llmqueue.validation.requests import candidate_rows, read_trace_lengths, scale_lengths
 
+    prompt, output = read_trace_lengths(file, input_column, output_column)
+    idx = candidate_rows(len(prompt), rows, train_fraction)
+    _, out = scale_lengths(prompt[idx], output[idx], scale, max_model_len)
+    out = out.astype(float)
+    out.flags.writeable = False
+    return out
+
+
+def _length_law(data: GroupData, token_limit: int | None) -> Any:
+    """The empirical law of N (tokens after the first) the group's requests are drawn from: every
+    candidate trace row, scaled and clipped as the request tables were, then min(n, l) - 1."""
+    from llmqueue.tokens import EmpiricalLaw
+
     tr = data.group["trace"]
-    prompt, output = read_trace_lengths(tr["file"], tr["input_column"], tr["output_column"])
-    rows = candidate_rows(len(prompt), tr.get("rows", "all"), float(tr.get("train_fraction", 0.7)))
-    _, out = scale_lengths(
-        prompt[rows], output[rows], float(tr["scale"]), int(data.settings["max_model_len"])
-    )
-    n = out.astype(float)
+    n = _scaled_outputs(
+        str(tr["file"]), str(tr["input_column"]), str(tr["output_column"]),
+        str(tr.get("rows", "all")), float(tr.get("train_fraction", 0.7)), float(tr["scale"]),
+        int(data.settings["max_model_len"]),
+    )  # fmt: skip
     if token_limit is not None:
         n = np.minimum(n, float(token_limit))
     return EmpiricalLaw.from_samples(n - 1.0, spec=f"{tr['file']} x {tr['scale']:g}")
@@ -392,8 +412,7 @@ def closed_forms(
         from llmqueue.analytic.inoue import bound
 
         bmax = int(data.settings["max_num_seqs"])
-        prompt = float(data.group["trace"].get("prompt_tokens") or 64.0)
-        eq18 = batch_law_from_step(laws["linear"], prompt, _decode_context_of(data, table))
+        eq18 = _eq18(data, table, laws)
         pol = Policy("elastic", bmax=bmax)
         ch = solve(ElasticModel(eq18, law), rate, pol)
         alpha, tau0 = fit_alpha_tau(eq18, law, 1, bmax, elastic=True)

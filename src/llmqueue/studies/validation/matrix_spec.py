@@ -21,7 +21,7 @@ from typing import Any
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.studies.validation.spec import REQUEST_COLUMNS, STEP_COLUMNS
+from llmqueue.studies.validation.spec import REQUEST_COLUMNS, STEP_COLUMNS, csv_header
 from llmqueue.traces import read_trace
 
 __all__ = [
@@ -167,11 +167,6 @@ def _json(path: Path) -> Any:
         raise InputError(f"{str(path)!r}: not readable JSON ({err})") from None
 
 
-def _header(path: Path) -> list[str]:
-    with path.open() as fh:
-        return fh.readline().strip().split(",")
-
-
 def check_group_folder(folder: str | Path) -> list[str]:
     """The group folder holds what the comparison reads: :data:`GROUP_FILES`, and for every
     judged run and capacity burst of ``group.json`` its request table
@@ -190,7 +185,7 @@ def check_group_folder(folder: str | Path) -> list[str]:
     for key in ("policy", "judged", "runs", "trace"):
         if key not in group:
             raise InputError(f"{str(p / 'group.json')!r} lacks {key!r}")
-    lacking = [c for c in CALIBRATION_COLUMNS if c not in _header(p / "calibration_steps.csv")]
+    lacking = [c for c in CALIBRATION_COLUMNS if c not in csv_header(p / "calibration_steps.csv")]
     if lacking:
         raise InputError(f"{str(p / 'calibration_steps.csv')!r} lacks columns {lacking}")
     meta = _json(p / "meta.json")
@@ -203,7 +198,7 @@ def check_group_folder(folder: str | Path) -> list[str]:
             f = p / f"{kind}_{t}.csv"
             if not f.is_file():
                 raise InputError(f"validation group folder {str(p)!r} lacks {f.name}")
-            miss = [c for c in cols if c not in _header(f)]
+            miss = [c for c in cols if c not in csv_header(f)]
             if miss:
                 raise InputError(f"{str(f)!r} lacks columns {miss}")
     return [str(x) for x in group["judged"]]

@@ -28,6 +28,7 @@ __all__ = [
     "CompareSettings",
     "RunData",
     "check_run_folder",
+    "csv_header",
     "read_run",
 ]
 
@@ -169,7 +170,8 @@ class RunData:
 
 
 # ---- reading ----------------------------------------------------------------------------------
-def _csv_header(path: Path) -> list[str]:
+def csv_header(path: Path) -> list[str]:
+    """The column names of a CSV file (its first line), read without the rest."""
     with path.open() as fh:
         return fh.readline().strip().split(",")
 
@@ -204,7 +206,7 @@ def check_run_folder(folder: str | Path, tables: Sequence[str]) -> None:
                     f"validation run folder {str(p)!r} lacks {f.name} (validation.compare.tables "
                     f"names {t!r})"
                 )
-            lacking = [c for c in cols if c not in _csv_header(f)]
+            lacking = [c for c in cols if c not in csv_header(f)]
             if lacking:
                 raise InputError(f"{str(f)!r} lacks columns {lacking}")
 
