@@ -65,7 +65,8 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
                     )  # fmt: skip
                     for i, (_, r) in enumerate(runs.iterrows())
                 ]
-                ax.legend(handles=handles, fontsize=4.8, loc="lower right", handlelength=1.2)
+                ax.legend(handles=handles, fontsize=4.8, loc="lower right", handlelength=1.2,
+                          frameon=True, framealpha=0.85, edgecolor="none")  # fmt: skip
     handles = [
         Line2D([], [], color="0.2", ls="-", label="vLLM (measured)"),
         Line2D([], [], color="0.2", ls="--", label="serving simulator (predicted)"),
