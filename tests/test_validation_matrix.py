@@ -100,6 +100,9 @@ def _mutate(cfg: dict[str, Any], path: str, value: object) -> dict[str, Any]:
         ("contention.drift", 3, "contention.drift"),
         ("predictor", KeyError, "predictor"),
         ("traces.code.scale", 2.0, "scale"),
+        ("batch_queue_gate", KeyError, "batch_queue_gate: missing"),
+        ("batch_queue_gate.prompt_tokens", 1024, "batch_queue_gate.prompt_tokens"),
+        ("batch_queue_gate.lead_s", 0, "batch_queue_gate.lead_s"),
     ],
 )
 def test_matrix_mistakes_are_named(
@@ -115,6 +118,22 @@ def test_groups_are_selected_by_name(config: dict[str, Any]) -> None:
     assert len(select_groups(spec, "")) == len(spec.groups)
     with pytest.raises(InputError, match="no group 'nope'; groups: fcfs"):
         select_groups(spec, "nope")
+
+
+def test_batch_queue_gate_precedes_each_controlled_batch(config: dict[str, Any]) -> None:
+    from llmqueue.cli.validate import _batch_table
+    from llmqueue.studies.validation.calibration import CalibrationBatch
+
+    gate = _matrix(config).batch_queue_gate
+    assert gate is not None and gate.lead_s > 0
+    b = CalibrationBatch(8, 64, 40)
+    plain = _batch_table(b, "calibration05")
+    assert list(plain["planned_s"]) == [0.0] * 8
+    gated = _batch_table(b, "calibration05", gate)
+    assert list(gated["request_id"])[:2] == ["calibration05-gate", "calibration05-0000"]
+    assert list(gated["output_tokens"]) == [1] + [40] * 8
+    assert gated["prompt_tokens"].iloc[0] == gate.prompt_tokens
+    assert list(gated["planned_s"]) == [0.0] + [gate.lead_s] * 8
 
 
 # ---- request tables ---------------------------------------------------------------------------

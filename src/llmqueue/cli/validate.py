@@ -239,26 +239,41 @@ def cmd_measure(args: argparse.Namespace) -> None:
     log(f"done in {meta['wall_s']} s -> {out}")
 
 
-def _batch_table(b: Any, run: str) -> Any:
+def _batch_table(b: Any, run: str, gate: Any = None) -> Any:
     """The request table of one controlled batch: b.batch requests of b.prompt_tokens tokens
-    asking b.output_tokens tokens, all sent at t = 0."""
+    asking b.output_tokens tokens, all sent at t = 0; with a `gate`
+    (:class:`llmqueue.validation.groups.BatchQueueGate`) first one request ``<run>-gate`` of
+    gate.prompt_tokens tokens asking 1 token at t = 0 and the batch at t = gate.lead_s."""
     import pandas as pd
 
-    return pd.DataFrame(
+    tab = pd.DataFrame(
         {
             "request_id": [f"{run}-{i:04d}" for i in range(b.batch)],
-            "planned_s": [0.0] * b.batch,
+            "planned_s": [0.0 if gate is None else float(gate.lead_s)] * b.batch,
             "prompt_tokens": [b.prompt_tokens] * b.batch,
             "output_tokens": [b.output_tokens] * b.batch,
         }
     )
+    if gate is None:
+        return tab
+    head = pd.DataFrame(
+        {
+            "request_id": [f"{run}-gate"],
+            "planned_s": [0.0],
+            "prompt_tokens": [int(gate.prompt_tokens)],
+            "output_tokens": [1],
+        }
+    )
+    return pd.concat([head, tab], ignore_index=True)
 
 
 async def _run_batches(
-    stream: Any, name: str, items: list[Any], prompts_for: Callable[[Any, str], Any], label: str
-) -> dict[str, Any]:
-    """Controlled batches one after the other (warm-up, calibration); returns the phase's clock
-    marks, load averages and the client's records of every batch."""
+    stream: Any, name: str, items: list[Any], prompts_for: Callable[[Any, str], Any], label: str,
+    gate: Any = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Controlled batches one after the other (warm-up, calibration), each behind `gate` when one
+    is given (:func:`_batch_table`); returns the phase's clock marks, load averages and the
+    client's records of every batch."""
     import pandas as pd
 
     from llmqueue.validation.client import check_complete, run_open_loop
@@ -266,7 +281,7 @@ async def _run_batches(
     t_a, load_a = time.monotonic(), loadavg()
     recs = []
     for k, b in enumerate(items):
-        tab = _batch_table(b, f"{name}{k:02d}")
+        tab = _batch_table(b, f"{name}{k:02d}", gate)
         _, rec = await run_open_loop(tab, stream, prompts_for(tab, f"{name}{k}"))
         check_complete(rec, f"{label}{name} batch {k}")
         recs.append(rec.assign(batch_index=k, batch=b.batch))
@@ -752,7 +767,7 @@ def _measure_group(
             res = asyncio.run(
                 _group_session(
                     g, k, settings, model_dir, step_log, plan, data, root_seed, tables, capacity,
-                    spec.contention,
+                    spec.contention, spec.batch_queue_gate,
                 )
             )  # fmt: skip
             res["step_log"] = step_log
@@ -772,7 +787,7 @@ def _measure_group(
 async def _group_session(
     g: Any, session: int, settings: Any, model_dir: Path, step_log: Path, plan: dict[str, Any],
     data: Any, root_seed: int, tables: dict[str, Any], capacity: dict[str, Any],
-    thresholds: Any,
+    thresholds: Any, batch_queue_gate: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One engine start: warm-up batches, then (session 1) calibration, capacity bursts and the
     runs, or (later sessions) the repeated runs. `tables` and `capacity` are filled by session 1
@@ -824,7 +839,10 @@ async def _group_session(
         stream = make_stream(engine)
 
         async def batches(name: str, items: list[Any]) -> None:
-            res["phases"][name] = await _run_batches(stream, name, items, prompts_for, f"{g.name} ")
+            gate = batch_queue_gate if g.scheduler == "batch_queue" else None
+            res["phases"][name] = await _run_batches(
+                stream, name, items, prompts_for, f"{g.name} ", gate
+            )
 
         async def serve(name: str, tab: pd.DataFrame, extra: dict[str, Any]) -> None:
             prompts = prompts_for(tab, name.split("_r")[0])
@@ -1043,7 +1061,11 @@ def _assemble_group(
             for ses in sessions
         ],
         "calibration": {"batches": [list(b) for b in g.calibration], "max_gap_s": max_gap,
-                        "warmup_batches": sec["warmup_batches"]},
+                        "warmup_batches": sec["warmup_batches"],
+                        "batch_queue_gate": (
+                            dict(spec.batch_queue_gate.__dict__)
+                            if g.scheduler == "batch_queue" and spec.batch_queue_gate else None
+                        )},
         "capacity": capacity,
         "runs": runs,
         "contention_thresholds": dict(spec.contention),

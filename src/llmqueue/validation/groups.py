@@ -51,6 +51,7 @@ __all__ = [
     "ModelSpec",
     "RunSpec",
     "GroupSpec",
+    "BatchQueueGate",
     "MatrixSpec",
     "read_matrix",
     "repeat_name",
@@ -184,6 +185,19 @@ class GroupSpec:
 
 
 @dataclass(frozen=True)
+class BatchQueueGate:
+    """Config ``validation.vllm.matrix.batch_queue_gate``: in a ``dynamic`` group every controlled
+    batch is preceded by a gate, one request of `prompt_tokens` prompt tokens asking one token, and
+    the batch is sent `lead_s` s after it. The gate is admitted alone; the batch arrives while its
+    prompt is prefilled, waits, and is admitted whole once the gate has ended. Without it the batch
+    queue admits a batch's first request alone (it reaches the idle engine before the others) and
+    the rest as a second batch, so the calibration would never see b_max sequences decode."""
+
+    prompt_tokens: int
+    lead_s: float
+
+
+@dataclass(frozen=True)
 class MatrixSpec:
     """Config ``validation.vllm.matrix``: where group folders go, the groups in run order, the
     contention thresholds and the predictions file of the learned predictor."""
@@ -193,6 +207,7 @@ class MatrixSpec:
     contention: Mapping[str, float] = field(default_factory=dict)
     predictions: str = ""
     predictor_model: str = ""
+    batch_queue_gate: BatchQueueGate | None = None
 
     def group(self, name: str) -> GroupSpec:
         for g in self.groups:
@@ -440,7 +455,7 @@ def read_matrix(
         sec,
         where,
         ("out", "groups"),
-        ("calibration", "models", "traces", "contention", "predictor"),
+        ("calibration", "models", "traces", "contention", "predictor", "batch_queue_gate"),
     )
     models = {"default": _model("default", vllm["model"])}
     for name, m in (sec.get("models") or {}).items():
@@ -474,9 +489,10 @@ def read_matrix(
     pred = sec.get("predictor") or {}
     if pred:
         _keys(pred, f"{where}.predictor", ("model", "file"))
+    gate = _gate(sec.get("batch_queue_gate"), groups, f"{where}.batch_queue_gate")
     spec = MatrixSpec(
         str(sec["out"]), groups, {**CONTENTION_DEFAULTS, **cont}, str(pred.get("file", "")),
-        str(pred.get("model", "")),
+        str(pred.get("model", "")), gate,
     )  # fmt: skip
     if spec.needs_predictions and not spec.predictions:
         raise InputError(
@@ -484,6 +500,32 @@ def read_matrix(
             "predictor.model and predictor.file"
         )
     return spec
+
+
+def _gate(sec: Any, groups: Sequence[GroupSpec], where: str) -> BatchQueueGate | None:
+    """The batch-queue gate (:class:`BatchQueueGate`); required when a group is ``dynamic``."""
+    dynamic = [g for g in groups if g.policy == "dynamic"]
+    if sec is None:
+        if dynamic:
+            raise InputError(
+                f"{where}: missing; groups {[g.name for g in dynamic]} are dynamic and need "
+                "{prompt_tokens, lead_s} (a whole batch admitted at each controlled batch)"
+            )
+        return None
+    _keys(sec, where, ("prompt_tokens", "lead_s"))
+    tokens = _int(sec["prompt_tokens"], f"{where}.prompt_tokens")
+    lead = sec["lead_s"]
+    if isinstance(lead, bool) or not isinstance(lead, (int, float)) or not (0 < lead <= 1):
+        raise InputError(f"{where}.lead_s must be a time in (0, 1] s, got {lead!r}")
+    from llmqueue.validation.engine import EngineSettings
+
+    for g in dynamic:
+        limit = EngineSettings.from_config(g.engine).max_model_len
+        if tokens + 1 > limit:
+            raise InputError(
+                f"{where}.prompt_tokens: {tokens} + 1 exceeds group {g.name}'s max_model_len {limit}"
+            )
+    return BatchQueueGate(tokens, float(lead))
 
 
 CONTENTION_KEYS = ("steal_share", "other_cpu_share", "drift")
