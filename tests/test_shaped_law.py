@@ -104,3 +104,25 @@ def test_fit_keeps_only_knots_with_data() -> None:
 def test_fit_needs_varied_iterations() -> None:
     with pytest.raises(InputError, match=">= 8 iterations"):
         fit_shaped_step_law([1, 2], [0, 0], [10, 20], [0.01, 0.02])
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    factor=st.floats(0.1, 10.0),
+    d=st.integers(0, 40),
+    p=st.integers(0, 2000),
+    c=st.integers(0, 50_000),
+)
+def test_a_scaled_law_prices_every_iteration_by_the_factor(
+    factor: float, d: int, p: int, c: int
+) -> None:
+    for law in (_law(), StepLaw(0.017, 0.001, 4e-6, name="lin")):
+        s = law.scaled(factor)
+        assert type(s) is type(law)
+        assert float(s.step(d, p, c)) == pytest.approx(factor * float(law.step(d, p, c)))
+
+
+def test_a_speed_factor_must_be_positive() -> None:
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(InputError, match="speed factor"):
+            _law().scaled(bad)

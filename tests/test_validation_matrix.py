@@ -359,3 +359,62 @@ def test_speed_windows_see_a_machine_slowing_down() -> None:
     assert speed_windows(steps_of(slowing), law, 0.002)["speed_spread"] == pytest.approx(0.25)
     steady = speed_windows(steps_of(np.full(n, 0.02)), law, 0.002)
     assert steady["speed_spread"] == pytest.approx(0.0, abs=1e-9)
+
+
+def _back_to_back(d: np.ndarray, step0: int = 0) -> pd.DataFrame:
+    """A step log of single-sequence decode iterations lasting `d` s, each starting at the last's
+    end (as the calibration counts them: busy until the next start)."""
+    t = np.concatenate([[0.0], np.cumsum(d)[:-1]])
+    return pd.DataFrame({
+        "step": step0 + np.arange(d.size), "t_sched_s": t, "t_done_s": t + d - 1e-4,
+        "decode_seqs": 1, "prefill_tokens": 0, "context_tokens": 100,
+    })  # fmt: skip
+
+
+def test_speed_factor_reads_the_iterations_before_a_time() -> None:
+    from llmqueue.latency import StepLaw
+    from llmqueue.studies.validation.matrix import speed_factor
+
+    law = StepLaw(0.02, 0.0, 0.0)
+    d = np.where(np.arange(2000) < 500, 0.022, 0.026)  # 10% slow, then 30% slow
+    steps = _back_to_back(d)
+    k_all, n_all = speed_factor(steps, law, 0.002)
+    assert n_all == 2000 and k_all == pytest.approx((500 * 1.1 + 1500 * 1.3) / 2000, rel=1e-3)
+    k_early, n_early = speed_factor(steps, law, 0.002, until_s=500 * 0.022)
+    assert n_early == 500 and k_early == pytest.approx(1.1, rel=1e-3)
+    k_none, n_none = speed_factor(steps, law, 0.002, until_s=0.0)
+    assert n_none == 0 and np.isnan(k_none)
+    # the law scaled by the factor prices the run's total time exactly
+    assert speed_factor(steps, law.scaled(k_all), 0.002)[0] == pytest.approx(1.0)
+
+
+def test_speed_timeline_lays_phases_back_to_back_per_session() -> None:
+    from llmqueue.latency import StepLaw
+    from llmqueue.studies.validation.matrix import speed_timeline
+    from llmqueue.studies.validation.matrix_spec import GroupData
+
+    law = StepLaw(0.02, 0.0, 0.0)
+    cal = _back_to_back(np.full(1000, 0.02))  # 20 s as calibrated
+    cal["time_s"] = 0.02
+    cap = _back_to_back(np.full(1000, 0.022), 1000)  # 10% slow
+    run = _back_to_back(np.full(1500, 0.025), 2000)  # 25% slow
+    rep = _back_to_back(np.full(750, 0.02), 0)  # a fresh session, as calibrated
+    data = GroupData(
+        "g", "g", {"judged": ["load50", "load50_r2"]}, {}, {},
+        {"runs": {"capacity": {"kind": "capacity"}, "load50": {"session": 1},
+                  "load50_r2": {"session": 2}}},
+        cal, {}, {"load50_r2": rep, "load50": run, "capacity": cap},
+    )  # fmt: skip
+    tl = speed_timeline(data, law, 0.002, 5.0)
+    assert list(dict.fromkeys(tl["phase"])) == ["calibration", "capacity", "load50", "load50_r2"]
+    assert list(dict.fromkeys(tl["kind"])) == ["calibration", "capacity", "judged"]
+    by = tl.groupby("phase")["speed"]
+    assert by.min()["calibration"] == pytest.approx(1.0)
+    assert by.median()["capacity"] == pytest.approx(1.1, rel=1e-3)
+    assert by.median()["load50"] == pytest.approx(1.25, rel=1e-3)
+    s1 = tl[tl["session"] == 1]
+    assert s1["t_s"].is_monotonic_increasing
+    first = s1.groupby("phase", sort=False)["t_s"].min()
+    assert first["capacity"] == pytest.approx(20.0, abs=0.01)  # after the calibration's 20 s
+    assert first["load50"] == pytest.approx(42.0, abs=0.01)  # after 22 s of capacity burst
+    assert tl[tl["phase"] == "load50_r2"]["t_s"].min() == 0.0  # its own session starts at 0

@@ -76,6 +76,15 @@ def test_the_batch_queue_admitted_only_between_batches() -> None:
         finished = [set(_ids(x)) for x in steps["finished_ids"]]
         assert check_batch_queue(admitted, finished, b_max) == [], name
         assert steps["running"].max() <= b_max
+    # the calibration's batches were admitted whole, each behind its gate (meta.json), so the
+    # calibration saw b_max sequences decode
+    cal = data.calibration
+    gate = _meta("dynamic")["calibration"]["batch_queue_gate"]
+    assert gate and gate["prompt_tokens"] > 0
+    assert check_batch_queue(
+        [_ids(x) for x in cal["admitted_ids"]], [set(_ids(x)) for x in cal["finished_ids"]], b_max
+    ) == []  # fmt: skip
+    assert int(cal["decode_seqs"].max()) == b_max
     fcfs = read_group(FOLDER / "fcfs", ["load85"]).steps["load85"]
     problems = check_batch_queue(
         [_ids(x) for x in fcfs["admitted_ids"]], [set(_ids(x)) for x in fcfs["finished_ids"]], 64
@@ -131,6 +140,7 @@ def test_comparison_recomputes_to_the_committed_table(group: str) -> None:
     committed = pd.read_csv(TABLE)
     committed = committed[committed["group"] == group].reset_index(drop=True)
     assert list(comp["run"]) == list(committed["run"])
+    assert {"prediction", "warmup_speed", "run_speed", "in_situ_law"} <= set(comp["variant"])
     for col in ("measured_jct_mean_s", "predicted_jct_mean_s", "predicted_ttft_p90_s",
                 "predicted_wait_mean_s", "achieved_load"):  # fmt: skip
         np.testing.assert_allclose(comp[col].to_numpy(dtype=float),
@@ -163,5 +173,6 @@ def test_the_generated_blocks_render_from_the_committed_table() -> None:
     head = docgen.render("validation_matrix_headline", summary=summary,
                          targets=SECTION.get("targets", {}))  # fmt: skip
     assert "BLIS" not in head and "median, " not in head
-    for kind in ("validation_matrix_speed", "validation_matrix_laws"):
-        assert "fcfs / load30" in docgen.render(kind, table=text)
+    assert "fcfs / load30" in docgen.render("validation_matrix_laws", table=text)
+    speed = docgen.render("validation_matrix_speed", table=text, window_s=15)
+    assert "fcfs / load30" in speed and "15-s windows" in speed

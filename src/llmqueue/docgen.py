@@ -867,7 +867,11 @@ def render_validation_matrix_summary(
     pred = summary[summary["variant"] == "prediction"].set_index("metric")
     others = [v for v in dict.fromkeys(summary["variant"]) if v != "prediction"]
     runs_of = {v: int(num(summary[summary["variant"] == v]["runs"]).max()) for v in others}
-    variant_label = {"in_situ_law": "in-situ law (diagnosis)"}
+    variant_label = {
+        "in_situ_law": "in-situ law (diagnosis)",
+        "run_speed": "law at the run's speed (diagnosis)",
+        "warmup_speed": "law at the warm-up's speed",
+    }
     target = {
         "jct_mean": f"median at most {100 * targets['jct_mean_median']:g}%, each at most "
         f"{100 * targets['jct_mean_max']:g}%",
@@ -925,15 +929,21 @@ def render_validation_matrix_headline(summary: pd.DataFrame, targets: Mapping[st
     return md_table([header[i] for i in keep], [[r[i] for i in keep] for r in rows])
 
 
-def render_validation_matrix_speed(table: pd.DataFrame) -> str:
+def render_validation_matrix_speed(table: pd.DataFrame, window_s: float) -> str:
     """Per judged run: the prediction's step law on the run's own iterations (law / measured - 1
     of their total time: all, with prefill, decode-only), the spread of the engine's speed across
-    the run's 15-s windows, the mean-JCT error of the prediction and of the in-situ law."""
+    the run's `window_s` windows, the engine's speed (measured / law) in the warm-up and over the
+    run, and the mean-JCT error of the prediction, of the law at the warm-up's and at the run's
+    speed, and of the in-situ law."""
     pred = table[table["variant"] == "prediction"]
     rows = []
     for _, r in pred.iterrows():
-        own = table[(table["group"] == r["group"]) & (table["run"] == r["run"])
-                    & (table["variant"] == "in_situ_law")]  # fmt: skip
+        run = table[(table["group"] == r["group"]) & (table["run"] == r["run"])]
+
+        def err(variant: str, run: pd.DataFrame = run) -> str:
+            x = run[run["variant"] == variant]
+            return fmt_pct(x.iloc[0]["jct_mean_rel_error"]) if len(x) else "-"
+
         rows.append(
             [
                 md_cell(f"{r['group']} / {r['run']}"),
@@ -942,12 +952,16 @@ def render_validation_matrix_speed(table: pd.DataFrame) -> str:
                 fmt_pct(r["law_prefill_rel_error"]),
                 fmt_pct(r["law_decode_rel_error"]),
                 fmt_pct(r["speed_spread"], sign=False),
+                f"{fmt(r['warmup_speed_factor'], 3)} / {fmt(r['run_speed_factor'], 3)}",
                 fmt_pct(r["jct_mean_rel_error"]),
-                fmt_pct(own.iloc[0]["jct_mean_rel_error"]) if len(own) else "-",
+                err("warmup_speed"),
+                err("run_speed"),
+                err("in_situ_law"),
             ]
         )
     header = ["run", "load", "law on the run's iterations: all", "with prefill", "decode-only",
-              "speed spread over 15-s windows", "mean JCT error", "mean JCT error, in-situ law"]  # fmt: skip
+              f"speed spread over {window_s:g}-s windows", "speed: warm-up / run",
+              "mean JCT error", "at the warm-up's speed", "at the run's speed", "in-situ law"]  # fmt: skip
     return md_table(header, rows)
 
 

@@ -20,7 +20,7 @@ Named config profiles (a law by name, from config values or a fit.json) are reso
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -190,6 +190,18 @@ class StepLaw:
         c = np.asarray(context_tokens, dtype=float)
         return self.c0_s + self.c_tok_s * (d + p) + self.c_ctx_s * c
 
+    def scaled(self, factor: float, name: str | None = None) -> StepLaw:
+        """The same law on a machine `factor` times as slow (every iteration's time x factor;
+        `factor` > 0, dimensionless): a speed measured elsewhere put on a fitted shape."""
+        f = float(factor)
+        if not (math.isfinite(f) and f > 0):
+            raise InputError(f"step law {self.name!r}: a speed factor must be > 0, got {factor}")
+        return replace(self, name=name or f"{self.name} x {f:.4g}", **self._scaled_times(f))
+
+    def _scaled_times(self, f: float) -> dict[str, Any]:
+        """Every time field of the law multiplied by f (for :meth:`scaled`)."""
+        return {"c0_s": self.c0_s * f, "c_tok_s": self.c_tok_s * f, "c_ctx_s": self.c_ctx_s * f}
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -252,6 +264,15 @@ class ShapedStepLaw(StepLaw):
         p = np.asarray(prefill_tokens, dtype=float)
         c = np.asarray(context_tokens, dtype=float)
         return self.decode_part(decode_seqs) + self.c_pre_s * p + self.c_ctx_s * c
+
+    def _scaled_times(self, f: float) -> dict[str, Any]:
+        """As :meth:`StepLaw._scaled_times`, the knot values and the prefill price too."""
+        return {
+            **super()._scaled_times(f),
+            "c0_s": self.values_s[0] * f,
+            "c_pre_s": self.c_pre_s * f,
+            "values_s": tuple(v * f for v in self.values_s),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

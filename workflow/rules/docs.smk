@@ -135,7 +135,9 @@ DOC_BLOCKS = {
         targets=dict(VMX.get("targets") or {}),
     ),
     "validation-matrix-speed": doc_block(
-        "validation_matrix_speed", dict(table="figures/table_vllm_matrix.csv")
+        "validation_matrix_speed",
+        dict(table="figures/table_vllm_matrix.csv"),
+        window_s=VMX.get("speed_window_s", 15),
     ),
     "validation-matrix-laws": doc_block(
         "validation_matrix_laws", dict(table="figures/table_vllm_matrix.csv")

@@ -102,8 +102,9 @@ wildcard_constraints:
 
 
 rule validation_matrix_group:
-    """One group: every judged run replayed (prediction, the other law, the paper's model, the in
-    situ law), errors per run and metric, the paper's closed forms where they apply."""
+    """One group: every judged run replayed (prediction, the other law, the paper's model, the
+    law at the warm-up's and at the run's speed, the in situ law), errors per run and metric, the
+    paper's closed forms where they apply, the engine's speed through its sessions."""
     input:
         data=lambda w: matrix_group_files(VMX["dir"], w.vgroup),
         code=script_code("validation_matrix.py"),
@@ -111,6 +112,7 @@ rule validation_matrix_group:
         comparison="results/validation/matrix/{vgroup}/comparison.csv",
         predictions="results/validation/matrix/{vgroup}/predictions.csv",
         closed="results/validation/matrix/{vgroup}/closed_forms.csv",
+        speed="results/validation/matrix/{vgroup}/speed_timeline.csv",
     log:
         "logs/validation/matrix_{vgroup}.log",
     benchmark:
@@ -211,6 +213,19 @@ declare_figure(
         ),
         "table": "figures/table_vllm_matrix.csv",
     },
+    category=VAL_CATEGORY,
+)
+declare_figure(
+    "fig_vllm_matrix_speed",
+    study="validation",
+    plot="fig_vllm_matrix_speed",
+    data={
+        "timelines": expand(
+            "results/validation/matrix/{vgroup}/speed_timeline.csv", vgroup=VMX_GROUPS
+        ),
+        "table": "figures/table_vllm_matrix.csv",
+    },
+    params=dict(window_s=VMX["speed_window_s"]),
     category=VAL_CATEGORY,
 )
 declare_figure(

@@ -8,8 +8,10 @@ TTFT median within 10%). Bottom left: each run's mean-JCT error against the pred
 on the run's own iterations (its total time / their measured total - 1): where the engine ran
 slower or faster than its calibration said, and how the queue amplifies that with the load.
 Bottom middle: the median |error| per metric for each variant (the prediction's law, the other
-calibration law, the paper's own model where it applies, and the law fitted on the run's own
-iterations, a diagnosis), so one sees what the step law and the scheduler model each account for.
+calibration law, the paper's own model where it applies, the prediction's law at the speed the
+engine had in the run's warm-up, and two diagnoses that read the judged run: that law at the run's
+own mean speed, and the law fitted on the run's own iterations), so one sees what the machine's
+speed, the step law and the scheduler model each account for.
 Bottom right: SJF's and SSJF's mean-JCT reduction against FCFS on the same arrivals, measured
 against predicted, with the +-5 pp target band.
 Data: ``llmqueue.studies.validation.matrix``.
@@ -42,6 +44,8 @@ VARIANT_LABELS = {
     "linear_law": "linear step law",
     "shaped_law": "shaped step law",
     "paper": "paper's model",
+    "warmup_speed": "law at the warm-up's speed",
+    "run_speed": "law at the run's speed (diagnosis)",
     "in_situ_law": "in-situ law (diagnosis)",
 }
 
@@ -123,7 +127,9 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     ax.set_xticks(range(len(names)), [dict(METRICS)[m] for m in names], fontsize=5.5)
     ax.set_ylabel("median |error| over runs (%)", fontsize=6.5)
     ax.set_title("by variant", fontsize=7)
-    ax.legend(fontsize=5, loc="upper left")
+    top = float(np.nanmax(ax.dataLim.y1)) if ax.has_data() else 1.0
+    ax.set_ylim(0, 2.0 * top)  # room above the bars for the legend
+    ax.legend(fontsize=4.6, loc="upper left")
     # bottom right: SJF / SSJF reductions
     ax = mosaic["r"]
     # a repeat is set against the FCFS run of the first engine session; drawn only when it falls
@@ -147,8 +153,8 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
         other = red[red["session"] != 1]
         if len(other):
             ax.text(0.03, 0.97, "\n".join(
-                f"{r['run']} (engine session {int(r['session'])}): measured "
-                f"{100 * r['measured_reduction']:+.0f}%, predicted {100 * r['predicted_reduction']:+.0f}%"
+                f"{r['run']} (session {int(r['session'])}): measured "
+                f"{100 * r['measured_reduction']:+.0f}%,\npredicted {100 * r['predicted_reduction']:+.0f}%"
                 for _, r in other.iterrows()), transform=ax.transAxes, va="top", fontsize=4.8)  # fmt: skip
     ax.set_xlabel("measured JCT reduction (%)", fontsize=6.5)
     ax.set_ylabel("predicted (%)", fontsize=6.5)

@@ -15,6 +15,13 @@ on the group's **calibration iterations only** (:func:`calibration_laws`):
   M/G/1 of Sec. III with the per-request law S = a N + b0 (:func:`request_law`, N the tokens
   after the first) or Sec. IV's elastic batches (Eq. 26) with Eq. (18) written from the linear
   step law (:func:`llmqueue.latency.batch_law_from_step`);
+- ``warmup_speed``: the prediction's law times the engine's speed in the run's warm-up, before
+  any judged request arrived (:func:`speed_factor` over the iterations that ended before the
+  first judged arrival; the warm-up requests are never judged): a speed probe taken in the same
+  engine session just before the judged requests, the shape still the calibration's;
+- ``run_speed`` (diagnosis, never the result): the prediction's law times the engine's speed
+  over the whole run (one number per run, read from the judged run): what the calibrated shape
+  and the scheduler model give when only the machine's mean speed is known;
 - ``in_situ_law`` (diagnosis, never the result): the linear law fitted on the run's own
   iterations.
 
@@ -80,6 +87,8 @@ __all__ = [
     "repeat_spread",
     "summary_rows",
     "speed_windows",
+    "speed_factor",
+    "speed_timeline",
     "LAW_CHECK",
     "token_limit_rows",
     "markdown_matrix",
@@ -326,6 +335,78 @@ def speed_windows(
     }
 
 
+def speed_factor(
+    steps: pd.DataFrame, law: Any, max_gap_s: float, until_s: float | None = None
+) -> tuple[float, int]:
+    """How much slower the engine ran than `law` says: the measured total time of the run's
+    iterations (as the calibration counts them) over the law's, for the iterations that ended
+    before `until_s` (s on the run's clock) when given, else all; returns (factor, iterations),
+    factor NaN when no iteration qualifies. ``law.scaled(factor)`` then prices that speed."""
+    from llmqueue.studies.validation.calibration import iteration_times
+
+    t = iteration_times(steps, max_gap_s).to_numpy(dtype=float)
+    f = np.asarray(law.step(steps["decode_seqs"], steps["prefill_tokens"], steps["context_tokens"]))
+    keep = np.ones(t.size, dtype=bool)
+    if until_s is not None:
+        keep = steps["t_done_s"].to_numpy(dtype=float) < float(until_s)
+    n = int(keep.sum())
+    if n == 0:
+        return math.nan, 0
+    return float(t[keep].sum() / f[keep].sum()), n
+
+
+def speed_timeline(data: GroupData, law: Any, max_gap_s: float, window_s: float) -> pd.DataFrame:
+    """The engine's speed through each engine session of a group, phase after phase: the
+    calibration (session 1), then every recorded run in step order (capacity bursts and judged
+    runs; repeats in their own sessions), each phase's iterations (as the calibration counts
+    them) against `law` in consecutive `window_s` windows of the phase's own clock. Phases are
+    laid back to back (``t_s``: the window's start, s since the session's first phase began, the
+    gaps between phases left out). Per window: ``speed`` = median of measured / law over its
+    iterations (1: as fast as the law says; windows with fewer than 20 iterations are left out,
+    as in :func:`speed_windows`). Diagnosis: it reads the judged runs."""
+    from llmqueue.studies.validation.calibration import iteration_times
+
+    runs = data.meta.get("runs", {})
+    phases: list[tuple[int, int, str, str, pd.DataFrame]] = []
+    cal = data.calibration
+    phases.append((1, int(cal["step"].min()), "calibration", "calibration", cal))
+    for name, st in data.steps.items():
+        if len(st) == 0:
+            continue
+        info = runs.get(name, {})
+        kind = "judged" if name in data.judged else "capacity"
+        phases.append((int(info.get("session") or 1), int(st["step"].min()), name, kind, st))
+    phases.sort(key=lambda x: (x[0], x[1]))
+    out = []
+    offset: dict[int, float] = {}
+    for session, _, name, kind, st in phases:
+        t = (
+            st["time_s"].to_numpy(dtype=float)
+            if kind == "calibration" and "time_s" in st
+            else iteration_times(st, max_gap_s).to_numpy(dtype=float)
+        )
+        f = np.asarray(law.step(st["decode_seqs"], st["prefill_tokens"], st["context_tokens"]))
+        r = t / f
+        ts = st["t_sched_s"].to_numpy(dtype=float)
+        t0, t1 = float(ts.min()), float(st["t_done_s"].max())
+        base = offset.get(session, 0.0)
+        w0 = t0
+        while w0 <= t1:
+            m = (ts >= w0) & (ts < w0 + window_s)
+            if m.sum() >= 20:
+                out.append({
+                    "group": data.name, "session": session, "phase": name, "kind": kind,
+                    "t_s": base + (w0 - t0), "window_s": window_s, "iterations": int(m.sum()),
+                    "speed": float(np.median(r[m])),
+                })  # fmt: skip
+            w0 += window_s
+        offset[session] = base + (t1 - t0)
+    return pd.DataFrame(
+        out,
+        columns=["group", "session", "phase", "kind", "t_s", "window_s", "iterations", "speed"],
+    )
+
+
 # ---- closed forms ------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
 def _scaled_outputs(
@@ -471,12 +552,22 @@ def compare_group(
         paper = paper_policy(data, table, laws)
         if paper is not None:
             variants.append(("paper", *paper))
+        max_gap = data.max_gap_s
+        steps = data.steps[table]
+        first_judged = float(req.loc[keep, "arrival_s"].min())
+        k_warm, n_warm = speed_factor(steps, laws[cfg.law], max_gap, until_s=first_judged)
+        k_run, _ = speed_factor(steps, laws[cfg.law], max_gap)
+        if n_warm:
+            variants.append(("warmup_speed", pol, laws[cfg.law].scaled(k_warm)))
+        variants.append(("run_speed", pol, laws[cfg.law].scaled(k_run)))
         own = in_situ_law(data.fits, table)
         if own is not None:
             variants.append(("in_situ_law", pol, own))
-        max_gap = float(data.meta.get("calibration", {}).get("max_gap_s", 0.002))
         base = {
-            **speed_windows(data.steps[table], laws[cfg.law], max_gap),
+            **speed_windows(steps, laws[cfg.law], max_gap, cfg.speed_window_s),
+            "warmup_speed_factor": k_warm,
+            "warmup_speed_iterations": n_warm,
+            "run_speed_factor": k_run,
             "group": data.name,
             "policy": data.policy,
             "run": table,

@@ -13,6 +13,7 @@ calibration iterations, the only data any law is fitted on), ``calibration_fit.j
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,7 @@ class MatrixCompareSettings:
     """Config ``validation.matrix_compare``: the folder of the group folders, the groups compared
     (in order), the prediction's step law (:data:`LAWS`; the other is reported beside it), KV
     model and budget (as ``validation.compare``), batches for the batch-means CIs of the measured
-    waits, the targets, the root seed."""
+    waits, the targets, the root seed, the window of the engine's speed diagnosis (s)."""
 
     dir: str
     groups: tuple[str, ...]
@@ -86,6 +87,7 @@ class MatrixCompareSettings:
     ci_batches: int = 6
     targets: MatrixTargets = field(default_factory=MatrixTargets)
     seed: int = 0
+    speed_window_s: float = 15.0
 
     def __post_init__(self) -> None:
         where = "validation.matrix_compare"
@@ -95,6 +97,8 @@ class MatrixCompareSettings:
             raise InputError(f"{where}.law must be one of {', '.join(LAWS)}, got {self.law!r}")
         if not (isinstance(self.ci_batches, int) and 3 <= self.ci_batches <= 50):
             raise InputError(f"{where}.ci_batches must be an integer in [3, 50]")
+        if not (math.isfinite(self.speed_window_s) and 1.0 <= self.speed_window_s <= 600.0):
+            raise InputError(f"{where}.speed_window_s must be a time in [1, 600] s")
 
     @property
     def other_law(self) -> str:
@@ -118,6 +122,7 @@ class MatrixCompareSettings:
             int(section.get("ci_batches", 6)),
             MatrixTargets(**{k: float(v) for k, v in t.items()}),
             int(seed),
+            float(section.get("speed_window_s", 15.0)),
         )
 
 
@@ -144,6 +149,12 @@ class GroupData:
     def judged(self) -> list[str]:
         """The judged runs' table names (session 1, then the repeats)."""
         return [str(x) for x in self.group["judged"]]
+
+    @property
+    def max_gap_s(self) -> float:
+        """The calibration's idle-gap threshold the group was measured with (s; meta.json):
+        how :func:`llmqueue.studies.validation.calibration.iteration_times` counts iterations."""
+        return float(self.meta.get("calibration", {}).get("max_gap_s", 0.002))
 
     def run_meta(self, name: str) -> Mapping[str, Any]:
         runs = self.meta.get("runs", {})
@@ -204,12 +215,18 @@ def check_group_folder(folder: str | Path) -> list[str]:
     return [str(x) for x in group["judged"]]
 
 
-def read_group(folder: str | Path, tables: Sequence[str] | None = None) -> GroupData:
+def read_group(
+    folder: str | Path, tables: Sequence[str] | None = None, *, all_runs: bool = False
+) -> GroupData:
     """Read a committed group folder (checked by :func:`check_group_folder`): the judged runs'
-    tables (or `tables`), rows in arrival order with arrival <= first token <= finish."""
+    tables (or `tables`; with `all_runs` every recorded run's, capacity bursts too), rows in
+    arrival order with arrival <= first token <= finish."""
     p = Path(folder)
     judged = check_group_folder(p)
     names = list(judged if tables is None else tables)
+    if all_runs:
+        recorded = _json(p / "meta.json").get("runs", {})
+        names += [t for t in recorded if t not in names]
     requests, steps = {}, {}
     for t in names:
         f = str(p / f"requests_{t}.csv")
