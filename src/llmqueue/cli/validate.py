@@ -1002,8 +1002,9 @@ def _assemble_group(
             lim = p["table"]["token_limit"].iloc[0]
             cap_name = "capacity" if lim < 0 else f"capacity_l{int(lim)}"
             cap = capacity[cap_name]["capacity_per_s"]
-            pre_ids = {x for ids in st.get("preempted_ids", pd.Series([], dtype=str)).fillna("")
-                       for x in str(ids).split("|") if x}  # fmt: skip
+            # an all-empty column reads as NaN floats: only strings hold ids
+            pre_ids = {x for ids in st.get("preempted_ids", pd.Series([], dtype=object))
+                       if isinstance(ids, str) for x in ids.split("|") if x}  # fmt: skip
             rec = {
                 **p["contention"],
                 **drift(t_it.to_numpy(), np.asarray(pred, dtype=float)),
