@@ -124,8 +124,11 @@ def test_batch_queue_gate_precedes_each_controlled_batch(config: dict[str, Any])
     from llmqueue.cli.validate import _batch_table
     from llmqueue.studies.validation.calibration import CalibrationBatch
 
-    gate = _matrix(config).batch_queue_gate
+    spec = _matrix(config)
+    gate = spec.batch_queue_gate
     assert gate is not None and gate.lead_s > 0
+    assert spec.gate_for(spec.group("dynamic")) == gate
+    assert spec.gate_for(spec.group("fcfs")) is None  # vLLM's own admission needs no gate
     b = CalibrationBatch(8, 64, 40)
     plain = _batch_table(b, "calibration05")
     assert list(plain["planned_s"]) == [0.0] * 8

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import platform
@@ -767,7 +768,7 @@ def _measure_group(
             res = asyncio.run(
                 _group_session(
                     g, k, settings, model_dir, step_log, plan, data, root_seed, tables, capacity,
-                    spec.contention, spec.batch_queue_gate,
+                    spec.contention, spec.gate_for(g),
                 )
             )  # fmt: skip
             res["step_log"] = step_log
@@ -787,11 +788,12 @@ def _measure_group(
 async def _group_session(
     g: Any, session: int, settings: Any, model_dir: Path, step_log: Path, plan: dict[str, Any],
     data: Any, root_seed: int, tables: dict[str, Any], capacity: dict[str, Any],
-    thresholds: Any, batch_queue_gate: Any = None,
+    thresholds: Any, gate: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
     """One engine start: warm-up batches, then (session 1) calibration, capacity bursts and the
     runs, or (later sessions) the repeated runs. `tables` and `capacity` are filled by session 1
-    and read by the repeats (the same request tables, the same planned times)."""
+    and read by the repeats (the same request tables, the same planned times). Controlled batches
+    wait behind `gate` when one is given (``MatrixSpec.gate_for``: batch-queue groups)."""
     import numpy as np
     import pandas as pd
 
@@ -839,7 +841,6 @@ async def _group_session(
         stream = make_stream(engine)
 
         async def batches(name: str, items: list[Any]) -> None:
-            gate = batch_queue_gate if g.scheduler == "batch_queue" else None
             res["phases"][name] = await _run_batches(
                 stream, name, items, prompts_for, f"{g.name} ", gate
             )
@@ -945,6 +946,7 @@ def _assemble_group(
     from llmqueue.validation.steplog import core_facts_path
 
     max_gap = float(sec["calibration"]["max_gap_s"])
+    gate = spec.gate_for(g)
     files: dict[str, Any] = {}
     runs: dict[str, Any] = {}
     fits: dict[str, Any] = {}
@@ -1063,10 +1065,7 @@ def _assemble_group(
         ],
         "calibration": {"batches": [list(b) for b in g.calibration], "max_gap_s": max_gap,
                         "warmup_batches": sec["warmup_batches"],
-                        "batch_queue_gate": (
-                            dict(spec.batch_queue_gate.__dict__)
-                            if g.scheduler == "batch_queue" and spec.batch_queue_gate else None
-                        )},
+                        "batch_queue_gate": dataclasses.asdict(gate) if gate else None},
         "capacity": capacity,
         "runs": runs,
         "contention_thresholds": dict(spec.contention),

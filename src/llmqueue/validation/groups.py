@@ -209,6 +209,11 @@ class MatrixSpec:
     predictor_model: str = ""
     batch_queue_gate: BatchQueueGate | None = None
 
+    def gate_for(self, g: GroupSpec) -> BatchQueueGate | None:
+        """What group `g`'s controlled batches wait behind: the batch-queue gate for a group of
+        the batch-queue scheduler, else nothing."""
+        return self.batch_queue_gate if g.scheduler == "batch_queue" else None
+
     def group(self, name: str) -> GroupSpec:
         for g in self.groups:
             if g.name == name:

@@ -33,6 +33,7 @@ __all__ = [
     "CalibrationBatch",
     "calibration_batches",
     "iteration_times",
+    "measured_and_law",
     "fit_calibration",
     "saturation_capacity",
     "slice_steps",
@@ -92,6 +93,19 @@ def iteration_times(steps: pd.DataFrame, max_gap_s: float = 0.002) -> pd.Series:
     med_gap = float(np.median(gap[straight])) if straight.any() else 0.0
     dur = np.where(straight, nxt - t_s, t_d - t_s + med_gap)
     return pd.Series(dur, index=steps.index, name="time_s")
+
+
+def measured_and_law(
+    steps: pd.DataFrame, law: Any, max_gap_s: float = 0.002
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each iteration's measured time (:func:`iteration_times`) and the time `law` (a
+    :class:`llmqueue.latency.StepLaw`) gives it, s, as two arrays in step order."""
+    t = iteration_times(steps, max_gap_s).to_numpy(dtype=float)
+    f = np.asarray(
+        law.step(steps["decode_seqs"], steps["prefill_tokens"], steps["context_tokens"]),
+        dtype=float,
+    )
+    return t, f
 
 
 def fit_calibration(

@@ -60,6 +60,7 @@ from llmqueue.latency import (
 )
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
+from llmqueue.studies.validation.calibration import measured_and_law
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
 from llmqueue.studies.validation.tables import (
     calibration_law,
@@ -301,27 +302,36 @@ def quantile_ci(x: np.ndarray, q: float, n_eff: float) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
+# a speed window's median is kept only when it rests on this many iterations
+MIN_WINDOW_ITERATIONS = 20
+
+
+def _window_medians(
+    ts: np.ndarray, r: np.ndarray, window_s: float
+) -> list[tuple[float, int, float]]:
+    """(start, iterations, median of `r`) of each consecutive `window_s` window of the start
+    times `ts` from their first, windows with fewer than :data:`MIN_WINDOW_ITERATIONS` left out."""
+    out = []
+    w0 = float(ts.min()) if ts.size else 0.0
+    while ts.size and w0 <= ts.max():
+        m = (ts >= w0) & (ts < w0 + window_s)
+        if m.sum() >= MIN_WINDOW_ITERATIONS:
+            out.append((w0, int(m.sum()), float(np.median(r[m]))))
+        w0 += window_s
+    return out
+
+
 def speed_windows(
     steps: pd.DataFrame, law: Any, max_gap_s: float, window_s: float = 15.0
 ) -> dict[str, float]:
     """How steady the engine's speed was during a run: the run's iterations (times as the
     calibration counts them) against `law`, the median of measured / law per `window_s` window of
-    the run (windows with >= 20 iterations); returns the smallest and largest window median and
-    their ratio (``speed_spread``: 0 for a machine whose speed never changed). Diagnosis only: it
-    reads the judged run."""
-    from llmqueue.studies.validation.calibration import iteration_times
-
-    t = iteration_times(steps, max_gap_s).to_numpy(dtype=float)
-    f = np.asarray(law.step(steps["decode_seqs"], steps["prefill_tokens"], steps["context_tokens"]))
-    r = t / f
-    ts = steps["t_sched_s"].to_numpy(dtype=float)
-    meds = []
-    w0 = float(ts.min()) if ts.size else 0.0
-    while ts.size and w0 <= ts.max():
-        m = (ts >= w0) & (ts < w0 + window_s)
-        if m.sum() >= 20:
-            meds.append(float(np.median(r[m])))
-        w0 += window_s
+    the run (:func:`_window_medians`); returns the smallest and largest window median and their
+    ratio (``speed_spread``: 0 for a machine whose speed never changed). Diagnosis only: it reads
+    the judged run."""
+    t, f = measured_and_law(steps, law, max_gap_s)
+    meds = [m for _, _, m in _window_medians(steps["t_sched_s"].to_numpy(dtype=float), t / f,
+                                               window_s)]  # fmt: skip
     if not meds:
         return {
             "speed_window_min": math.nan,
@@ -342,10 +352,7 @@ def speed_factor(
     iterations (as the calibration counts them) over the law's, for the iterations that ended
     before `until_s` (s on the run's clock) when given, else all; returns (factor, iterations),
     factor NaN when no iteration qualifies. ``law.scaled(factor)`` then prices that speed."""
-    from llmqueue.studies.validation.calibration import iteration_times
-
-    t = iteration_times(steps, max_gap_s).to_numpy(dtype=float)
-    f = np.asarray(law.step(steps["decode_seqs"], steps["prefill_tokens"], steps["context_tokens"]))
+    t, f = measured_and_law(steps, law, max_gap_s)
     keep = np.ones(t.size, dtype=bool)
     if until_s is not None:
         keep = steps["t_done_s"].to_numpy(dtype=float) < float(until_s)
@@ -359,13 +366,11 @@ def speed_timeline(data: GroupData, law: Any, max_gap_s: float, window_s: float)
     """The engine's speed through each engine session of a group, phase after phase: the
     calibration (session 1), then every recorded run in step order (capacity bursts and judged
     runs; repeats in their own sessions), each phase's iterations (as the calibration counts
-    them) against `law` in consecutive `window_s` windows of the phase's own clock. Phases are
-    laid back to back (``t_s``: the window's start, s since the session's first phase began, the
-    gaps between phases left out). Per window: ``speed`` = median of measured / law over its
-    iterations (1: as fast as the law says; windows with fewer than 20 iterations are left out,
-    as in :func:`speed_windows`). Diagnosis: it reads the judged runs."""
-    from llmqueue.studies.validation.calibration import iteration_times
-
+    them) against `law` in consecutive `window_s` windows of the phase's own clock
+    (:func:`_window_medians`). Phases are laid back to back (``t_s``: the window's start, s since
+    the session's first phase began, the gaps between phases left out). Per window: ``speed`` =
+    median of measured / law over its iterations (1: as fast as the law says). Diagnosis: it
+    reads the judged runs."""
     runs = data.meta.get("runs", {})
     phases: list[tuple[int, int, str, str, pd.DataFrame]] = []
     cal = data.calibration
@@ -380,27 +385,16 @@ def speed_timeline(data: GroupData, law: Any, max_gap_s: float, window_s: float)
     out = []
     offset: dict[int, float] = {}
     for session, _, name, kind, st in phases:
-        t = (
-            st["time_s"].to_numpy(dtype=float)
-            if kind == "calibration" and "time_s" in st
-            else iteration_times(st, max_gap_s).to_numpy(dtype=float)
-        )
-        f = np.asarray(law.step(st["decode_seqs"], st["prefill_tokens"], st["context_tokens"]))
-        r = t / f
+        t, f = measured_and_law(st, law, max_gap_s)
         ts = st["t_sched_s"].to_numpy(dtype=float)
-        t0, t1 = float(ts.min()), float(st["t_done_s"].max())
+        t0 = float(ts.min())
         base = offset.get(session, 0.0)
-        w0 = t0
-        while w0 <= t1:
-            m = (ts >= w0) & (ts < w0 + window_s)
-            if m.sum() >= 20:
-                out.append({
-                    "group": data.name, "session": session, "phase": name, "kind": kind,
-                    "t_s": base + (w0 - t0), "window_s": window_s, "iterations": int(m.sum()),
-                    "speed": float(np.median(r[m])),
-                })  # fmt: skip
-            w0 += window_s
-        offset[session] = base + (t1 - t0)
+        for w0, n, med in _window_medians(ts, t / f, window_s):
+            out.append({
+                "group": data.name, "session": session, "phase": name, "kind": kind,
+                "t_s": base + (w0 - t0), "window_s": window_s, "iterations": n, "speed": med,
+            })  # fmt: skip
+        offset[session] = base + (float(st["t_done_s"].max()) - t0)
     return pd.DataFrame(
         out,
         columns=["group", "session", "phase", "kind", "t_s", "window_s", "iterations", "speed"],

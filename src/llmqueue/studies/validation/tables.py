@@ -247,10 +247,9 @@ def steplaw_check(steps: pd.DataFrame, law: StepLaw, max_gap_s: float) -> dict[s
     the first iteration after each idle period (the engine waited for work more than
     `max_gap_s`). Iteration times as the calibration counts them
     (:func:`llmqueue.studies.validation.calibration.iteration_times`)."""
-    from llmqueue.studies.validation.calibration import iteration_times
+    from llmqueue.studies.validation.calibration import measured_and_law
 
-    t = iteration_times(steps, max_gap_s).to_numpy(dtype=float)
-    f = np.asarray(law.step(steps["decode_seqs"], steps["prefill_tokens"], steps["context_tokens"]))
+    t, f = measured_and_law(steps, law, max_gap_s)
     pre = steps["prefill_tokens"].to_numpy() > 0
     gap = (
         steps["t_sched_s"].to_numpy(dtype=float)[1:] - steps["t_done_s"].to_numpy(dtype=float)[:-1]
