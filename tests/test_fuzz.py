@@ -481,6 +481,9 @@ def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, val
         (("token_limit", "patient", "rate_per_s"), float("inf")),
         (("token_limit", "simulation", "requests"), -5),
         (("serving", "simulation", "requests"), 10**12),
+        (("validation", "matrix_compare", "speed_window_s"), 0),
+        (("validation", "vllm", "matrix", "batch_queue_gate", "lead_s"), 5),
+        (("validation", "vllm", "matrix", "batch_queue_gate", "prompt_tokens"), 0),
     ],
 )
 def test_config_values_out_of_range_are_refused(path: tuple, value: Any) -> None:

@@ -421,3 +421,14 @@ def test_speed_timeline_lays_phases_back_to_back_per_session() -> None:
     assert first["capacity"] == pytest.approx(20.0, abs=0.01)  # after the calibration's 20 s
     assert first["load50"] == pytest.approx(42.0, abs=0.01)  # after 22 s of capacity burst
     assert tl[tl["phase"] == "load50_r2"]["t_s"].min() == 0.0  # its own session starts at 0
+
+
+@pytest.mark.parametrize("bad", [0.5, 601.0, float("nan"), float("inf")])
+def test_a_bad_speed_window_is_named(config: dict[str, Any], bad: float) -> None:
+    from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings
+
+    section = {**config["validation"]["matrix_compare"], "speed_window_s": bad}
+    with pytest.raises(
+        InputError, match=r"matrix_compare\.speed_window_s must be a time in \[1, 600\] s"
+    ):
+        MatrixCompareSettings.from_config(section, 0)
