@@ -484,6 +484,8 @@ def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, val
         (("validation", "matrix_compare", "speed_window_s"), 0),
         (("validation", "vllm", "matrix", "batch_queue_gate", "lead_s"), 5),
         (("validation", "vllm", "matrix", "batch_queue_gate", "prompt_tokens"), 0),
+        (("validation", "vllm", "engine", "host_cpus_bind"), "0"),
+        (("validation", "vllm", "engine", "host_cpus_bind"), "1-"),
     ],
 )
 def test_config_values_out_of_range_are_refused(path: tuple, value: Any) -> None:

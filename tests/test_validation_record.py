@@ -103,6 +103,8 @@ def test_engine_settings_from_the_config() -> None:
         ("kv_blocks", 4, "cannot hold one request"),
         ("max_num_seqs", 0, "max_num_seqs must be >= 1"),
         ("scheduling_policy", "lifo", "fcfs or priority"),
+        ("host_cpus_bind", "0", "shares CPUs \\[0\\] with omp_threads_bind"),
+        ("host_cpus_bind", "one", "host_cpus_bind must be a CPU list"),
     ],
 )
 def test_engine_settings_errors_name_the_key(key: str, value: object, match: str) -> None:

@@ -312,6 +312,7 @@ async def _session(
     from llmqueue.studies.validation.calibration import saturation_capacity
     from llmqueue.validation.client import check_complete, run_open_loop
     from llmqueue.validation.engine import (
+        bind_host,
         close_engine,
         make_stream,
         open_async_engine,
@@ -339,6 +340,7 @@ async def _session(
         from vllm.v1.core.sched.scheduler import Scheduler
 
         res["settings"] = read_settings(engine.vllm_config, Scheduler)
+        res["settings"]["placement"] = bind_host(settings)
         log(f"engine up in {res['startup_s']} s: {res['settings']}")
         stream = make_stream(engine)
 
@@ -802,12 +804,18 @@ async def _group_session(
     from llmqueue.validation.client import check_complete, run_open_loop
     from llmqueue.validation.contention import contention, snapshot
     from llmqueue.validation.engine import (
+        bind_host,
         close_engine,
         make_stream,
         open_async_engine,
         read_settings,
     )
     from llmqueue.validation.groups import capacity_name, planned_rate, repeat_name
+    from llmqueue.validation.placement import (
+        involuntary_switches,
+        parse_cpu_list,
+        preemption_rate,
+    )
     from llmqueue.validation.requests import group_table, prompt_token_ids, run_table
 
     prompt, output, rows, preds = data
@@ -837,8 +845,13 @@ async def _group_session(
         from vllm.v1.core.sched.scheduler import Scheduler
 
         res["settings"] = read_settings(engine.vllm_config, Scheduler)
+        res["settings"]["placement"] = bind_host(settings)
         log(f"engine up in {res['startup_s']} s: {res['settings']}")
         stream = make_stream(engine)
+        model_cpus = parse_cpu_list(settings.omp_threads_bind) or frozenset()
+
+        def switches() -> int | None:
+            return involuntary_switches(os.getpid(), model_cpus) if model_cpus else None
 
         async def batches(name: str, items: list[Any]) -> None:
             res["phases"][name] = await _run_batches(
@@ -847,22 +860,25 @@ async def _group_session(
 
         async def serve(name: str, tab: pd.DataFrame, extra: dict[str, Any]) -> None:
             prompts = prompts_for(tab, name.split("_r")[0])
-            snap0 = snapshot()
+            snap0, sw0 = snapshot(), switches()
             t_a, load_a = time.monotonic(), loadavg()
             t0, rec = await run_open_loop(tab, stream, prompts)
-            snap1 = snapshot()
+            snap1, sw1 = snapshot(), switches()
             check_complete(rec, f"{g.name} {name}")
+            cont = contention(snap0, snap1)
+            cont["model_preemptions_per_s"] = preemption_rate(sw0, sw1, cont["wall_s"])
             res["phases"][name] = {
                 "t_start": t_a, "t_end": time.monotonic(), "t0": t0, "load_before": load_a,
                 "load_after": loadavg(), "table": tab, "records": rec,
-                "contention": contention(snap0, snap1), **extra,
+                "contention": cont, **extra,
             }  # fmt: skip
             late = (rec["arrival_s"] - rec["planned_s"]).max()
             c = res["phases"][name]["contention"]
             log(
                 f"{g.name} {name}: {len(tab)} requests in {time.monotonic() - t_a:.1f} s (client "
                 f"lateness <= {1e3 * late:.1f} ms; other processes {100 * c['other_cpu_share']:.1f}% "
-                f"of the CPU, steal {100 * c['steal_share']:.1f}%)"
+                f"of the CPU, steal {100 * c['steal_share']:.1f}%; model core taken "
+                f"{c['model_preemptions_per_s']:.1f} times/s)"
             )
 
         await batches("warmup", plan["warmup"])

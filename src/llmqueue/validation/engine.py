@@ -9,6 +9,9 @@
   is removed from the environment, since it would override the latter in whole GiB), and the
   scheduler replaced by :class:`llmqueue.validation.probe.RecordingScheduler` (vLLM's scheduler
   plus a per-iteration record).
+- :func:`bind_host`: once the engine is up, every thread but the model worker's bound to
+  ``host_cpus_bind`` (:mod:`llmqueue.validation.placement`), so nothing else runs on the model's
+  core.
 - :func:`make_stream`: requests as token ids, ``SamplingParams(max_tokens=n, ignore_eos=True)``,
   greedy, delta outputs: a stream of new-token counts for :mod:`llmqueue.validation.client`.
 - :func:`read_settings`: what the running engine actually uses (from its ``VllmConfig`` after
@@ -28,6 +31,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.validation.model import kv_bytes_per_token
+from llmqueue.validation.placement import bind_host_processes, check_binding, parse_cpu_list
 from llmqueue.validation.steplog import STEP_LOG_ENV
 
 __all__ = [
@@ -36,6 +40,7 @@ __all__ = [
     "EngineSettings",
     "engine_environment",
     "open_async_engine",
+    "bind_host",
     "make_stream",
     "close_engine",
     "read_settings",
@@ -64,6 +69,7 @@ class EngineSettings:
     enforce_eager: bool
     scheduling_policy: str
     omp_threads_bind: str
+    host_cpus_bind: str
     seed: int
 
     @classmethod
@@ -101,6 +107,7 @@ class EngineSettings:
             raise InputError(
                 f"validation.vllm.engine.scheduling_policy must be fcfs or priority, got {s.scheduling_policy!r}"
             )
+        check_binding(str(s.omp_threads_bind), str(s.host_cpus_bind))
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,6 +167,23 @@ def open_async_engine(
         disable_log_stats=True,
     )
     return AsyncLLM.from_engine_args(args)
+
+
+def bind_host(settings: EngineSettings) -> list[dict[str, Any]] | None:
+    """Once the engine is up: bind this process tree's threads, except the model worker's, to
+    ``settings.host_cpus_bind`` (:mod:`llmqueue.validation.placement`); returns the placement read
+    back per process, or None with ``nobind``."""
+    host = parse_cpu_list(settings.host_cpus_bind)
+    model = parse_cpu_list(settings.omp_threads_bind)
+    if host is None or model is None:
+        return None
+    missing = sorted(host - set(os.sched_getaffinity(0)))
+    if missing:
+        raise InputError(
+            f"validation.vllm.engine.host_cpus_bind: CPUs {missing} are not available on this "
+            f"machine (available: {sorted(os.sched_getaffinity(0))})"
+        )
+    return bind_host_processes(os.getpid(), host, model)
 
 
 def close_engine(engine: Any) -> None:
