@@ -932,8 +932,9 @@ def render_validation_matrix_headline(summary: pd.DataFrame, targets: Mapping[st
 def render_validation_matrix_speed(table: pd.DataFrame, window_s: float) -> str:
     """Per judged run: the prediction's step law on the run's own iterations (law / measured - 1
     of their total time: all, with prefill, decode-only), the spread of the engine's speed across
-    the run's `window_s` windows, the engine's speed (measured / law) in the warm-up and over the
-    run, and the mean-JCT error of the prediction, of the law at the warm-up's and at the run's
+    the run's `window_s` windows, how often per second another thread took the model worker's core
+    (its involuntary context switches), the engine's speed (measured / law) in the warm-up and over
+    the run, and the mean-JCT error of the prediction, of the law at the warm-up's and at the run's
     speed, and of the in-situ law."""
     pred = table[table["variant"] == "prediction"]
     rows = []
@@ -952,6 +953,7 @@ def render_validation_matrix_speed(table: pd.DataFrame, window_s: float) -> str:
                 fmt_pct(r["law_prefill_rel_error"]),
                 fmt_pct(r["law_decode_rel_error"]),
                 fmt_pct(r["speed_spread"], sign=False),
+                fmt(r.get("model_preemptions_per_s", math.nan), 3),
                 f"{fmt(r['warmup_speed_factor'], 3)} / {fmt(r['run_speed_factor'], 3)}",
                 fmt_pct(r["jct_mean_rel_error"]),
                 err("warmup_speed"),
@@ -960,7 +962,8 @@ def render_validation_matrix_speed(table: pd.DataFrame, window_s: float) -> str:
             ]
         )
     header = ["run", "load", "law on the run's iterations: all", "with prefill", "decode-only",
-              f"speed spread over {window_s:g}-s windows", "speed: warm-up / run",
+              f"speed spread over {window_s:g}-s windows", "model core taken (/s)",
+              "speed: warm-up / run",
               "mean JCT error", "at the warm-up's speed", "at the run's speed", "in-situ law"]  # fmt: skip
     return md_table(header, rows)
 

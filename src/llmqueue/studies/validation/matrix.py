@@ -585,6 +585,10 @@ def compare_group(
             "preempted_share": float(info.get("preempted_share", 0.0)),
             "measured_preemptions": int(info.get("preemptions", 0)),
             "flags": _flags(info),
+            # how often another thread took the model's core (NaN in runs that predate it)
+            "model_preemptions_per_s": float(
+                (info.get("contention") or {}).get("model_preemptions_per_s", math.nan)
+            ),
         }
         for variant, p, law in variants:
             seed = seed_sequence(cfg.seed, "validation", "matrix", data.name, table, variant)
