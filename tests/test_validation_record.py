@@ -303,3 +303,18 @@ def test_cpu_bf16_reads_the_flags(tmp_path: Path) -> None:
     assert cpu_bf16(str(with_bf16)) is True
     assert cpu_bf16(str(without)) is False
     assert cpu_bf16(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs Linux CPU affinity")
+def test_cpus_the_machine_lacks_are_refused_before_the_engine_starts() -> None:
+    from llmqueue.validation.engine import require_cpus
+
+    eng = dict(config_section()["engine"])
+    eng["host_cpus_bind"] = "4095"
+    with pytest.raises(InputError, match=r"host_cpus_bind: CPUs \[4095\] are not available"):
+        require_cpus(EngineSettings.from_config(eng))
+    eng["host_cpus_bind"], eng["omp_threads_bind"] = "nobind", "4094"
+    with pytest.raises(InputError, match=r"omp_threads_bind: CPUs \[4094\] are not available"):
+        require_cpus(EngineSettings.from_config(eng))
+    eng["omp_threads_bind"] = "auto"
+    require_cpus(EngineSettings.from_config(eng))

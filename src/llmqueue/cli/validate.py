@@ -182,7 +182,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
 
     from llmqueue.checks.validation import check_validation_section
     from llmqueue.studies.validation.calibration import calibration_batches
-    from llmqueue.validation.engine import EngineSettings
+    from llmqueue.validation.engine import EngineSettings, require_cpus
     from llmqueue.validation.model import make_model
     from llmqueue.validation.record import cpu_name, hardware_id
     from llmqueue.validation.requests import read_trace_lengths
@@ -192,6 +192,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     over = _overrides(args, sec)
     check_validation_section(sec)
     settings = EngineSettings.from_config(sec["engine"])
+    require_cpus(settings)
     cores = os.cpu_count() or 1
     hw = hardware_id(cpu_name(), cores) if sec["hardware_id"] == "auto" else sec["hardware_id"]
     out = Path(args.out or Path(sec["out"]) / f"vllm-cpu-{hw}")
@@ -676,7 +677,7 @@ def cmd_matrix(args: argparse.Namespace) -> None:
     """Measure the groups of the validation matrix (module docstring)."""
     import numpy as np
 
-    from llmqueue.validation.engine import EngineSettings
+    from llmqueue.validation.engine import EngineSettings, require_cpus
     from llmqueue.validation.groups import select_groups
     from llmqueue.validation.record import cpu_name, hardware_id
     from llmqueue.validation.requests import candidate_rows, read_trace_lengths
@@ -691,12 +692,12 @@ def cmd_matrix(args: argparse.Namespace) -> None:
     inputs: dict[str, Any] = {}
     if args.check:
         for g in groups:
-            EngineSettings.from_config(g.engine)
+            require_cpus(EngineSettings.from_config(g.engine))
             read_trace_lengths(g.trace.file, g.trace.input_column, g.trace.output_column)
         print(f"validation matrix: groups {', '.join(g.name for g in groups)} OK -> {root}")
         return
     for g in groups:
-        EngineSettings.from_config(g.engine)
+        require_cpus(EngineSettings.from_config(g.engine))
         prompt, output = read_trace_lengths(
             g.trace.file, g.trace.input_column, g.trace.output_column
         )

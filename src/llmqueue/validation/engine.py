@@ -41,6 +41,7 @@ __all__ = [
     "engine_environment",
     "open_async_engine",
     "bind_host",
+    "require_cpus",
     "make_stream",
     "close_engine",
     "read_settings",
@@ -142,6 +143,7 @@ def open_async_engine(
     `scheduler`: a key of :data:`SCHEDULERS` (``batch_queue``: the paper's batch queue)."""
     if scheduler not in SCHEDULERS:
         raise InputError(f"scheduler must be one of {sorted(SCHEDULERS)}, got {scheduler!r}")
+    require_cpus(settings)
     os.environ.update(engine_environment(settings, step_log))
     os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
     from vllm.engine.arg_utils import AsyncEngineArgs
@@ -177,13 +179,21 @@ def bind_host(settings: EngineSettings) -> list[dict[str, Any]] | None:
     model = parse_cpu_list(settings.omp_threads_bind)
     if host is None or model is None:
         return None
-    missing = sorted(host - set(os.sched_getaffinity(0)))
-    if missing:
-        raise InputError(
-            f"validation.vllm.engine.host_cpus_bind: CPUs {missing} are not available on this "
-            f"machine (available: {sorted(os.sched_getaffinity(0))})"
-        )
     return bind_host_processes(os.getpid(), host, model)
+
+
+def require_cpus(settings: EngineSettings) -> None:
+    """Refuse, before the engine starts, a host or model CPU list naming CPUs this process may not
+    run on (InputError naming the key and the CPUs available)."""
+    available = set(os.sched_getaffinity(0))
+    for key in ("omp_threads_bind", "host_cpus_bind"):
+        cpus = parse_cpu_list(getattr(settings, key))
+        missing = sorted((cpus or set()) - available)
+        if missing:
+            raise InputError(
+                f"validation.vllm.engine.{key}: CPUs {missing} are not available on this machine "
+                f"(available: {sorted(available)})"
+            )
 
 
 def close_engine(engine: Any) -> None:
