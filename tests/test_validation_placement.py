@@ -116,3 +116,35 @@ def test_a_live_tree_is_bound_except_its_worker() -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+_CLOSE = (
+    "import os, sys\n"
+    "from llmqueue.validation.engine import _AFFINITY_BEFORE, close_engine\n"
+    "class Engine:\n"
+    "    def shutdown(self): pass\n"
+    "cpus = sorted(os.sched_getaffinity(0))\n"
+    "e = Engine()\n"
+    "setattr(e, _AFFINITY_BEFORE, frozenset(cpus))\n"
+    "os.sched_setaffinity(0, {cpus[-1]})\n"
+    "close_engine(e)\n"
+    "print(sorted(os.sched_getaffinity(0)) == cpus)\n"
+)
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux CPU affinity and two CPUs",
+)
+def test_closing_the_engine_puts_the_driver_back_on_its_cpus() -> None:
+    """After a session bound the driver to the host CPUs, the next engine must start from the
+    CPUs the driver had (else vLLM's worker could not be bound to the model's)."""
+    from pathlib import Path
+
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    out = subprocess.run(
+        [sys.executable, "-c", _CLOSE],
+        capture_output=True, text=True, check=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": src},
+    )  # fmt: skip
+    assert out.stdout.strip() == "True"

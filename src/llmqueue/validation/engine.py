@@ -31,7 +31,12 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.validation.model import kv_bytes_per_token
-from llmqueue.validation.placement import bind_host_processes, check_binding, parse_cpu_list
+from llmqueue.validation.placement import (
+    bind_host_processes,
+    bind_process,
+    check_binding,
+    parse_cpu_list,
+)
 from llmqueue.validation.steplog import STEP_LOG_ENV
 
 __all__ = [
@@ -49,6 +54,8 @@ __all__ = [
 ]
 
 PROBE_SCHEDULER = "llmqueue.validation.probe.RecordingScheduler"
+# this process's CPUs when the engine was opened (close_engine puts its threads back on them)
+_AFFINITY_BEFORE = "_llmqueue_affinity_before"
 # the scheduler class of each kind (llmqueue.validation.groups.GroupSpec.scheduler)
 SCHEDULERS = {
     "recording": PROBE_SCHEDULER,
@@ -168,7 +175,10 @@ def open_async_engine(
         scheduler_cls=SCHEDULERS[scheduler],
         disable_log_stats=True,
     )
-    return AsyncLLM.from_engine_args(args)
+    before = frozenset(os.sched_getaffinity(0))
+    engine = AsyncLLM.from_engine_args(args)
+    setattr(engine, _AFFINITY_BEFORE, before)
+    return engine
 
 
 def bind_host(settings: EngineSettings) -> list[dict[str, Any]] | None:
@@ -199,9 +209,14 @@ def require_cpus(settings: EngineSettings) -> None:
 def close_engine(engine: Any) -> None:
     """Shut the engine down (its core process ends) once: vLLM's ``AsyncLLM.__del__`` shuts it
     down again when the object is collected, which at interpreter exit fails with vLLM's module
-    globals already gone; the instance's ``shutdown`` is made a no-op after the real one."""
+    globals already gone; the instance's ``shutdown`` is made a no-op after the real one. This
+    process's threads then go back to the CPUs they had when the engine was opened (undoing
+    :func:`bind_host`), so the next engine starts as the first did."""
     engine.shutdown()
     engine.shutdown = lambda *args, **kwargs: None
+    before = getattr(engine, _AFFINITY_BEFORE, None)
+    if before is not None:
+        bind_process(os.getpid(), before)
 
 
 def make_stream(engine: Any) -> Any:

@@ -10,12 +10,13 @@ worker's is bound to the host CPUs once the engine is up (threads started later 
 binding of the thread that starts them); ``nobind`` leaves placement to the operating system.
 
 - :func:`parse_cpu_list`: ``"1"``, ``"0,2-3"`` -> CPU ids; ``nobind`` / ``auto`` -> None.
-- :func:`bind_host_processes`: bind the host threads, return what each process then runs on.
+- :func:`bind_host_processes`: bind the host threads, return what each process then runs on;
+  :func:`bind_process` puts one process's threads back where they were once the engine is shut.
 - :func:`involuntary_switches`: the worker's involuntary context switches (from
   ``/proc/<pid>/status``), the direct sign that something else ran on the model's core.
 
-Only :func:`bind_host_processes`, :func:`process_tree` and :func:`involuntary_switches` read or
-change the running system; the rest is pure.
+Only :func:`bind_host_processes`, :func:`bind_process`, :func:`process_tree` and
+:func:`involuntary_switches` read or change the running system; the rest is pure.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ __all__ = [
     "process_tree",
     "model_processes",
     "bind_host_processes",
+    "bind_process",
     "involuntary_switches",
     "parse_involuntary",
     "preemption_rate",
@@ -150,6 +152,17 @@ def bind_host_processes(
             continue
         out.append({"name": name, "role": role, "cpus": cpus, "threads": len(_threads(pid))})
     return out
+
+
+def bind_process(pid: int, cpus: Iterable[int]) -> None:
+    """Bind every thread of one process to `cpus` (a thread that ends meanwhile is skipped): after
+    an engine session, the driver's own threads go back to the CPUs they had before it."""
+    target = frozenset(cpus)
+    for tid in _threads(pid):
+        try:
+            os.sched_setaffinity(tid, target)
+        except OSError:
+            continue
 
 
 def parse_involuntary(text: str) -> int:
