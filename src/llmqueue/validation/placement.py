@@ -3,8 +3,10 @@
 vLLM's CPU build runs three processes: this one (the client and vLLM's ``AsyncLLM`` frontend), the
 engine core (the scheduler, a busy loop) and the model worker, whose OpenMP threads vLLM binds to
 ``VLLM_CPU_OMP_THREADS_BIND``. vLLM leaves the other two unbound, so the operating system may run
-them on the model's core; the worker spins between steps and is always runnable, so every such
-visit time-slices the model's step and stretches it by a varying amount. With ``host_cpus_bind``
+them on the model's core; the worker spins between steps and is always runnable, so such a visit
+would time-slice the model's step. (On the 2-core VM of docs/studies/validation.md, binding did
+not steady the engine's speed: the matrix measured with it misses as the one without did.) With
+``host_cpus_bind``
 (config ``validation.vllm.engine``) every thread of the frontend's process tree that is not the
 worker's is bound to the host CPUs once the engine is up (threads started later inherit the
 binding of the thread that starts them); ``nobind`` leaves placement to the operating system.
