@@ -7,12 +7,14 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from llmqueue.errors import InputError
+from llmqueue.validation.contention import process_tree
 from llmqueue.validation.placement import (
     bind_host_processes,
     check_binding,
@@ -21,7 +23,11 @@ from llmqueue.validation.placement import (
     parse_cpu_list,
     parse_involuntary,
     preemption_rate,
-    process_tree,
+)
+
+TWO_CPUS = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="needs Linux CPU affinity and two CPUs",
 )
 
 
@@ -89,10 +95,7 @@ _TREE = (
 )
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs Linux CPU affinity and two CPUs",
-)
+@TWO_CPUS
 def test_a_live_tree_is_bound_except_its_worker() -> None:
     """A parent with a child bound to the 'model' CPU, as vLLM leaves its worker: the parent's
     threads move to the host CPU, the child stays; the child's switches are counted."""
@@ -132,15 +135,10 @@ _CLOSE = (
 )
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "sched_setaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="needs Linux CPU affinity and two CPUs",
-)
+@TWO_CPUS
 def test_closing_the_engine_puts_the_driver_back_on_its_cpus() -> None:
     """After a session bound the driver to the host CPUs, the next engine must start from the
     CPUs the driver had (else vLLM's worker could not be bound to the model's)."""
-    from pathlib import Path
-
     src = str(Path(__file__).resolve().parents[1] / "src")
     out = subprocess.run(
         [sys.executable, "-c", _CLOSE],
@@ -148,3 +146,24 @@ def test_closing_the_engine_puts_the_driver_back_on_its_cpus() -> None:
         env={**os.environ, "PYTHONPATH": src},
     )  # fmt: skip
     assert out.stdout.strip() == "True"
+
+
+def test_a_process_tree_and_its_cpu_time_come_from_one_proc_walk(tmp_path: Path) -> None:
+    """A fake /proc: 10 -> 11 -> 12, and 20 outside; 13 has a broken stat (it ended)."""
+    from llmqueue.validation.contention import process_table, snapshot
+
+    hz = os.sysconf("SC_CLK_TCK")
+    rows = {10: (1, 100, 50), 11: (10, 30, 10), 12: (11, 5, 5), 20: (1, 999, 1)}
+    for pid, (ppid, ut, st_) in rows.items():
+        (tmp_path / str(pid)).mkdir()
+        fields = ["S", str(ppid)] + ["0"] * 9 + [str(ut), str(st_)] + ["0"] * 10
+        (tmp_path / str(pid) / "stat").write_text(f"{pid} (a (b) c) " + " ".join(fields))
+    (tmp_path / "13").mkdir()
+    (tmp_path / "stat").write_text("cpu 1 2 3 4 5 6 7 8\n")
+    (tmp_path / "loadavg").write_text("0.5 0.4 0.3 1/100 42\n")
+    assert process_table(tmp_path)[11] == (10, 40.0)
+    assert process_tree(10, tmp_path) == {10, 11, 12}
+    snap = snapshot(10, tmp_path)
+    assert snap is not None
+    assert snap.own_cpu_s == pytest.approx((150 + 40 + 10) / hz)
+    assert snap.loadavg == (0.5, 0.4, 0.3)

@@ -40,6 +40,8 @@ __all__ = [
     "parse_proc_stat",
     "parse_pid_stat",
     "descendants",
+    "process_table",
+    "process_tree",
     "snapshot",
     "contention",
     "drift",
@@ -99,19 +101,29 @@ def descendants(parents: Mapping[int, int], root: int) -> set[int]:
     return out
 
 
-def _tree_cpu_s(root: int, hz: float, proc: Path) -> float:
-    parents: dict[int, int] = {}
-    ticks: dict[int, float] = {}
-    for d in proc.iterdir():
+def process_table(proc: str | os.PathLike[str] = "/proc") -> dict[int, tuple[int, float]]:
+    """Every process now: pid -> (parent pid, utime + stime in clock ticks), read from /proc (a
+    process that ends while it is read is left out)."""
+    out: dict[int, tuple[int, float]] = {}
+    for d in Path(proc).iterdir():
         if not d.name.isdigit():
             continue
         try:
-            ppid, t = parse_pid_stat((d / "stat").read_text())
+            out[int(d.name)] = parse_pid_stat((d / "stat").read_text())
         except (OSError, ValueError, IndexError):
             continue  # the process ended while we looked
-        parents[int(d.name)] = ppid
-        ticks[int(d.name)] = t
-    return sum(ticks.get(p, 0.0) for p in descendants(parents, root)) / hz
+    return out
+
+
+def process_tree(root: int, proc: str | os.PathLike[str] = "/proc") -> set[int]:
+    """`root` and its descendant processes now, read from /proc."""
+    return descendants({pid: ppid for pid, (ppid, _) in process_table(proc).items()}, root)
+
+
+def _tree_cpu_s(root: int, hz: float, proc: Path) -> float:
+    table = process_table(proc)
+    tree = descendants({pid: ppid for pid, (ppid, _) in table.items()}, root)
+    return sum(table[p][1] for p in tree if p in table) / hz
 
 
 def snapshot(root: int | None = None, proc: str | os.PathLike[str] = "/proc") -> CpuSnapshot | None:

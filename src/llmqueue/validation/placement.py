@@ -17,8 +17,9 @@ binding of the thread that starts them); ``nobind`` leaves placement to the oper
 - :func:`involuntary_switches`: the worker's involuntary context switches (from
   ``/proc/<pid>/status``), the direct sign that something else ran on the model's core.
 
-Only :func:`bind_host_processes`, :func:`bind_process`, :func:`process_tree` and
-:func:`involuntary_switches` read or change the running system; the rest is pure.
+Only :func:`bind_host_processes`, :func:`bind_process` and :func:`involuntary_switches` read or
+change the running system (the process tree from :func:`llmqueue.validation.contention.process_tree`);
+the rest is pure.
 """
 
 from __future__ import annotations
@@ -29,13 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
-from llmqueue.validation.contention import descendants, parse_pid_stat
+from llmqueue.validation.contention import process_tree
 
 __all__ = [
     "UNBOUND",
     "parse_cpu_list",
     "check_binding",
-    "process_tree",
     "model_processes",
     "bind_host_processes",
     "bind_process",
@@ -98,18 +98,6 @@ def check_binding(omp_threads_bind: str, host_cpus_bind: str) -> None:
         )
 
 
-def process_tree(root: int, proc: str | os.PathLike[str] = "/proc") -> set[int]:
-    """`root` and its descendant processes, read from /proc."""
-    parents: dict[int, int] = {}
-    for d in Path(proc).iterdir():
-        if d.name.isdigit():
-            try:
-                parents[int(d.name)] = parse_pid_stat((d / "stat").read_text())[0]
-            except (OSError, ValueError, IndexError):
-                continue  # ended while we looked
-    return descendants(parents, root)
-
-
 def model_processes(affinity: Mapping[int, frozenset[int]], model_cpus: frozenset[int]) -> set[int]:
     """The processes vLLM bound to the model's CPUs: those whose main thread may run on no CPU
     outside `model_cpus` (the worker; ``affinity``: pid -> its main thread's CPUs)."""
@@ -123,30 +111,30 @@ def _threads(pid: int) -> list[int]:
         return []
 
 
+def _affinities(pids: Iterable[int]) -> dict[int, frozenset[int]]:
+    """pid -> the CPUs its main thread may run on now (a process that ended is left out)."""
+    out: dict[int, frozenset[int]] = {}
+    for pid in pids:
+        try:
+            out[pid] = frozenset(os.sched_getaffinity(pid))
+        except OSError:
+            continue
+    return out
+
+
 def bind_host_processes(
     root: int, host_cpus: Iterable[int], model_cpus: Iterable[int]
 ) -> list[dict[str, Any]]:
     """Bind every thread of `root`'s process tree, except the model worker's, to `host_cpus`;
     returns, per process, its name, role (``model`` or ``host``) and the CPUs its main thread then
     may run on (read back). A thread that ends meanwhile is skipped."""
-    host, model = frozenset(host_cpus), frozenset(model_cpus)
-    pids = sorted(process_tree(root))
-    aff: dict[int, frozenset[int]] = {}
-    for pid in pids:
-        try:
-            aff[pid] = frozenset(os.sched_getaffinity(pid))
-        except OSError:
-            continue
-    workers = model_processes(aff, model)
+    aff = _affinities(process_tree(root))
+    workers = model_processes(aff, frozenset(model_cpus))
     out = []
     for pid in sorted(aff):
         role = "model" if pid in workers else "host"
         if role == "host":
-            for tid in _threads(pid):
-                try:
-                    os.sched_setaffinity(tid, host)
-                except OSError:
-                    continue  # the thread ended
+            bind_process(pid, host_cpus)
         try:
             name = Path(f"/proc/{pid}/comm").read_text().strip()
             cpus = sorted(os.sched_getaffinity(pid))
@@ -180,14 +168,8 @@ def involuntary_switches(
 ) -> int | None:
     """Involuntary context switches so far of the model worker's threads (the processes bound to
     `model_cpus` in `root`'s tree, summed over their threads); None where /proc cannot be read."""
-    model = frozenset(model_cpus)
     total, seen = 0, False
-    for pid in process_tree(root, proc):
-        try:
-            if not model_processes({pid: frozenset(os.sched_getaffinity(pid))}, model):
-                continue
-        except OSError:
-            continue
+    for pid in model_processes(_affinities(process_tree(root, proc)), frozenset(model_cpus)):
         for tid in _threads(pid):
             try:
                 total += parse_involuntary(
