@@ -15,7 +15,7 @@ REPORT := results/report.html
 # Figures and tables are declared once, in the study rule files (declare_figure in
 # workflow/rules/common.smk): `make fig4d` or `make table1` forwards to the Snakemake target rule
 # of that name, which rebuilds that figure only; `make figures` lists them all.
-.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-predictions test-slurm
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-vllm-speed validate-predictions test-slurm
 
 install: $(STAMP)
 
@@ -109,6 +109,15 @@ validate-vllm: $(VLLM_STAMP)
 	@$(VLLM_RUN) matrix --groups "$(GROUPS)" --check
 	@$(MAKE) --no-print-directory validate-predictions GROUPS="$(GROUPS)"
 	$(VLLM_RUN) matrix --groups "$(GROUPS)" $(if $(filter 1,$(REDO)),--redo)
+
+# Does the engine's speed follow the machine's? One engine start: decode batches with two fixed
+# kernels (memory-bound, compute-bound) timed between them (config validation.vllm.machine_speed),
+# into data/validation/machine-speed-<hardware-id>/ (about 6 minutes). Not part of `reproduce`.
+validate-vllm-speed: $(VLLM_STAMP)
+	@test -x $(VLLM_BIN)/python || { \
+	  echo "make validate-vllm-speed: the vLLM environment $(VLLM_VENV) is missing; rebuild it with: rm -rf $(VLLM_VENV) && make validate-vllm" >&2; exit 1; }
+	@$(VLLM_RUN) check-env
+	$(VLLM_RUN) machine-speed
 
 # The learned predictor's prediction per trace row, for the SSJF runs of the selected groups
 # (nothing when none of them runs SSJF).

@@ -223,7 +223,7 @@ def test_package_imports_without_vllm() -> None:
     code = (
         "import sys; import llmqueue.validation.engine, llmqueue.validation.client, "
         "llmqueue.studies.validation.calibration, llmqueue.validation.record, llmqueue.validation.model, "
-        "llmqueue.cli.validate; print('vllm' in sys.modules, 'torch' in sys.modules)"
+        "llmqueue.cli.validate, llmqueue.validation.speedprobe, llmqueue.studies.validation.machine_speed; print('vllm' in sys.modules, 'torch' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],

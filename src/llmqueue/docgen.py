@@ -1042,6 +1042,40 @@ def render_validation_matrix_spread(spread: pd.DataFrame) -> str:
     return md_table(header, rows)
 
 
+def render_validation_machine_speed(summary: pd.DataFrame, meta: Mapping[str, Any]) -> str:
+    """The machine-speed run: per series its median, spread over the cycles and correlation with
+    the model's forward pass; then what was run, for how long and at what load."""
+    rows = []
+    for _, r in summary.iterrows():
+        unit = "us" if str(r["series"]).endswith("_us") else "ms"
+        rows.append(
+            [
+                md_cell(r["label"]),
+                f"{fmt(r['median'])} {unit}",
+                fmt_pct(r["cv"], sign=False),
+                f"{_float(r['max_over_min']):.2f}",
+                f"{_float(r['corr_model']):.2f}",
+            ]
+        )
+    header = ["series", "median per cycle", "CV over cycles", "largest / smallest cycle",
+              "correlation with the forward pass"]  # fmt: skip
+    ms = meta.get("machine_speed", {})
+    k = meta.get("kernels", {})
+    cont = meta.get("contention", {})
+    load = meta.get("load_before") or [float("nan")]
+    note = (
+        f"{fmt_int(ms.get('cycles'))} cycles of {fmt_int(ms.get('batch'))} sequences decoding "
+        f"{fmt_int(ms.get('output_tokens'))} tokens each, then the kernels "
+        f"({fmt(_float(k.get('stream_bytes')) / 1e6)} MB streamed for {_float(ms.get('stream_s')):g} s, "
+        f"{fmt_int(ms.get('compute_size'))}-square products for {_float(ms.get('compute_s')):g} s) "
+        f"on CPUs {k.get('probe_cpus', '-')}; {meta.get('cpu', '-')}, {fmt_int(meta.get('cores'))} "
+        f"cores; {fmt_int(meta.get('wall_s'))} s, load average {_float(load[0]):.2f} before; other processes "
+        f"{fmt_pct(cont.get('other_cpu_share'), sign=False)} of the CPU, steal "
+        f"{fmt_pct(cont.get('steal_share'), sign=False)}; measured {str(meta.get('started', '-'))[:10]}."
+    )
+    return md_table(header, rows) + "\n\n" + note
+
+
 def render_validation_matrix_groups(metas: Mapping[str, Mapping[str, Any]]) -> str:
     """The committed matrix groups: engine shape, calibration law, capacity, run time, load."""
     rows = []
@@ -1401,6 +1435,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "validation_matrix_reductions": render_validation_matrix_reductions,
     "validation_matrix_spread": render_validation_matrix_spread,
     "validation_matrix_groups": render_validation_matrix_groups,
+    "validation_machine_speed": render_validation_machine_speed,
     "profiling_fits": render_profiling_fits,
     "profiling_step_laws": render_profiling_step_laws,
     "profiling_decode": render_profiling_decode,

@@ -160,6 +160,16 @@ DOC_BLOCKS = {
 }
 # Blocks of a study this config leaves out: their pages keep them as they are.
 DOC_SKIPPED = []
+if VMS:
+    DOC_BLOCKS["validation-machine-speed"] = doc_block(
+        "validation_machine_speed",
+        dict(
+            summary="results/validation/machine_speed/summary.csv",
+            meta=f"{VMS['dir']}/meta.json",
+        ),
+    )
+else:
+    DOC_SKIPPED.append("validation-machine-speed")
 if SERV:
     DOC_BLOCKS["serving-policies"] = doc_block(
         "serving_policies",

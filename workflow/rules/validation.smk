@@ -240,3 +240,45 @@ declare_figure(
     params=dict(group=VMX_TOKEN_LIMIT),
     category=VAL_CATEGORY,
 )
+
+
+# Does the engine's speed follow the machine's? The committed machine-speed run
+# (validation.machine_speed_compare.dir, made by `make validate-vllm-speed`): decode batches and
+# two fixed kernels in turn on one engine start.
+VMS = config["validation"].get("machine_speed_compare")
+if VMS:
+
+    rule validation_machine_speed:
+        """Per cycle: the engine's decode iteration, the model's forward pass and the probes."""
+        input:
+            data=[
+                f"{VMS['dir']}/{n}"
+                for n in (
+                    "cycles.csv",
+                    "steps.csv",
+                    "model_steps.csv",
+                    "settings.json",
+                )
+            ],
+            meta=f"{VMS['dir']}/meta.json",
+            code=script_code("validation_machine_speed.py"),
+        output:
+            cycles="results/validation/machine_speed/cycles.csv",
+            summary="results/validation/machine_speed/summary.csv",
+        log:
+            "logs/validation/machine_speed.log",
+        conda:
+            "../../envs/analysis.yaml"
+        script:
+            "../scripts/validation_machine_speed.py"
+
+    declare_figure(
+        "fig_vllm_machine_speed",
+        study="validation",
+        plot="fig_vllm_machine_speed",
+        data={
+            "cycles": "results/validation/machine_speed/cycles.csv",
+            "summary": "results/validation/machine_speed/summary.csv",
+        },
+        category=VAL_CATEGORY,
+    )

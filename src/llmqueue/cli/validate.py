@@ -7,6 +7,8 @@
     PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate matrix [--config FILE] [--groups A,B]
         [--redo] [--out DIR] [--requests N] [--warmup-requests W] [--capacity-requests C]
         [--calibration-batches K] [--repeat-sessions S]
+    PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate machine-speed [--config FILE]
+        [--out DIR] [--cycles N]
     .venv/bin/python -m llmqueue validate predictions [--config FILE]
 
 ``measure`` makes the model if needed, starts vLLM once and runs, in this order: the warm-up
@@ -27,6 +29,12 @@ named in ``repeat``; per run, CPU contention before/after (:mod:`llmqueue.valida
 The overrides (fewer requests, fewer calibration batches, fewer repeat sessions) make the short
 smoke runs; meta.json records them. ``predictions`` (main environment: scikit-learn) writes the
 learned predictor's prediction for every trace row that ``ssjf`` runs draw from.
+
+``machine-speed`` (config ``validation.vllm.machine_speed``) starts the engine once with the
+model worker timing its forward passes (:mod:`llmqueue.validation.worker`), runs the warm-up
+batches, then ``cycles`` cycles of one batch decoded to the end followed by the two fixed kernels
+of :mod:`llmqueue.validation.speedprobe` on the driver's core; it writes
+``<out>/machine-speed-<hardware-id>/`` (:mod:`llmqueue.studies.validation.machine_speed`).
 """
 
 from __future__ import annotations
@@ -1145,12 +1153,209 @@ def cmd_predictions(args: argparse.Namespace) -> None:
     print(f"{spec.predictions}: {n} predictions ({n - train} held out) from {spec.predictor_model}")
 
 
+def cmd_machine_speed(args: argparse.Namespace) -> None:
+    """Does the engine's speed follow the machine's? (module docstring)"""
+    from llmqueue.studies.validation.calibration import calibration_batches
+    from llmqueue.validation.engine import EngineSettings, require_cpus
+    from llmqueue.validation.model import make_model
+    from llmqueue.validation.record import (
+        cpu_name,
+        hardware_id,
+        package_versions,
+        write_run_folder,
+    )
+    from llmqueue.validation.steplog import core_facts_path
+
+    cfg, sec = load_section(args.config)
+    ms = dict(sec.get("machine_speed") or {})
+    if not ms:
+        raise InputError(f"{args.config}: no 'validation.vllm.machine_speed' section")
+    over: dict[str, int] = {}
+    if args.cycles is not None:
+        if not 3 <= args.cycles <= 1000:
+            raise InputError(f"--cycles must be in 3..1000, got {args.cycles}")
+        over["cycles"] = ms["cycles"] = int(args.cycles)
+    settings = EngineSettings.from_config(sec["engine"])
+    require_cpus(settings)
+    if ms["batch"] > settings.max_num_seqs:
+        raise InputError(
+            f"validation.vllm.machine_speed.batch: {ms['batch']} exceeds the engine's "
+            f"max_num_seqs {settings.max_num_seqs} (allowed: 1..{settings.max_num_seqs})"
+        )
+    if ms["prompt_tokens"] + ms["output_tokens"] > settings.max_model_len:
+        raise InputError(
+            "validation.vllm.machine_speed: prompt_tokens + output_tokens "
+            f"({ms['prompt_tokens'] + ms['output_tokens']}) exceed max_model_len "
+            f"{settings.max_model_len}"
+        )
+    cores = os.cpu_count() or 1
+    hw = hardware_id(cpu_name(), cores) if sec["hardware_id"] == "auto" else sec["hardware_id"]
+    out = Path(args.out or Path(ms["out"]) / f"machine-speed-{hw}")
+    warmup = (
+        calibration_batches(sec["warmup_batches"], settings.max_model_len, settings.max_num_seqs)
+        if sec["warmup_batches"]
+        else []
+    )
+    m = sec["model"]
+    model_dir = make_model(m["shape"], m["dtype"], m["seed"], m["dir"], log=log)
+    work = Path("results/validation")
+    work.mkdir(parents=True, exist_ok=True)
+    step_log = work / f"speed-steps-{os.getpid()}.csv"
+    model_log = work / f"speed-model-{os.getpid()}.csv"
+    meta: dict[str, Any] = {
+        "hardware_id": hw,
+        "cpu": cpu_name(),
+        "cores": cores,
+        "started": now_utc(),
+        "load_before": loadavg(),
+        "machine_speed": ms,
+        "engine": settings.to_dict(),
+        "model": m,
+        "overrides": over,
+        "versions": package_versions(),
+    }
+    t_start = time.monotonic()
+    try:
+        for f in (step_log, model_log):
+            f.unlink(missing_ok=True)
+        res = asyncio.run(
+            _speed_session(ms, settings, m, model_dir, step_log, model_log, warmup,
+                           int(cfg.get("seed", 0)))
+        )  # fmt: skip
+        meta["finished"] = now_utc()
+        meta["load_after"] = loadavg()
+        meta["wall_s"] = round(time.monotonic() - t_start, 1)
+        meta["startup_s"] = res["startup_s"]
+        meta["kernels"] = res["kernels"]
+        meta["contention"] = res["contention"]
+        files = _speed_files(res, step_log, model_log, meta)
+        write_run_folder(out, files)
+    finally:
+        for f in (step_log, model_log):
+            f.unlink(missing_ok=True)
+        Path(core_facts_path(step_log)).unlink(missing_ok=True)
+    log(f"machine speed: done in {meta['wall_s']} s -> {out}")
+
+
+async def _speed_session(
+    ms: dict[str, Any], settings: Any, m: dict[str, Any], model_dir: Path, step_log: Path,
+    model_log: Path, warmup: list[Any], root_seed: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One engine start: warm-up batches, then the cycles (batch, probes); returns the cycles'
+    clock marks and probe times, the settings read back and the probes' sizes."""
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from llmqueue.seeds import seed_sequence
+    from llmqueue.studies.validation.calibration import CalibrationBatch
+    from llmqueue.validation.contention import contention, snapshot
+    from llmqueue.validation.engine import (
+        bind_host,
+        close_engine,
+        make_stream,
+        open_async_engine,
+        read_settings,
+    )
+    from llmqueue.validation.requests import prompt_token_ids
+    from llmqueue.validation.speedprobe import compute_probe, make_kernels, stream_probe
+
+    vocab = int(m["shape"]["vocab_size"])
+
+    def prompts_for(table: pd.DataFrame, key: str) -> dict[str, list[int]]:
+        # every cycle the same prompts: the key without the cycle number
+        rng = np.random.default_rng(seed_sequence(root_seed, "validation", "speed", key[:5]))
+        return {
+            r: prompt_token_ids(int(n), vocab, rng)
+            for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
+        }
+
+    log(f"machine speed: starting vLLM on {model_dir} (the worker times its forward passes)")
+    t = time.monotonic()
+    engine = open_async_engine(
+        model_dir, m["shape"], m["dtype"], settings, step_log, model_log=model_log
+    )
+    res: dict[str, Any] = {"startup_s": round(time.monotonic() - t, 1)}
+    try:
+        from vllm.v1.core.sched.scheduler import Scheduler
+
+        res["settings"] = read_settings(engine.vllm_config, Scheduler)
+        res["settings"]["placement"] = bind_host(settings)
+        log(f"engine up in {res['startup_s']} s: {res['settings']}")
+        stream = make_stream(engine)
+        torch.set_num_threads(1)
+        kernels = make_kernels(ms["stream_mb"], ms["compute_size"], seed=root_seed)
+        res["kernels"] = {
+            "stream_bytes": kernels.stream_bytes,
+            "compute_flops": kernels.compute_flops,
+            "probe_cpus": sorted(os.sched_getaffinity(0)),
+        }
+        if warmup:
+            await _run_batches(stream, "warmup", warmup, prompts_for, "machine speed ")
+        batch = CalibrationBatch(ms["batch"], ms["prompt_tokens"], ms["output_tokens"])
+        rows = []
+        snap0 = snapshot()
+        for c in range(int(ms["cycles"])):
+            s0 = snapshot()
+            t_a = time.monotonic()
+            phase = await _run_batches(stream, f"cycle{c:03d}", [batch], prompts_for, "")
+            t_b = phase["t_end"]
+            st = stream_probe(kernels, float(ms["stream_s"]))
+            co = compute_probe(kernels, float(ms["compute_s"]))
+            cont = contention(s0, snapshot())
+            rows.append({
+                "cycle": c, "t_start_s": t_a, "t_end_s": t_b, "stream_s": st, "compute_s": co,
+                "steal_share": cont["steal_share"], "other_cpu_share": cont["other_cpu_share"],
+            })  # fmt: skip
+            log(
+                f"machine speed cycle {c}: decode {t_b - t_a:.2f} s, stream {1e3 * st:.2f} ms, "
+                f"compute {1e6 * co:.1f} us"
+            )
+        res["contention"] = contention(snap0, snapshot())
+        res["cycles"] = pd.DataFrame(rows)
+    finally:
+        close_engine(engine)
+    return res
+
+
+def _speed_files(
+    res: dict[str, Any], step_log: Path, model_log: Path, meta: dict[str, Any]
+) -> dict[str, Any]:
+    """The machine-speed folder's files: every clock shifted to the first cycle's start."""
+    import pandas as pd
+
+    from llmqueue.studies.validation.machine_speed import CYCLE_COLUMNS
+
+    cycles = res["cycles"]
+    t0 = float(cycles["t_start_s"].iloc[0])
+    steps = pd.read_csv(step_log)
+    model = pd.read_csv(model_log)
+    steps = steps[steps["t_sched_s"] >= t0].copy()
+    model = model[model["t_start_s"] >= t0].copy()
+    for d, cols in (
+        (cycles, ["t_start_s", "t_end_s"]),
+        (steps, ["t_sched_s", "t_planned_s", "t_done_s"]),
+        (model, ["t_start_s", "t_end_s"]),
+    ):
+        for col in cols:
+            d[col] = d[col] - t0
+    keep = [*CYCLE_COLUMNS, "steal_share", "other_cpu_share"]
+    return {
+        "cycles.csv": cycles[keep],
+        "steps.csv": steps.reset_index(drop=True),
+        "model_steps.csv": model.reset_index(drop=True),
+        "settings.json": res["settings"],
+        "meta.json": meta,
+    }
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "check-env": cmd_check_env,
     "model": cmd_model,
     "measure": cmd_measure,
     "matrix": cmd_matrix,
     "predictions": cmd_predictions,
+    "machine-speed": cmd_machine_speed,
 }
 
 
@@ -1182,6 +1387,12 @@ def register(subparsers: Any) -> None:
                        help="only the first K calibration batches (smoke runs)")  # fmt: skip
     p_mat.add_argument("--repeat-sessions", type=int, default=None,
                        help="fresh-engine repeat sessions (0: none)")  # fmt: skip
+    p_speed = sub.add_parser("machine-speed", help="decode batches and fixed kernels in turn: "
+                             "does the engine's speed follow the machine's")  # fmt: skip
+    p_speed.add_argument("--config", default="config/config.yaml")
+    p_speed.add_argument("--out", default=None, help="folder (default: "
+                         "<machine_speed.out>/machine-speed-<hardware-id>)")  # fmt: skip
+    p_speed.add_argument("--cycles", type=int, default=None, help="cycles (short trial runs)")
     p_pred = sub.add_parser("predictions", help="the learned predictor's predictions (main env)")
     p_pred.add_argument("--config", default="config/config.yaml")
     p_pred.add_argument("--groups", default="", help="comma-separated group names (default: all)")

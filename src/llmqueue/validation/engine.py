@@ -37,10 +37,11 @@ from llmqueue.validation.placement import (
     check_binding,
     parse_cpu_list,
 )
-from llmqueue.validation.steplog import STEP_LOG_ENV
+from llmqueue.validation.steplog import MODEL_LOG_ENV, STEP_LOG_ENV
 
 __all__ = [
     "PROBE_SCHEDULER",
+    "TIMING_WORKER",
     "SCHEDULERS",
     "EngineSettings",
     "engine_environment",
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 PROBE_SCHEDULER = "llmqueue.validation.probe.RecordingScheduler"
+# the model worker that times its forward passes (open_async_engine with a model_log)
+TIMING_WORKER = "llmqueue.validation.worker.TimingWorker"
 # this process's CPUs when the engine was opened (close_engine puts its threads back on them)
 _AFFINITY_BEFORE = "_llmqueue_affinity_before"
 # the scheduler class of each kind (llmqueue.validation.groups.GroupSpec.scheduler)
@@ -123,9 +126,12 @@ class EngineSettings:
 
 
 def engine_environment(
-    settings: EngineSettings, step_log: str | os.PathLike[str]
+    settings: EngineSettings,
+    step_log: str | os.PathLike[str],
+    model_log: str | os.PathLike[str] | None = None,
 ) -> dict[str, str]:
-    """Environment variables the engine's processes need (set before the engine starts)."""
+    """Environment variables the engine's processes need (set before the engine starts); with a
+    `model_log`, the file the timing worker writes its forward passes to."""
     src = str(Path(__file__).resolve().parents[2])
     path = os.environ.get("PYTHONPATH", "")
     parts = [p for p in path.split(os.pathsep) if p]
@@ -135,6 +141,7 @@ def engine_environment(
         "VLLM_CPU_OMP_THREADS_BIND": str(settings.omp_threads_bind),
         STEP_LOG_ENV: os.fspath(step_log),
         "PYTHONPATH": os.pathsep.join(parts),
+        **({MODEL_LOG_ENV: os.fspath(model_log)} if model_log is not None else {}),
     }
 
 
@@ -145,13 +152,17 @@ def open_async_engine(
     settings: EngineSettings,
     step_log: str | os.PathLike[str],
     scheduler: str = "recording",
+    model_log: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Start vLLM's ``AsyncLLM`` on the model folder; returns the engine (call ``shutdown()``).
-    `scheduler`: a key of :data:`SCHEDULERS` (``batch_queue``: the paper's batch queue)."""
+    `scheduler`: a key of :data:`SCHEDULERS` (``batch_queue``: the paper's batch queue);
+    `model_log`: a CSV file for the model worker's forward passes (:data:`TIMING_WORKER`), none
+    by default (vLLM's own worker)."""
     if scheduler not in SCHEDULERS:
         raise InputError(f"scheduler must be one of {sorted(SCHEDULERS)}, got {scheduler!r}")
     require_cpus(settings)
-    os.environ.update(engine_environment(settings, step_log))
+    os.environ.pop(MODEL_LOG_ENV, None)
+    os.environ.update(engine_environment(settings, step_log, model_log))
     os.environ.pop("VLLM_CPU_KVCACHE_SPACE", None)
     from vllm.engine.arg_utils import AsyncEngineArgs
     from vllm.v1.engine.async_llm import AsyncLLM
@@ -174,6 +185,7 @@ def open_async_engine(
         scheduling_policy=settings.scheduling_policy,
         scheduler_cls=SCHEDULERS[scheduler],
         disable_log_stats=True,
+        **({"worker_cls": TIMING_WORKER} if model_log is not None else {}),
     )
     before = frozenset(os.sched_getaffinity(0))
     engine = AsyncLLM.from_engine_args(args)

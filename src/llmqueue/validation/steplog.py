@@ -23,6 +23,14 @@ One row per engine iteration that scheduled any token (the columns of :data:`STE
 
 The rows are computed by :func:`step_row` from plain numbers, so the bookkeeping is tested
 without an engine; :mod:`llmqueue.validation.probe` feeds it from vLLM's scheduler.
+
+The model worker's own record (:data:`MODEL_LOG_COLUMNS`, written by
+:class:`llmqueue.validation.worker.TimingWorker` to the file named by ``LLMQUEUE_MODEL_LOG``): one
+row per forward pass, ``t_start_s`` / ``t_end_s`` (the same ``time.monotonic`` clock) from the
+worker receiving the iteration to its sampled tokens, ``cpu_s`` the worker thread's CPU time in
+between, ``tokens`` and ``requests`` the iteration's scheduled tokens and requests. Set against
+the scheduler's ``t_sched_s`` / ``t_done_s`` it separates the model's time from the engine's
+(planning, messages between processes).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -42,12 +50,18 @@ __all__ = [
     "ScheduledRequest",
     "step_row",
     "StepLogWriter",
+    "MODEL_LOG_ENV",
+    "MODEL_LOG_COLUMNS",
+    "model_row",
     "core_facts_path",
     "write_core_facts",
 ]
 
 # The engine-core process finds the file to append its rows to in this environment variable.
 STEP_LOG_ENV = "LLMQUEUE_STEP_LOG"
+# ... and the model worker the file for its forward passes (llmqueue.validation.worker).
+MODEL_LOG_ENV = "LLMQUEUE_MODEL_LOG"
+MODEL_LOG_COLUMNS = ["t_start_s", "t_end_s", "cpu_s", "tokens", "requests"]
 
 STEP_COLUMNS = [
     "step",
@@ -148,23 +162,46 @@ def step_row(
     }
 
 
+def model_row(
+    t_start_s: float, t_end_s: float, cpu_s: float, tokens: int, requests: int
+) -> dict[str, Any]:
+    """The :data:`MODEL_LOG_COLUMNS` row of one forward pass (seconds; counts)."""
+    if not t_end_s >= t_start_s:
+        raise ValueError(f"model row: t_end_s {t_end_s} before t_start_s {t_start_s}")
+    if cpu_s < 0 or tokens < 0 or requests < 0:
+        raise ValueError(
+            f"model row: cpu_s, tokens and requests must be >= 0, got {cpu_s}, {tokens}, {requests}"
+        )
+    return {
+        "t_start_s": float(t_start_s),
+        "t_end_s": float(t_end_s),
+        "cpu_s": float(cpu_s),
+        "tokens": int(tokens),
+        "requests": int(requests),
+    }
+
+
 class StepLogWriter:
-    """Appends step rows to a CSV file, one flushed line per iteration.
+    """Appends rows to a CSV file, one flushed line per iteration (`columns`: the scheduler's
+    :data:`STEP_LOG_COLUMNS` by default, the worker's :data:`MODEL_LOG_COLUMNS`).
 
     The header is written when the file is new or empty; a row is flushed at once, so the rows
     of an engine process that is killed are all on disk except, at worst, the last.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], columns: Sequence[str] = tuple(STEP_LOG_COLUMNS)
+    ) -> None:
         self.path = os.fspath(path)
+        self.columns = list(columns)
         new = not os.path.exists(self.path) or os.path.getsize(self.path) == 0
         self._fh: IO[str] = open(self.path, "a", newline="", buffering=1)  # noqa: SIM115
-        self._writer = csv.DictWriter(self._fh, fieldnames=STEP_LOG_COLUMNS, lineterminator="\n")
+        self._writer = csv.DictWriter(self._fh, fieldnames=self.columns, lineterminator="\n")
         if new:
             self._writer.writeheader()
 
     def write(self, row: Mapping[str, Any]) -> None:
-        self._writer.writerow({k: _fmt(row[k]) for k in STEP_LOG_COLUMNS})
+        self._writer.writerow({k: _fmt(row[k]) for k in self.columns})
 
     def close(self) -> None:
         if not self._fh.closed:
