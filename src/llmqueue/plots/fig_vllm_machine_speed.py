@@ -37,11 +37,14 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
         x = cyc[col] / cyc[col].median()
         cv = float(summ[col]["cv"])
         ax.plot(t, x, "o-", ms=2.2, lw=0.8, color=style.color(i),
-                label=f"{label} (median {_median_label(col, summ)}, CV {100 * cv:.1f}%)")  # fmt: skip
+                label=f"{label}\n{_median_label(col, summ)}, CV {100 * cv:.1f}%")  # fmt: skip
     ax.axhline(1.0, color="0.3", lw=0.6)
     ax.set_xlabel("time since the first cycle (min)")
     ax.set_ylabel("time per call / its median")
-    ax.legend(fontsize=5.5, loc="lower left")
+    top = max(float((cyc[c] / cyc[c].median()).max()) for c, _ in LINES)
+    bottom = min(float((cyc[c] / cyc[c].median()).min()) for c, _ in LINES)
+    ax.set_ylim(bottom - 0.02, top + 0.16)  # room above the lines for the legend
+    ax.legend(fontsize=5.2, loc="upper left", ncols=4, columnspacing=0.8, handlelength=1.2)
     fwd = cyc["model_ms"] / cyc["model_ms"].median()
     lo, hi = 1.0, 1.0
     for i, (col, label) in enumerate(PROBES):
