@@ -482,6 +482,7 @@ def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, val
         (("token_limit", "simulation", "requests"), -5),
         (("serving", "simulation", "requests"), 10**12),
         (("validation", "matrix_compare", "speed_window_s"), 0),
+        (("validation", "machine_speed_compare", "dir"), "data/validation/no-such-run"),
         (("validation", "vllm", "matrix", "batch_queue_gate", "lead_s"), 5),
         (("validation", "vllm", "matrix", "batch_queue_gate", "prompt_tokens"), 0),
         (("validation", "vllm", "engine", "host_cpus_bind"), "0"),

@@ -1042,9 +1042,12 @@ def render_validation_matrix_spread(spread: pd.DataFrame) -> str:
     return md_table(header, rows)
 
 
-def render_validation_machine_speed(summary: pd.DataFrame, meta: Mapping[str, Any]) -> str:
-    """The machine-speed run: per series its median, spread over the cycles and correlation with
-    the model's forward pass; then what was run, for how long and at what load."""
+def render_validation_machine_speed(
+    summary: pd.DataFrame, cycles: pd.DataFrame, meta: Mapping[str, Any]
+) -> str:
+    """The machine-speed run: per series its median, spread over the cycles and correlations with
+    the model's compute and with the cycles' CPU steal; then what was run, for how long, at what
+    load, and the steal in the slowest and the fastest third of the cycles."""
     rows = []
     for _, r in summary.iterrows():
         unit = "us" if str(r["series"]).endswith("_us") else "ms"
@@ -1055,12 +1058,19 @@ def render_validation_machine_speed(summary: pd.DataFrame, meta: Mapping[str, An
                 fmt_pct(r["cv"], sign=False),
                 f"{_float(r['max_over_min']):.2f}",
                 f"{_float(r['corr_model']):.2f}",
+                f"{_float(r['corr_steal']):.2f}",
             ]
         )
     header = ["series", "median per cycle", "CV over cycles", "largest / smallest cycle",
-              "correlation with the forward pass"]  # fmt: skip
+              "correlation with the model's compute", "correlation with CPU steal"]  # fmt: skip
     ms = meta.get("machine_speed", {})
     k = meta.get("kernels", {})
+    model = num(cycles["model_ms"])
+    steal = num(cycles["steal_share"])
+    third = max(1, len(cycles) // 3)
+    order = model.sort_values().index
+    steal_fast = float(steal.loc[order[:third]].mean())
+    steal_slow = float(steal.loc[order[-third:]].mean())
     cont = meta.get("contention", {})
     load = meta.get("load_before") or [float("nan")]
     note = (
@@ -1071,7 +1081,11 @@ def render_validation_machine_speed(summary: pd.DataFrame, meta: Mapping[str, An
         f"on CPUs {k.get('probe_cpus', '-')}; {meta.get('cpu', '-')}, {fmt_int(meta.get('cores'))} "
         f"cores; {fmt_int(meta.get('wall_s'))} s, load average {_float(load[0]):.2f} before; other processes "
         f"{fmt_pct(cont.get('other_cpu_share'), sign=False)} of the CPU, steal "
-        f"{fmt_pct(cont.get('steal_share'), sign=False)}; measured {str(meta.get('started', '-'))[:10]}."
+        f"{fmt_pct(cont.get('steal_share'), sign=False)} over the run (per cycle at most "
+        f"{fmt_pct(num(cycles['other_cpu_share']).max(), sign=False)} and "
+        f"{fmt_pct(steal.max(), sign=False)}; steal {fmt_pct(steal_slow, sign=False, digits=2)} on "
+        f"average over the slowest third of the cycles, {fmt_pct(steal_fast, sign=False, digits=2)} "
+        f"over the fastest); measured {str(meta.get('started', '-'))[:10]}."
     )
     return md_table(header, rows) + "\n\n" + note
 

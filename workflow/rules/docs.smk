@@ -165,6 +165,7 @@ if VMS:
         "validation_machine_speed",
         dict(
             summary="results/validation/machine_speed/summary.csv",
+            cycles="results/validation/machine_speed/cycles.csv",
             meta=f"{VMS['dir']}/meta.json",
         ),
     )

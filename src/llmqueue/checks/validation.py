@@ -12,6 +12,9 @@ settings, runs and repeats (:func:`llmqueue.validation.groups.read_matrix`; no f
 ``validation.compare`` (the prediction): every run folder exists and holds the files and columns
 the comparison reads, the figure's run is one of them, the settings are in range
 (:func:`check_compare_section`; reads JSON files and CSV headers only).
+
+``validation.machine_speed_compare`` (the machine-speed run read back): its folder exists with
+the files and columns the reduction reads (:func:`check_machine_speed_folder`).
 """
 
 from __future__ import annotations
@@ -92,3 +95,39 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     compare = validation.get("compare")
     if compare is not None:
         check_compare_section(compare, base_dir, int(config.get("seed", 0)))
+    speed = validation.get("machine_speed_compare")
+    if speed is not None:
+        check_machine_speed_folder(Path(base_dir) / speed["dir"])
+
+
+def check_machine_speed_folder(folder: Path) -> None:
+    """``validation.machine_speed_compare.dir``: the committed machine-speed folder exists with
+    its files and columns (:func:`llmqueue.studies.validation.machine_speed.read_speed_run`;
+    reads CSV headers and meta.json only)."""
+    import json
+
+    import pandas as pd
+
+    from llmqueue.studies.validation.machine_speed import required_columns
+
+    if not folder.is_dir():
+        raise InputError(
+            f"validation.machine_speed_compare.dir: {folder} is not a folder (made by "
+            "make validate-vllm-speed)"
+        )
+    for name, need in required_columns().items():
+        path = folder / name
+        if not path.is_file():
+            raise InputError(f"validation.machine_speed_compare.dir: {path} is missing")
+        missing = [c for c in need if c not in pd.read_csv(path, nrows=0).columns]
+        if missing:
+            raise InputError(
+                f"validation.machine_speed_compare.dir: {path} lacks columns {missing}"
+            )
+    meta = (
+        json.loads((folder / "meta.json").read_text()) if (folder / "meta.json").is_file() else {}
+    )
+    if "batch" not in (meta.get("machine_speed") or {}):
+        raise InputError(
+            f"validation.machine_speed_compare.dir: {folder / 'meta.json'} lacks machine_speed.batch"
+        )

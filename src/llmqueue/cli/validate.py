@@ -1176,7 +1176,6 @@ def cmd_machine_speed(args: argparse.Namespace) -> None:
             raise InputError(f"--cycles must be in 3..1000, got {args.cycles}")
         over["cycles"] = ms["cycles"] = int(args.cycles)
     settings = EngineSettings.from_config(sec["engine"])
-    require_cpus(settings)
     if ms["batch"] > settings.max_num_seqs:
         raise InputError(
             f"validation.vllm.machine_speed.batch: {ms['batch']} exceeds the engine's "
@@ -1188,6 +1187,14 @@ def cmd_machine_speed(args: argparse.Namespace) -> None:
             f"({ms['prompt_tokens'] + ms['output_tokens']}) exceed max_model_len "
             f"{settings.max_model_len}"
         )
+    blocks = ms["batch"] * -(-(ms["prompt_tokens"] + ms["output_tokens"]) // settings.block_size)
+    if blocks > settings.kv_blocks - 1:  # one block is vLLM's null block
+        raise InputError(
+            f"validation.vllm.machine_speed: batch x ceil((prompt_tokens + output_tokens) / "
+            f"block_size) = {blocks} KV blocks exceed the {settings.kv_blocks - 1} usable "
+            "(validation.vllm.engine.kv_blocks - 1): the batch would be preempted"
+        )
+    require_cpus(settings)
     cores = os.cpu_count() or 1
     hw = hardware_id(cpu_name(), cores) if sec["hardware_id"] == "auto" else sec["hardware_id"]
     out = Path(args.out or Path(ms["out"]) / f"machine-speed-{hw}")
@@ -1263,8 +1270,8 @@ async def _speed_session(
     vocab = int(m["shape"]["vocab_size"])
 
     def prompts_for(table: pd.DataFrame, key: str) -> dict[str, list[int]]:
-        # every cycle the same prompts: the key without the cycle number
-        rng = np.random.default_rng(seed_sequence(root_seed, "validation", "speed", key[:5]))
+        # every batch the same prompts (`key`, the batch's name, is not used)
+        rng = np.random.default_rng(seed_sequence(root_seed, "validation", "speed", "prompts"))
         return {
             r: prompt_token_ids(int(n), vocab, rng)
             for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
@@ -1339,9 +1346,8 @@ def _speed_files(
     ):
         for col in cols:
             d[col] = d[col] - t0
-    keep = [*CYCLE_COLUMNS, "steal_share", "other_cpu_share"]
     return {
-        "cycles.csv": cycles[keep],
+        "cycles.csv": cycles[CYCLE_COLUMNS],
         "steps.csv": steps.reset_index(drop=True),
         "model_steps.csv": model.reset_index(drop=True),
         "settings.json": res["settings"],

@@ -1,10 +1,10 @@
 """Does vLLM's speed follow the machine's? The machine-speed run, cycle by cycle.
 
 Left: per cycle, four series each over its own median (1: the cycle ran at the series' median
-speed; 1.1: 10% slower): the engine's decode iteration (scheduler to output), the model's forward
-pass (timed inside the worker), the memory-bound and the compute-bound fixed kernel (run between
-the batches while the engine is idle). Right: the forward pass against each kernel per cycle,
-both over their medians, with the Pearson correlation. Data:
+speed; 1.1: 10% slower): the engine's decode iteration (scheduler to output), the model's compute
+(forward pass and sampling, timed inside the worker), the memory-bound and the compute-bound
+fixed kernel (run between the batches while the engine is idle). Right: the model's compute
+against each kernel per cycle, both over their medians, with the Pearson correlation. Data:
 ``llmqueue.studies.validation.machine_speed.cycle_table`` / ``speed_summary``.
 """
 
@@ -21,7 +21,7 @@ from llmqueue.plots import style
 # (column, legend label) drawn on the left, in this order
 LINES = [
     ("step_ms", "engine iteration"),
-    ("model_ms", "model forward (worker)"),
+    ("model_ms", "model compute (worker)"),
     ("stream_ms", "memory-bound kernel"),
     ("compute_us", "compute-bound kernel"),
 ]
@@ -55,11 +55,13 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     lo, hi = min(lo, float(fwd.min())), max(hi, float(fwd.max()))
     bx.plot([lo, hi], [lo, hi], color="0.5", lw=0.6, ls=":")
     bx.set_xlabel("kernel time / its median")
-    bx.set_ylabel("model forward / its median")
+    bx.set_ylabel("model compute / its median")
     bx.legend(fontsize=5.5, loc="upper left")
     fig.suptitle(
         "vLLM's decode iterations and two fixed kernels in turn on one engine start "
-        f"({len(cyc)} cycles, nothing else running)",
+        f"({len(cyc)} cycles; per cycle other processes at most "
+        f"{100 * float(cyc['other_cpu_share'].max()):.1f}% of the CPU, steal at most "
+        f"{100 * float(cyc['steal_share'].max()):.1f}%)",
         fontsize=7,
     )
     return fig

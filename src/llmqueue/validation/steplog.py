@@ -26,11 +26,15 @@ without an engine; :mod:`llmqueue.validation.probe` feeds it from vLLM's schedul
 
 The model worker's own record (:data:`MODEL_LOG_COLUMNS`, written by
 :class:`llmqueue.validation.worker.TimingWorker` to the file named by ``LLMQUEUE_MODEL_LOG``): one
-row per forward pass, ``t_start_s`` / ``t_end_s`` (the same ``time.monotonic`` clock) from the
-worker receiving the iteration to its sampled tokens, ``cpu_s`` the worker thread's CPU time in
-between, ``tokens`` and ``requests`` the iteration's scheduled tokens and requests. Set against
-the scheduler's ``t_sched_s`` / ``t_done_s`` it separates the model's time from the engine's
-(planning, messages between processes).
+row per iteration, ``t_start_s`` / ``t_end_s`` (the same ``time.monotonic`` clock) from the
+worker receiving the iteration (``execute_model``) to its sampled tokens (the end of
+``sample_tokens``); ``wait_s`` the part of that in which the worker waited between the two calls
+(its reply to the engine core, the core's step between them and the core's sample request: 0
+when the output came with ``execute_model``), so the model's own compute is
+``t_end_s - t_start_s - wait_s``; ``cpu_s`` the worker thread's CPU time over the whole span (it
+spins while it waits); ``tokens`` and ``requests`` the iteration's scheduled tokens and requests.
+Set against the scheduler's ``t_sched_s`` / ``t_done_s`` it separates the model's time from the
+engine's (planning, messages between processes).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -53,6 +57,7 @@ __all__ = [
     "MODEL_LOG_ENV",
     "MODEL_LOG_COLUMNS",
     "model_row",
+    "ForwardTimer",
     "core_facts_path",
     "write_core_facts",
 ]
@@ -61,7 +66,7 @@ __all__ = [
 STEP_LOG_ENV = "LLMQUEUE_STEP_LOG"
 # ... and the model worker the file for its forward passes (llmqueue.validation.worker).
 MODEL_LOG_ENV = "LLMQUEUE_MODEL_LOG"
-MODEL_LOG_COLUMNS = ["t_start_s", "t_end_s", "cpu_s", "tokens", "requests"]
+MODEL_LOG_COLUMNS = ["t_start_s", "t_end_s", "wait_s", "cpu_s", "tokens", "requests"]
 
 STEP_COLUMNS = [
     "step",
@@ -163,11 +168,15 @@ def step_row(
 
 
 def model_row(
-    t_start_s: float, t_end_s: float, cpu_s: float, tokens: int, requests: int
+    t_start_s: float, t_end_s: float, wait_s: float, cpu_s: float, tokens: int, requests: int
 ) -> dict[str, Any]:
-    """The :data:`MODEL_LOG_COLUMNS` row of one forward pass (seconds; counts)."""
+    """The :data:`MODEL_LOG_COLUMNS` row of one iteration in the worker (seconds; counts)."""
     if not t_end_s >= t_start_s:
         raise ValueError(f"model row: t_end_s {t_end_s} before t_start_s {t_start_s}")
+    if not 0 <= wait_s <= t_end_s - t_start_s:
+        raise ValueError(
+            f"model row: wait_s {wait_s} must lie in [0, t_end_s - t_start_s = {t_end_s - t_start_s}]"
+        )
     if cpu_s < 0 or tokens < 0 or requests < 0:
         raise ValueError(
             f"model row: cpu_s, tokens and requests must be >= 0, got {cpu_s}, {tokens}, {requests}"
@@ -175,10 +184,58 @@ def model_row(
     return {
         "t_start_s": float(t_start_s),
         "t_end_s": float(t_end_s),
+        "wait_s": float(wait_s),
         "cpu_s": float(cpu_s),
         "tokens": int(tokens),
         "requests": int(requests),
     }
+
+
+class ForwardTimer:
+    """Pairs a worker's ``execute_model`` and ``sample_tokens`` calls into :func:`model_row` rows
+    written to `writer` (any object with ``write(row)``); `clock` and `cpu_clock` give seconds
+    (``time.monotonic`` and ``time.thread_time`` in the worker). Call :meth:`begin` as
+    ``execute_model`` starts, :meth:`executed` as it returns, :meth:`sampling` as
+    ``sample_tokens`` starts and :meth:`sampled` as it returns; an iteration with no scheduled
+    token is not recorded."""
+
+    def __init__(
+        self, writer: Any, clock: Callable[[], float], cpu_clock: Callable[[], float]
+    ) -> None:
+        self._writer = writer
+        self._clock = clock
+        self._cpu = cpu_clock
+        self._open = False
+        self._t0 = self._c0 = self._exec_end = self._wait = 0.0
+        self._tokens = self._requests = 0
+
+    def begin(self, tokens: int, requests: int) -> None:
+        self._open = tokens > 0
+        self._t0, self._c0 = self._clock(), self._cpu()
+        self._tokens, self._requests = int(tokens), int(requests)
+        self._wait = 0.0
+
+    def executed(self, has_output: bool) -> None:
+        if not self._open:
+            return
+        self._exec_end = self._clock()
+        if has_output:  # the output came with the forward pass: no sample_tokens call follows
+            self._write()
+
+    def sampling(self) -> None:
+        if self._open:
+            self._wait = self._clock() - self._exec_end
+
+    def sampled(self) -> None:
+        if self._open:
+            self._write()
+
+    def _write(self) -> None:
+        self._open = False
+        self._writer.write(
+            model_row(self._t0, self._clock(), self._wait, self._cpu() - self._c0,
+                      self._tokens, self._requests)
+        )  # fmt: skip
 
 
 class StepLogWriter:
