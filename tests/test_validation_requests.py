@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,6 +16,7 @@ from llmqueue.validation.requests import (
     prompt_token_ids,
     read_trace_lengths,
     scale_lengths,
+    table_prompts,
 )
 
 
@@ -115,3 +117,12 @@ def test_prompt_ids_avoid_special_tokens() -> None:
     assert len(ids) == 5000 and min(ids) >= 3 and max(ids) < 64
     with pytest.raises(InputError):
         prompt_token_ids(0, 64, np.random.default_rng(0))
+
+
+def test_table_prompts_draw_each_request_in_table_order() -> None:
+    table = pd.DataFrame({"request_id": ["a", "b", "c"], "prompt_tokens": [3, 1, 5]})
+    got = table_prompts(table, 100, np.random.default_rng(7))
+    rng = np.random.default_rng(7)
+    want = {r: prompt_token_ids(n, 100, rng) for r, n in (("a", 3), ("b", 1), ("c", 5))}
+    assert got == want and list(got) == ["a", "b", "c"]
+    assert all(3 <= t < 100 for ids in got.values() for t in ids)

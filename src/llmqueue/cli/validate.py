@@ -96,6 +96,16 @@ def load_section(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return cfg, cfg["validation"]["vllm"]
 
 
+def _hardware_id(sec: dict[str, Any]) -> str:
+    """``validation.vllm.hardware_id``, or with ``auto`` the id from this machine's CPU name and
+    core count (:func:`llmqueue.validation.record.hardware_id`)."""
+    from llmqueue.validation.record import cpu_name, hardware_id
+
+    if sec["hardware_id"] != "auto":
+        return str(sec["hardware_id"])
+    return hardware_id(cpu_name(), os.cpu_count() or 1)
+
+
 def read_pins(path: Path = PINS) -> dict[str, str]:
     pins: dict[str, str] = {}
     for raw in path.read_text().splitlines():
@@ -193,7 +203,6 @@ def cmd_measure(args: argparse.Namespace) -> None:
     from llmqueue.studies.validation.calibration import calibration_batches
     from llmqueue.validation.engine import EngineSettings, require_cpus
     from llmqueue.validation.model import make_model
-    from llmqueue.validation.record import cpu_name, hardware_id
     from llmqueue.validation.requests import read_trace_lengths
     from llmqueue.validation.steplog import core_facts_path
 
@@ -202,8 +211,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     check_validation_section(sec)
     settings = EngineSettings.from_config(sec["engine"])
     require_cpus(settings)
-    cores = os.cpu_count() or 1
-    hw = hardware_id(cpu_name(), cores) if sec["hardware_id"] == "auto" else sec["hardware_id"]
+    hw = _hardware_id(sec)
     out = Path(args.out or Path(sec["out"]) / f"vllm-cpu-{hw}")
     prompt, output = read_trace_lengths(
         cfg["data"]["azure_trace"], sec["trace"]["input_column"], sec["trace"]["output_column"]
@@ -275,17 +283,14 @@ async def _session(
         open_async_engine,
         read_settings,
     )
-    from llmqueue.validation.requests import build_request_table, prompt_token_ids
+    from llmqueue.validation.requests import build_request_table, table_prompts
 
     vocab = int(sec["model"]["shape"]["vocab_size"])
     scale = float(sec["trace"]["scale"])
 
     def prompts_for(table: pd.DataFrame, key: str) -> dict[str, list[int]]:
         rng = np.random.default_rng(seed_sequence(root_seed, "validation", "prompts", key))
-        return {
-            r: prompt_token_ids(int(n), vocab, rng)
-            for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
-        }
+        return table_prompts(table, vocab, rng)
 
     log(f"starting vLLM on {model_dir} (engine core in a child process)")
     t = time.monotonic()
@@ -635,14 +640,12 @@ def cmd_matrix(args: argparse.Namespace) -> None:
 
     from llmqueue.validation.engine import EngineSettings, require_cpus
     from llmqueue.validation.groups import select_groups
-    from llmqueue.validation.record import cpu_name, hardware_id
     from llmqueue.validation.requests import candidate_rows, read_trace_lengths
 
     cfg, sec = load_section(args.config)
     spec = _matrix_spec(cfg, sec)
     groups, over = _matrix_overrides(args, select_groups(spec, args.groups))
-    cores = os.cpu_count() or 1
-    hw = hardware_id(cpu_name(), cores) if sec["hardware_id"] == "auto" else sec["hardware_id"]
+    hw = _hardware_id(sec)
     root = Path(args.out or Path(spec.out) / f"matrix-{hw}")
     # everything a group needs, checked before the first engine starts
     inputs: dict[str, Any] = {}
@@ -773,7 +776,7 @@ async def _group_session(
         parse_cpu_list,
         preemption_rate,
     )
-    from llmqueue.validation.requests import group_table, prompt_token_ids, run_table
+    from llmqueue.validation.requests import group_table, run_table, table_prompts
 
     prompt, output, rows, preds = data
     vocab = int(g.model.shape["vocab_size"])
@@ -781,10 +784,7 @@ async def _group_session(
 
     def prompts_for(table: pd.DataFrame, key: str) -> dict[str, list[int]]:
         rng = np.random.default_rng(seed_sequence(root_seed, "validation", g.name, "prompts", key))
-        return {
-            r: prompt_token_ids(int(n), vocab, rng)
-            for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
-        }
+        return table_prompts(table, vocab, rng)
 
     log(
         f"group {g.name}, session {session}: starting vLLM ({g.scheduler} scheduler) on {model_dir}"
@@ -1108,7 +1108,6 @@ def cmd_machine_speed(args: argparse.Namespace) -> None:
     from llmqueue.validation.model import make_model
     from llmqueue.validation.record import (
         cpu_name,
-        hardware_id,
         package_versions,
         write_run_folder,
     )
@@ -1144,7 +1143,7 @@ def cmd_machine_speed(args: argparse.Namespace) -> None:
         )
     require_cpus(settings)
     cores = os.cpu_count() or 1
-    hw = hardware_id(cpu_name(), cores) if sec["hardware_id"] == "auto" else sec["hardware_id"]
+    hw = _hardware_id(sec)
     out = Path(args.out or Path(ms["out"]) / f"machine-speed-{hw}")
     warmup = (
         calibration_batches(sec["warmup_batches"], settings.max_model_len, settings.max_num_seqs)
@@ -1212,7 +1211,7 @@ async def _speed_session(
         open_async_engine,
         read_settings,
     )
-    from llmqueue.validation.requests import prompt_token_ids
+    from llmqueue.validation.requests import table_prompts
     from llmqueue.validation.speedprobe import compute_probe, make_kernels, stream_probe
 
     vocab = int(m["shape"]["vocab_size"])
@@ -1220,10 +1219,7 @@ async def _speed_session(
     def prompts_for(table: pd.DataFrame, key: str) -> dict[str, list[int]]:
         # every batch the same prompts (`key`, the batch's name, is not used)
         rng = np.random.default_rng(seed_sequence(root_seed, "validation", "speed", "prompts"))
-        return {
-            r: prompt_token_ids(int(n), vocab, rng)
-            for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
-        }
+        return table_prompts(table, vocab, rng)
 
     log(f"machine speed: starting vLLM on {model_dir} (the worker times its forward passes)")
     t = time.monotonic()

@@ -44,6 +44,7 @@ __all__ = [
     "poisson_arrivals",
     "build_request_table",
     "prompt_token_ids",
+    "table_prompts",
     "MATRIX_COLUMNS",
     "candidate_rows",
     "group_table",
@@ -149,6 +150,17 @@ def prompt_token_ids(
     if vocab_size <= first_id:
         raise InputError(f"vocab_size must exceed {first_id}, got {vocab_size}")
     return [int(x) for x in rng.integers(first_id, vocab_size, size=n)]
+
+
+def table_prompts(
+    table: pd.DataFrame, vocab_size: int, rng: np.random.Generator
+) -> dict[str, list[int]]:
+    """Per request of a table (``request_id``, ``prompt_tokens``), in table order, its random
+    prompt token ids (:func:`prompt_token_ids`, drawn from `rng` one request after the other)."""
+    return {
+        str(r): prompt_token_ids(int(n), vocab_size, rng)
+        for r, n in zip(table["request_id"], table["prompt_tokens"], strict=True)
+    }
 
 
 # the request table of a matrix run: TABLE_COLUMNS plus these
