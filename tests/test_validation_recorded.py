@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from llmqueue.studies.validation.calibration import fit_calibration, iteration_times
+from llmqueue.validation.calibration import fit_calibration, iteration_times
 from llmqueue.validation.record import engine_first_token, read_requests
 from llmqueue.validation.steplog import STEP_COLUMNS
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from llmqueue.errors import InputError
-from llmqueue.studies.validation.calibration import (
+from llmqueue.validation.calibration import (
     calibration_batches,
     fit_calibration,
     iteration_times,

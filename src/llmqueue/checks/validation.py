@@ -25,10 +25,48 @@ from typing import Any
 
 from llmqueue.errors import InputError
 
+# the schema of the validation section: every key's type and range (checked before any meaning)
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "validation.schema.yaml"
+
+
+def load_validation_config(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The whole config and its ``validation.vllm`` section, schema-checked and semantically
+    checked."""
+    import yaml
+
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"config file {path!r} does not exist")
+    try:
+        cfg = yaml.safe_load(p.read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise InputError(
+            f"config file {path!r} is not readable YAML ({type(err).__name__})"
+        ) from None
+    if not isinstance(cfg, dict) or "vllm" not in (cfg.get("validation") or {}):
+        raise InputError(f"{path}: no 'validation.vllm' section")
+    schema_path = SCHEMA if SCHEMA.is_file() else Path("workflow/schemas/validation.schema.yaml")
+    if not schema_path.is_file():
+        raise InputError(f"the config schema {SCHEMA} is missing (run from the project's folder)")
+    import jsonschema
+
+    schema = yaml.safe_load(schema_path.read_text())
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(cfg["validation"]),
+        key=lambda e: list(e.path),
+    )
+    if errors:
+        e = errors[0]
+        key = ".".join(["validation", *(str(k) for k in e.path)])
+        raise InputError(f"{path}: {key}: {e.message}")
+    check_validation_section(cfg["validation"]["vllm"])
+    check_matrix_section(cfg)
+    return cfg, cfg["validation"]["vllm"]
+
 
 def check_validation_section(section: Mapping[str, Any]) -> None:
     """Semantic checks of config ``validation.vllm`` (no file access)."""
-    from llmqueue.studies.validation.calibration import calibration_batches
+    from llmqueue.validation.calibration import calibration_batches
     from llmqueue.validation.engine import EngineSettings
 
     where = "validation.vllm"

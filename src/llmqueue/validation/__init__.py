@@ -17,10 +17,17 @@ imports this package without it):
 - :mod:`.groups` / :mod:`.admission`: the validation matrix's run groups; the batch-queue
   admission rule;
 - :mod:`.model`: the random-weight Llama-shaped model, made locally;
-- :mod:`.record`: the run folder (per-request and per-iteration CSVs, settings, provenance);
-- ``llmqueue validate`` (:mod:`llmqueue.cli.validate`): the driver (``check-env``, ``model``,
-  ``measure``, ``matrix``, ``machine-speed``), run in the separate vLLM environment by
-  ``make validate-vllm`` and ``make validate-vllm-speed``; the step-law fit
-  from calibration iterations and the measured capacity are the validation study's
-  (:mod:`llmqueue.studies.validation.calibration`).
+- :mod:`.record`: the run folder (per-request and per-iteration CSVs, settings, provenance), the
+  progress log, the hardware id and folder names that cannot leave their folder;
+- :mod:`.calibration`: the step law fitted on an engine's calibration iterations, iteration times,
+  the measured capacity of a burst;
+- :mod:`.environment`: the vLLM environment's pins and checks (``check-env``, and the quick check
+  every engine command makes before it writes anything);
+- the engine sessions, one module per command of ``llmqueue validate``: :mod:`.single_run`
+  (``measure``), :mod:`.matrix_run` (``matrix``: every group's sessions and its folder's
+  assembly), :mod:`.speed_run` (``machine-speed``), :mod:`.predictions` (``predictions``, main
+  environment). The command line itself (:mod:`llmqueue.cli.validate`) only parses flags, loads
+  the checked config (:func:`llmqueue.checks.validation.load_validation_config`) and calls them;
+  ``make validate-vllm`` and ``make validate-vllm-speed`` run it in the separate vLLM
+  environment.
 """

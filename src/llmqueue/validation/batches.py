@@ -2,7 +2,7 @@
 
 A controlled batch (warm-up, calibration, the machine-speed run's cycles) is ``batch`` requests of
 ``prompt_tokens`` tokens each asking ``output_tokens`` tokens, all sent at once
-(:class:`llmqueue.studies.validation.calibration.CalibrationBatch`); a phase runs its batches one
+(:class:`llmqueue.validation.calibration.CalibrationBatch`); a phase runs its batches one
 after the other, each to the end, through :func:`llmqueue.validation.client.run_open_loop`.
 Times in seconds (``time.monotonic``).
 """

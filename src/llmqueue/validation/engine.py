@@ -99,10 +99,18 @@ class EngineSettings:
             "max_num_batched_tokens",
             "kv_blocks",
             "block_size",
+            "seed",
         ):
-            if int(getattr(s, key)) < 1:
+            v = getattr(s, key)
+            lo = 0 if key == "seed" else 1
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise InputError(
-                    f"validation.vllm.engine.{key} must be >= 1, got {getattr(s, key)}"
+                    f"validation.vllm.engine.{key} must be an integer >= {lo}, got {v!r}"
+                )
+        for key in ("enable_chunked_prefill", "enable_prefix_caching", "enforce_eager"):
+            if not isinstance(getattr(s, key), bool):
+                raise InputError(
+                    f"validation.vllm.engine.{key} must be true or false, got {getattr(s, key)!r}"
                 )
         if s.kv_blocks * s.block_size < s.max_model_len:
             raise InputError(

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -35,6 +36,11 @@ from llmqueue.traces import VLLM_REQUEST_COLUMNS, read_trace
 
 __all__ = [
     "REQUEST_COLUMNS",
+    "log",
+    "resolve_hardware_id",
+    "child_folder",
+    "SAFE_NAME",
+    "run_summary",
     "hardware_id",
     "cpu_name",
     "package_versions",
@@ -172,3 +178,76 @@ def write_run_folder(out: str | os.PathLike[str], files: Mapping[str, Any]) -> P
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dest
+
+
+def log(msg: str) -> None:
+    """One progress line of ``llmqueue validate`` on standard output, with the wall-clock time."""
+    print(f"[validate-vllm {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+# what a name that becomes part of a path may hold (hardware ids, group and run names)
+SAFE_NAME = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+def resolve_hardware_id(sec: Mapping[str, Any]) -> str:
+    """``validation.vllm.hardware_id``, or with ``auto`` the id from this machine's CPU name and
+    core count (:func:`hardware_id`); it becomes part of folder names, so it must match
+    :data:`SAFE_NAME` (lower-case letters, digits and hyphens)."""
+    hw = str(sec["hardware_id"])
+    if hw == "auto":
+        hw = hardware_id(cpu_name(), os.cpu_count() or 1)
+    if not SAFE_NAME.match(hw):
+        raise InputError(
+            f"validation.vllm.hardware_id must be auto or lower-case letters, digits and hyphens "
+            f"(it names a folder), got {hw!r}"
+        )
+    return hw
+
+
+def child_folder(parent: str | os.PathLike[str], name: str, where: str) -> Path:
+    """``parent/name``, refused (InputError naming `where`) unless `name` matches
+    :data:`SAFE_NAME` and the path resolves inside `parent`: a name from config can never make
+    a run write outside the folder it names."""
+    if not SAFE_NAME.match(name):
+        raise InputError(f"{where}: {name!r} must be lower-case letters, digits and hyphens")
+    base = Path(parent)
+    out = base / name
+    if out.resolve().parent != base.resolve():
+        raise InputError(f"{where}: {name!r} leaves the folder {str(base)!r}")
+    return out
+
+
+def _stats(x: Any) -> dict[str, float]:
+    a = np.asarray(x, dtype=float)
+    return {
+        "mean": float(a.mean()),
+        "p50": float(np.percentile(a, 50)),
+        "p90": float(np.percentile(a, 90)),
+        "max": float(a.max()),
+    }
+
+
+def run_summary(p: dict[str, Any], rows: Any, st: Any, t_it: Any) -> dict[str, Any]:
+    """What meta.json records of every timed run (the single run's loads and the matrix's judged
+    runs alike): planned load and rate, request counts, duration, load averages, the measured
+    JCT and TTFT (warm-up rows left out), the engine's iterations, queue and KV peaks,
+    preemptions and its busy fraction."""
+    m = rows[~rows["warmup"].astype(bool)]
+    return {
+        "load": p["load"],
+        "rate_per_s": p["rate_per_s"],
+        "requests": int(len(rows)),
+        "measured_requests": int(len(m)),
+        "duration_s": float(rows["finish_s"].max()),
+        "load_before": p["load_before"],
+        "load_after": p["load_after"],
+        "jct_s": _stats(m["finish_s"] - m["arrival_s"]),
+        "ttft_s": _stats(m["first_token_s"] - m["arrival_s"]),
+        "iterations": int(len(st)),
+        "mean_running": float(st["running"].mean()),
+        "max_running": int(st["running"].max()),
+        "max_waiting": int(st["waiting"].max()),
+        "max_kv_usage": float(st["kv_usage"].max()),
+        "preemptions": int(st["preempted"].sum()),
+        "busy_fraction": float(t_it.sum() / max(float(st["t_done_s"].max()), 1e-9)),
+    }

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.validation.speed_run import CYCLE_COLUMNS
 
 __all__ = [
     "CYCLE_COLUMNS",
@@ -42,15 +43,6 @@ __all__ = [
 ]
 
 # cycles.csv: what the driver writes per cycle (seconds)
-CYCLE_COLUMNS = [
-    "cycle",
-    "t_start_s",
-    "t_end_s",
-    "stream_s",
-    "compute_s",
-    "steal_share",
-    "other_cpu_share",
-]
 # the per-cycle series of cycle_table, in the summary's order, with their meaning
 SERIES = {
     "step_ms": "engine iteration (scheduler to output)",

@@ -60,7 +60,6 @@ from llmqueue.latency import (
 )
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
-from llmqueue.studies.validation.calibration import measured_and_law
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
 from llmqueue.studies.validation.tables import (
     calibration_law,
@@ -69,6 +68,7 @@ from llmqueue.studies.validation.tables import (
     simulate_table,
     steplaw_check,
 )
+from llmqueue.validation.calibration import measured_and_law
 
 __all__ = [
     "ORDER_OF_PRIORITY",

@@ -153,7 +153,7 @@ class GroupData:
     @property
     def max_gap_s(self) -> float:
         """The calibration's idle-gap threshold the group was measured with (s; meta.json):
-        how :func:`llmqueue.studies.validation.calibration.iteration_times` counts iterations."""
+        how :func:`llmqueue.validation.calibration.iteration_times` counts iterations."""
         return float(self.meta.get("calibration", {}).get("max_gap_s", 0.002))
 
     def run_meta(self, name: str) -> Mapping[str, Any]:

@@ -246,8 +246,8 @@ def steplaw_check(steps: pd.DataFrame, law: StepLaw, max_gap_s: float) -> dict[s
     error law / measured - 1): all iterations, those with prefill tokens, decode-only ones, and
     the first iteration after each idle period (the engine waited for work more than
     `max_gap_s`). Iteration times as the calibration counts them
-    (:func:`llmqueue.studies.validation.calibration.iteration_times`)."""
-    from llmqueue.studies.validation.calibration import measured_and_law
+    (:func:`llmqueue.validation.calibration.iteration_times`)."""
+    from llmqueue.validation.calibration import measured_and_law
 
     t, f = measured_and_law(steps, law, max_gap_s)
     pre = steps["prefill_tokens"].to_numpy() > 0
