@@ -42,7 +42,6 @@ import math
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from llmqueue.cli import add_command, flags, inputs
@@ -109,6 +108,21 @@ def _space(args: argparse.Namespace, fit: dict[str, Any] | None) -> Any:
     )
 
 
+def _check_fits(workload: Any, space: Any, args: argparse.Namespace) -> None:
+    """A KV budget below the smallest request serves nothing (no saturation rate to measure, no
+    goodput to find): refused naming the flag that gave it, with the least it needs."""
+    smallest = inputs.smallest_request(workload)
+    for frac, tokens in space.kv:
+        if tokens < smallest:
+            flag = f"--kv-tokens {tokens}" if math.isnan(frac) else (
+                f"--kv-fraction {frac:g} (a KV budget of {tokens} tokens)"
+            )  # fmt: skip
+            raise InputError(
+                f"{flag} is below the smallest request (prompt + output = {smallest:.0f} tokens): "
+                f"nothing could ever be served; allowed: >= {math.ceil(smallest)} tokens"
+            )
+
+
 def _check(args: argparse.Namespace) -> None:
     if args.merge:
         return
@@ -138,6 +152,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
     if args.figure:
         for ext in ("pdf", "png"):
             check_output_path(f"{args.figure}.{ext}", "--figure")
+    read = [("--trace", args.trace), *(("--merge", p) for p in args.merge or ())]
+    outputs = [("--csv", args.csv), ("--export", args.export[1] if args.export else None)]
+    if args.figure:
+        outputs += [("--figure", f"{args.figure}.{x}") for x in ("pdf", "png")]
+    inputs.check_outputs(outputs, read)
 
 
 def _slice(text: str | None) -> tuple[int, int] | None:
@@ -178,33 +197,11 @@ class _Progress:
 
 
 def _read_csv(paths: list[str]) -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = []
-    for p in paths:
-        if not Path(p).is_file():
-            raise InputError(f"--merge: file {p!r} does not exist")
-        with open(p, newline="") as fh:
-            for raw in csv.DictReader(fh):
-                rows.append({k: _value(v) for k, v in raw.items()})
-    if not rows:
-        raise InputError("--merge: the files hold no configuration")
-    need = {"replicas", "goodput_rate_per_s", "goodput_bound", "goodput_per_replica_per_s", "met",
-            "pareto_latency_s"}  # fmt: skip
-    missing = need - set(rows[0])
-    if missing:
-        raise InputError(f"--merge: not a plan's table (no column {sorted(missing)[0]!r})")
-    return rows
+    """The rows of plan tables (``--merge``), through :func:`llmqueue.plan.table.read_plan_table`:
+    every column typed and in range, one-line errors naming the file, the row and the column."""
+    from llmqueue.plan.table import read_plan_tables
 
-
-def _value(text: str | None) -> Any:
-    if text is None or text == "":
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    try:
-        v = float(text)
-    except ValueError:
-        return text
-    return int(v) if v.is_integer() and "." not in text and "e" not in text.lower() else v
+    return read_plan_tables(paths, where="--merge")
 
 
 def _write_csv(rows: list[dict[str, Any]], path: str) -> None:
@@ -241,8 +238,29 @@ def _report(rows: list[dict[str, Any]], args: argparse.Namespace, one_rate: bool
         out["note"] = "no configuration meets the SLOs at any rate tried"
     elif target is not None and out["fewest_replicas"] is None:
         out["note"] = f"no configuration carries {target:g} requests/s within the SLOs"
+    short = _too_short(rows)
+    if short:
+        out["warning"] = short
     out["rows"] = rows
     return out
+
+
+def _too_short(rows: list[dict[str, Any]]) -> str:
+    """The warning for rows whose runs were too short to tell (llmqueue.plan.search.too_short),
+    naming the flags and the sizes that would do; "" when none was."""
+    from llmqueue.plan.search import MEASURED_TURNS, WARMUP_TURNS, sizes_needed
+
+    short = [r for r in rows if r.get("too_short")]
+    if not short:
+        return ""
+    most = max(float(r["in_system"]) for r in short)
+    req, warm = sizes_needed(most)
+    return (
+        f"{len(short)} of {len(rows)} configurations ran too short to tell their goodput (up to "
+        f"{most:.4g} requests in the system there; a warm-up of {WARMUP_TURNS}x and a measured "
+        f"run of {MEASURED_TURNS}x that needed): raise --warmup to {warm} and --requests to {req} "
+        "(their too_short column says which)"
+    )
 
 
 def _fmt(v: Any) -> str:
@@ -287,6 +305,8 @@ def _print_table(out: dict[str, Any], top: int) -> None:
         print(f"fewest replicas for {out['target_rate_per_s']:g}/s: {line(out['fewest_replicas'])}")
     if "note" in out:
         print(out["note"])
+    if "warning" in out:
+        print(f"warning: {out['warning']}")
 
 
 def plan(args: argparse.Namespace) -> dict[str, Any]:
@@ -324,6 +344,8 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     space = _space(args, fit)
     # the workload at a nominal rate; every run time-scales it to the rate it tries
     workload = inputs.workload_from(argparse.Namespace(**{**vars(args), "rate": None}), predictor)
+    _check_fits(workload, space, args)
+    inputs.check_capacity_rows(workload, args.trace, "plan")
     configs = list(space.configs()) if part is None else space.slice(*part)
     if args.export and export_rate is not None:
         req, warm = PlanRun(requests=args.requests, warmup=args.warmup).sizes(workload)

@@ -24,6 +24,21 @@ rate is searched
 - one rate: no bisection, only whether the configuration meets its SLOs at that rate (bound
   ``=`` when it does; else ``<``: no goodput at that rate, as a range's LO missed).
 
+Every mode measures the saturation rate and searches no rate above its top, min(``max_load`` x
+sat, :data:`~llmqueue.limits.MAX_RATE_PER_S`): a range's HI above it is lowered to it (``>=``
+the top when the top meets the SLOs), and a range's LO or the one rate above it is not run
+and misses (``<``; why: at or above saturation there is no steady state, between the top and
+sat no run of finite length reaches it). So no goodput above a configuration's saturation rate
+is ever reported, nor one above the rates ``--rate`` accepts (a step law of almost no time).
+A configuration whose saturation cannot be measured (no request fits its KV budget) has
+goodput 0 with the reason.
+
+Each row also says whether its runs were long enough to tell (:func:`too_short`): by Little's
+law the run at the goodput holds ``in_system`` requests on average; a warm-up of fewer than
+2 x that, or fewer than 20 x that measured requests, has not turned the system over often
+enough to show its steady state (``too_short``; ``llmqueue plan`` names ``--warmup`` and
+``--requests`` and the sizes that would do).
+
 Inside a bracket (a rate that meets the SLOs, one that does not) the search interpolates: each
 run's *severity* (the largest value / limit over the SLOs, :class:`llmqueue.plan.slo.Verdict`)
 is 1 at the goodput, and the Illinois variant of regula falsi on log(severity) against the rate
@@ -58,7 +73,17 @@ from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.result import SimResult
 from llmqueue.sim.workload import Workload
 
-__all__ = ["RateSpec", "PlanRun", "Goodput", "parse_rate", "evaluate", "goodput", "search"]
+__all__ = [
+    "RateSpec",
+    "PlanRun",
+    "Goodput",
+    "parse_rate",
+    "evaluate",
+    "goodput",
+    "search",
+    "too_short",
+    "sizes_needed",
+]
 
 
 @dataclass(frozen=True)
@@ -143,10 +168,15 @@ class Goodput:
     pareto_latency_s: float
     runs: int
     why_not_higher: str = ""
+    in_system: float = math.nan
 
     @property
     def met(self) -> bool:
         return self.verdict.met
+
+    def too_short(self, run: PlanRun) -> bool:
+        """Whether the runs that found this goodput were too short to tell (:func:`too_short`)."""
+        return self.bound != "<" and too_short(self.in_system, run.warmup, run.requests)
 
 
 def evaluate(
@@ -208,6 +238,26 @@ class SaturationCache:
             return self._done[key]
 
 
+def _beyond(rate: float, sat: float, top: float, slo: SLO, run: PlanRun) -> Verdict:
+    """The verdict of a rate above the search's top, not run: at or above the saturation rate
+    no steady state exists; between ``max_load`` x sat and sat no run of finite length reaches
+    it; above :data:`~llmqueue.limits.MAX_RATE_PER_S` nothing is searched."""
+    if rate >= sat:
+        why = f"{rate:.6g}/s is at or above the saturation rate {sat:.6g}/s: no steady state"
+    elif rate > MAX_RATE_PER_S:
+        why = f"{rate:.6g}/s is above the highest rate searched, {MAX_RATE_PER_S:g}/s"
+    else:
+        why = (
+            f"{rate:.6g}/s is above --max-load {run.max_load:g} x the saturation rate "
+            f"{sat:.6g}/s: no run of finite length shows the steady state there"
+        )
+    values = {b.name: math.nan for b in slo.bounds}
+    if slo.deadlines:
+        values["attainment"] = math.nan
+    del top
+    return Verdict(False, values, why, math.inf)
+
+
 def goodput(
     workload: Workload,
     config: Config,
@@ -218,23 +268,44 @@ def goodput(
     saturation: Callable[[Workload, Config, StepLaw, PlanRun], float] | None = None,
 ) -> Goodput:
     """The goodput of one configuration (module docstring); `saturation`: a shared
-    :class:`SaturationCache` (default: measured for this configuration alone)."""
+    :class:`SaturationCache` (default: measured for this configuration alone). In every mode
+    the rate is bounded by the configuration's saturation rate: no rate above ``max_load`` x
+    sat (nor above :data:`~llmqueue.limits.MAX_RATE_PER_S`) is ever reported as met."""
     runs = 0
+    last: dict[float, float] = {}  # rate -> mean requests in the system there
 
     def at(rate: float) -> tuple[Verdict, SimResult]:
         nonlocal runs
         runs += 1
-        return evaluate(workload, config, latency, slo, rate, run)
+        v, res = evaluate(workload, config, latency, slo, rate, run)
+        last[rate] = _in_system(res)
+        return v, res
 
+    try:
+        sat = config.replicas * (saturation or _saturation)(workload, config, latency, run)
+    except InputError as err:  # no request fits the KV budget, or too few finish to tell
+        v = Verdict(False, {}, f"no saturation rate: {err}", math.inf)
+        r = rates.lo if rates.mode != "max" else 0.0
+        return Goodput(r, "<", v, math.nan, math.nan, runs, v.why)
+    capped = run.max_load * sat > MAX_RATE_PER_S
+    top = MAX_RATE_PER_S if capped else run.max_load * sat
+    top_why = (
+        f"the highest rate searched, {MAX_RATE_PER_S:g}/s"
+        if capped
+        else f"the search's top, {run.max_load:g} x saturation"
+    )
     if rates.mode == "one":
+        if rates.lo > top:
+            v = _beyond(rates.lo, sat, top, slo, run)
+            return Goodput(rates.lo, "<", v, sat, math.nan, runs, v.why)
         v, res = at(rates.lo)
         if not v.met:  # no goodput at this rate: as a range's LO missed
-            return Goodput(rates.lo, "<", v, math.nan, math.nan, runs, v.why)
-        return Goodput(rates.lo, "=", v, math.nan, _p99(res, slo.first_metric), runs, v.why)
-    sat = math.nan
+            return Goodput(rates.lo, "<", v, sat, math.nan, runs, v.why)
+        return Goodput(
+            rates.lo, "=", v, sat, _p99(res, slo.first_metric), runs, v.why, _in_system(res)
+        )
     if rates.mode == "max":
-        sat = config.replicas * (saturation or _saturation)(workload, config, latency, run)
-        top, floor = run.max_load * sat, run.rel_tol * sat
+        floor = run.rel_tol * (top / run.max_load if capped else sat)
         x = 0.5 * top
         v, _ = at(x)
         lo, hi, v_lo, v_hi = x, top, v, None
@@ -246,18 +317,33 @@ def goodput(
             v, _ = at(x)
             lo, v_lo = x, v
     else:
-        lo, hi = rates.lo, rates.hi
+        lo = rates.lo
+        if lo > top:
+            v = _beyond(lo, sat, top, slo, run)
+            return Goodput(lo, "<", v, sat, math.nan, runs, v.why)
+        hi = min(rates.hi, top)
+        why_hi = top_why if rates.hi > top else ""
         v_hi, _ = at(hi)
         if v_hi.met:
-            return _finish(workload, config, latency, slo, run, hi, ">=", v_hi, sat, runs, "")
+            return _finish(workload, config, latency, slo, run, hi, ">=", v_hi, sat, runs,
+                           why_hi, last[hi])  # fmt: skip
         v_lo, _ = at(lo)
         if not v_lo.met:
             return Goodput(lo, "<", v_lo, sat, math.nan, runs, v_lo.why)
     lo, v_lo, hi, v_hi, n = _refine(lambda r: at(r)[0], lo, v_lo, hi, v_hi, run.rel_tol)
     del n
-    why = v_hi.why if v_hi is not None else f"the search's top, {run.max_load:g} x saturation"
+    why = v_hi.why if v_hi is not None else top_why
     bound = ">=" if v_hi is None else "="
-    return _finish(workload, config, latency, slo, run, lo, bound, v_lo, sat, runs, why)
+    return _finish(workload, config, latency, slo, run, lo, bound, v_lo, sat, runs, why,
+                   last[lo])  # fmt: skip
+
+
+def _in_system(res: SimResult) -> float:
+    """Mean requests in the system of a run (Little's law: throughput x mean JCT); NaN when it
+    has no steady state."""
+    if res.unstable or res.response is None:
+        return math.nan
+    return float(res.throughput_per_s) * float(res.response.mean)
 
 
 def _log_severity(v: Verdict | None) -> float:
@@ -320,14 +406,42 @@ def _finish(
     sat: float,
     runs: int,
     why: str,
+    in_system: float,
 ) -> Goodput:
     """The goodput with its Pareto latency (one more run at headroom x rate)."""
     _, res = evaluate(workload, config, latency, slo, run.headroom * rate, run)
-    return Goodput(rate, bound, verdict, sat, _p99(res, slo.first_metric), runs + 1, why)
+    p99 = _p99(res, slo.first_metric)
+    return Goodput(rate, bound, verdict, sat, p99, runs + 1, why, in_system)
 
 
-def result_row(config: Config, g: Goodput, slo: SLO) -> dict[str, Any]:
-    """A configuration's row: its settings, goodput and the SLO values at it."""
+# A run tells a configuration's steady state when its warm-up turns the requests in the system
+# over at least WARMUP_TURNS times and its measured requests at least MEASURED_TURNS times (the
+# mean in the system by Little's law at the goodput: a batch of 256 running requests needs a
+# warm-up of more than 512).
+WARMUP_TURNS = 2
+MEASURED_TURNS = 20
+
+
+def too_short(in_system: float, warmup: int, requests: int) -> bool:
+    """Whether a run of `warmup` + `requests` requests is too short for a queue holding
+    `in_system` requests on average (``WARMUP_TURNS``, ``MEASURED_TURNS``)."""
+    if not math.isfinite(in_system):
+        return False
+    return warmup < WARMUP_TURNS * in_system or requests < MEASURED_TURNS * in_system
+
+
+def sizes_needed(in_system: float) -> tuple[int, int]:
+    """(--requests, --warmup) long enough for a queue holding `in_system` requests."""
+    return (
+        max(400, math.ceil(MEASURED_TURNS * in_system)),
+        math.ceil(WARMUP_TURNS * in_system),
+    )
+
+
+def result_row(config: Config, g: Goodput, slo: SLO, run: PlanRun | None = None) -> dict[str, Any]:
+    """A configuration's row: its settings, goodput and the SLO values at it, the mean requests
+    in the system there (``in_system``) and whether the run was too short to tell
+    (``too_short``, :func:`too_short`; never without `run`)."""
     row: dict[str, Any] = dict(config.row())
     row.update(
         goodput_rate_per_s=g.rate_per_s if g.bound != "<" else 0.0,
@@ -340,7 +454,12 @@ def result_row(config: Config, g: Goodput, slo: SLO) -> dict[str, Any]:
     values = as_row(g.verdict.values)
     for col in slo_columns(slo):
         row[col] = values.get(col, math.nan)
-    row.update(runs=g.runs, why_not_higher=g.why_not_higher)
+    row.update(
+        in_system=g.in_system,
+        too_short=bool(run is not None and g.too_short(run)),
+        runs=g.runs,
+        why_not_higher=g.why_not_higher,
+    )
     return row
 
 
@@ -362,10 +481,12 @@ def search(
     workers = max(1, min(workers or os.cpu_count() or 1, n or 1))
     rows: list[dict[str, Any] | None] = [None] * n
     sat = SaturationCache(workload, latency, run)
+    req, warm = run.sizes(workload)
+    sized = replace(run, requests=req, warmup=warm)  # what each run measured
 
     def one(i: int) -> tuple[int, dict[str, Any]]:
         c = configs[i]
-        return i, result_row(c, goodput(workload, c, latency, slo, rates, run, sat), slo)
+        return i, result_row(c, goodput(workload, c, latency, slo, rates, run, sat), slo, sized)
 
     if workers == 1:
         for i in range(n):

@@ -186,6 +186,10 @@ def parse_slo(text: str, *, flag: str = "--slo") -> SLO:
         key = key.strip()
         if not eq:
             raise InputError(f"{flag} {item!r}: expected KEY=VALUE; {SLO_FORM}")
+        metric, under, stat = key.partition("_")
+        if key != "attainment" and (metric not in METRICS or (under and stat not in STATS)):
+            # a suffix must be a statistic: `ttft_` or `ttft_p42` is no SLO, not a deadline
+            raise InputError(f"{flag} {item!r}: unknown SLO {key!r}; {SLO_FORM}")
         if key in seen:
             raise InputError(f"{flag}: {key} given twice")
         seen.add(key)
@@ -197,9 +201,6 @@ def parse_slo(text: str, *, flag: str = "--slo") -> SLO:
             if not (0 < attainment <= 1):
                 raise InputError(f"{flag} {item!r}: attainment must be a fraction in (0, 1]")
             continue
-        metric, _, stat = key.partition("_")
-        if metric not in METRICS or (stat and stat not in STATS):
-            raise InputError(f"{flag} {item!r}: unknown SLO {key!r}; {SLO_FORM}")
         limit = _seconds(val.strip(), item, flag)
         if stat:
             bounds.append(Bound(metric, stat, limit))
