@@ -61,6 +61,8 @@ __all__ = [
     "VIDUR_COLUMNS",
     "VLLM_BENCH_KEYS",
     "detect_format",
+    "format_columns",
+    "path_kind",
     "parse_trace_spec",
     "read_trace",
     "read_table",
@@ -72,6 +74,9 @@ __all__ = [
 ]
 
 DAY_S = 86_400.0  # seconds in a day: a numeric timestamp's time of day is taken modulo this
+# the largest numeric timestamp of a CSV (s): any clock's origin up to ~30,000 years, with float64
+# still resolving microseconds; the span of a trace's timestamps is at most MAX_TIME_S
+MAX_EPOCH_S = 1e12
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,12 @@ class TraceRows:
             raise InputError(f"{self.source}: trace columns must be finite numbers")
         if np.any(np.diff(arr[0]) < 0):
             raise InputError(f"{self.source}: rows must be in arrival order")
+        times = arr[0] if self.finish_s is None else np.concatenate([arr[0], arr[4]])
+        if not float(times.max() - times.min()) <= MAX_TIME_S:
+            raise InputError(
+                f"{self.source}: its times span {float(times.max() - times.min()):.4g} s; "
+                f"allowed: at most {MAX_TIME_S:g} s"
+            )
         if np.any(arr[2] < 0) or np.any(arr[3] < 0):
             raise InputError(f"{self.source}: token counts must be >= 0")
         if self.finish_s is not None and np.any(arr[4] <= arr[0]):
@@ -166,17 +177,69 @@ class TraceColumns:
 
 # ---- the parts ---------------------------------------------------------------------------------
 def _existing(path: str | os.PathLike[str], where: str) -> Path:
+    """`path` when it is a regular file (or a link to one) that can be read and does not start
+    with a UTF-16 or UTF-32 byte-order mark; else one InputError saying what it is instead: no
+    such file, a directory, a FIFO (named pipe), a device, a socket, unreadable, or text in
+    another encoding (a UTF-8 byte-order mark is accepted by every reader)."""
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"{where}: trace file {str(path)!r} does not exist")
+    what = path_kind(p)
+    if what:
+        raise InputError(f"{where}: trace file {str(path)!r} {what}; allowed: a regular file")
+    try:
+        with p.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        raise InputError(
+            f"{where}: trace file {str(path)!r} cannot be read ({err.strerror})"
+        ) from None
+    for bom, name in _OTHER_BOMS:
+        if head.startswith(bom):
+            raise InputError(
+                f"{where}: trace file {str(path)!r} starts with a {name} byte-order mark; allowed: "
+                "UTF-8 text (with or without its byte-order mark): save it as UTF-8"
+            )
     return p
+
+
+# byte-order marks of encodings no reader takes (UTF-32 first: its LE mark starts like UTF-16's)
+_OTHER_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
+
+
+def path_kind(path: str | os.PathLike[str]) -> str:
+    """ "" when `path` is a regular file (or a link to one); else what it is, as an error message
+    says it: "does not exist", "is a directory", "is a FIFO (named pipe)", "is a device",
+    "is a socket" (never opened: opening a FIFO would block)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file"
+    if stat.S_ISFIFO(mode):
+        return "is a FIFO (named pipe), not a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "is a device, not a file"
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    return "is not a regular file"
 
 
 def _header(p: Path, where: str) -> list[str]:
     import pandas as pd
 
     try:
-        return [str(c) for c in pd.read_csv(p, nrows=0).columns]
+        return [str(c) for c in pd.read_csv(p, nrows=0, encoding="utf-8-sig").columns]
     except pd.errors.EmptyDataError:
         raise InputError(f"{where}: {p} is empty (no header, no rows)") from None
     except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
@@ -189,7 +252,7 @@ def _check_rows(p: Path, where: str) -> None:
     import csv
 
     try:
-        with p.open(newline="", encoding="utf-8", errors="replace") as fh:
+        with p.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
             reader = csv.reader(fh)
             width = None
             for row in reader:
@@ -219,7 +282,7 @@ def _csv_frame(path: str | os.PathLike[str], columns: Sequence[str], where: str)
         raise InputError(f"{where}: {path} has no {what}; its columns are {head}")
     _check_rows(p, where)
     try:
-        return pd.read_csv(p, usecols=list(dict.fromkeys(columns)))
+        return pd.read_csv(p, usecols=list(dict.fromkeys(columns)), encoding="utf-8-sig")
     except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
         raise InputError(f"{where}: {p} cannot be read as CSV: {err}") from None
 
@@ -296,6 +359,23 @@ def _enough(n: int, f: str, where: str, what: str = "rows") -> None:
         raise InputError(f"{where}: {f} holds {n} {what}; a trace needs at least 2")
 
 
+def _span_checked(
+    t: np.ndarray, place: str, where: str, label: Callable[[int], str] = _data_row, unit: str = "s"
+) -> np.ndarray:
+    """`t` (finite seconds, any order) when its span, latest minus earliest, is at most
+    :data:`~llmqueue.limits.MAX_TIME_S` (the engine's clock keeps sub-millisecond steps there);
+    else an InputError naming the latest row."""
+    if t.size:
+        span = float(t.max() - t.min())
+        if not span <= MAX_TIME_S:
+            i = int(np.argmax(t))
+            raise InputError(
+                f"{where}: {place}: {label(i)} lies {span:.4g} {unit} after the earliest "
+                f"timestamp; allowed: a span of at most {MAX_TIME_S:g} s"
+            )
+    return t
+
+
 def read_table(path: str | os.PathLike[str], where: str = "--trace") -> Any:
     """The whole CSV as a pandas DataFrame (InputError for a missing, empty, unreadable or ragged
     file)."""
@@ -340,10 +420,11 @@ def _timestamps(series: Any, column: str, f: str, where: str) -> tuple[np.ndarra
     seconds (time of day: modulo :data:`DAY_S`), anything else is parsed as date-times."""
     import pandas as pd
 
+    place = f"timestamp column {column!r} of {f}"
     t = _numbers(series)
     if not np.isnan(t).any():
-        a = _checked(t, series.iloc.__getitem__, f"timestamp column {column!r} of {f}", where)
-        return a, np.mod(a, DAY_S)
+        a = _checked(t, series.iloc.__getitem__, place, where, lo=0, hi=MAX_EPOCH_S, unit="s")
+        return _span_checked(a, place, where), np.mod(a, DAY_S)
     parsed = pd.to_datetime(series, errors="coerce", utc=True, format="mixed")
     if parsed.isna().any():
         i = int(np.flatnonzero(parsed.isna().to_numpy())[0])
@@ -353,7 +434,7 @@ def _timestamps(series: Any, column: str, f: str, where: str) -> tuple[np.ndarra
         )
     epoch = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float)
     tod = (parsed - parsed.dt.normalize()).dt.total_seconds().to_numpy(dtype=float)
-    return epoch, tod
+    return _span_checked(epoch, place, where), tod
 
 
 def read_timestamps(
@@ -423,6 +504,17 @@ def _read_vllm_requests(
         raise InputError(f"{where}: request file {f!r} lacks columns {missing}")
     if len(df) < 2:
         raise InputError(f"{where}: request file {f!r} holds fewer than 2 requests")
+    for col, hi, unit in (
+        ("arrival_s", MAX_TIME_S, "s"),
+        ("first_token_s", MAX_TIME_S, "s"),
+        ("finish_s", MAX_TIME_S, "s"),
+        ("prompt_tokens", MAX_TOKENS, "tokens"),
+        ("output_tokens", MAX_TOKENS, "tokens"),
+    ):
+        _checked(
+            _numbers(df[col]), df[col].iloc.__getitem__, f"column {col!r} of {f}", where,
+            lo=0, hi=hi, unit=unit,
+        )  # fmt: skip
     if not df["arrival_s"].is_monotonic_increasing:
         raise InputError(f"{where}: {f!r}: rows must be in arrival order")
     bad = ~((df["arrival_s"] <= df["first_token_s"]) & (df["first_token_s"] <= df["finish_s"]))
@@ -513,7 +605,7 @@ def _json_document(p: Path, where: str) -> Any:
     """A whole file parsed as one JSON document (InputError for an empty, non-UTF-8 or
     malformed file)."""
     try:
-        text = p.read_text(encoding="utf-8")
+        text = p.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(f"{where}: {p} is not UTF-8 text (expected JSON)") from None
     if not text.strip():
@@ -610,7 +702,7 @@ def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: s
     lines: list[int] = []
     form = f"one JSON object per line with keys {list(MOONCAKE_KEYS)}"
     try:
-        with p.open(encoding="utf-8") as fh:
+        with p.open(encoding="utf-8-sig") as fh:
             for lineno, line in enumerate(fh, 1):
                 text = line.strip()
                 if not text:
@@ -787,6 +879,7 @@ def _read_vllm_bench(path: str | os.PathLike[str], columns: TraceColumns, where:
     note = "no start_times: arrival times unknown, all 0"
     if "start_times" in lists:
         start = values("start_times", math.inf, "s")  # a perf_counter clock: any finite origin
+        _span_checked(start, f"key 'start_times' of {f}", where, lambda j: f"entry {keep[j]}")
         arrival = start - start.min()
         note = "arrivals from start_times"
         cols["arrival_s"] = arrival
@@ -827,7 +920,7 @@ def _known() -> list[str]:
 
 
 def _first_line(p: Path, where: str) -> str:
-    with p.open(encoding="utf-8", errors="replace") as fh:
+    with p.open(encoding="utf-8-sig", errors="replace") as fh:
         for line in fh:
             if line.strip():
                 return line
@@ -895,6 +988,26 @@ FORMATS: dict[str, Reader] = {
     "vidur": _read_vidur,
     "vllm-bench": _read_vllm_bench,
 }
+
+
+def format_columns(format: str, columns: TraceColumns | None = None) -> tuple[str, str, str]:  # noqa: A002
+    """The names a format (not ``auto``: :func:`detect_format` first) gives its (arrival, prompt
+    tokens, output tokens): the named `columns` for ``csv``, each other format's own (a replay's
+    description quotes them)."""
+    cols = columns or TraceColumns()
+    own = {
+        "csv": (cols.timestamp, cols.prompt, cols.output),
+        "vllm-requests": ("arrival_s", "prompt_tokens", "output_tokens"),
+        "ssjf-predictions": ("(none)", "(none)", "output_token_length"),
+        "burstgpt": BURSTGPT_COLUMNS,
+        "mooncake": MOONCAKE_KEYS,
+        "vidur": VIDUR_COLUMNS,
+        "vllm-bench": ("start_times", *VLLM_BENCH_KEYS),
+    }
+    if format not in own:
+        raise InputError(f"unknown trace format {format!r}; known: {sorted(own)}")
+    a, b, c = own[format]
+    return str(a), str(b), str(c)
 
 
 def read_trace(
