@@ -13,17 +13,25 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
-from llmqueue.limits import integer
+from llmqueue.limits import MAX_RATE_PER_S, integer
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.sim.predictors import parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
 from llmqueue.tokens import parse_law
-from llmqueue.traces import FORMATS
+from llmqueue.traces import (
+    FORMATS,
+    TraceColumns,
+    detect_format,
+    format_columns,
+    path_kind,
+    read_trace,
+)
 
 __all__ = [
     "DEFAULT_CONFIG",
@@ -38,6 +46,10 @@ __all__ = [
     "kv_tokens_from",
     "EXPORT_FORMATS",
     "check_export",
+    "check_outputs",
+    "check_capacity_rows",
+    "smallest_request",
+    "at_rate",
     "export_workload",
 ]
 
@@ -144,18 +156,11 @@ def workload_from(args: argparse.Namespace, predictor: Any) -> Workload:
             else None
         )
         return PoissonWorkload(law, rate, prompt=prompt, **kw)
-    if not Path(args.trace).is_file():
-        raise InputError(f"--trace: file {args.trace!r} does not exist")
+    what = path_kind(args.trace)
+    if what:
+        raise InputError(f"--trace: {args.trace!r} {what}; allowed: a regular file")
     if args.replay:
-        return ReplayWorkload.from_csv(
-            args.trace,
-            trace_format=args.trace_format,
-            timestamp_column=args.timestamp_column,
-            prompt_column=args.prompt_column,
-            output_column=args.output_column,
-            rate_per_s=args.rate,
-            **kw,
-        )
+        return _replay(args, kw)
     return TraceWorkload.from_csv(
         args.trace,
         rate,
@@ -166,6 +171,95 @@ def workload_from(args: argparse.Namespace, predictor: Any) -> Workload:
         where="--trace",  # token counts in [0, MAX_TOKENS]: a message names the flag, column, row
         **kw,
     )
+
+
+def _replay(args: argparse.Namespace, kw: dict[str, Any]) -> Workload:
+    """The --trace replayed at its own timestamps (at --rate when given), described by its
+    format's own column names; a replay whose rate lies outside (0, MAX_RATE_PER_S] (its rows
+    squeezed into a tiny span) is refused naming --trace."""
+    columns = TraceColumns(args.timestamp_column, args.prompt_column, args.output_column)
+    fmt = args.trace_format
+    if fmt == "auto":
+        fmt = detect_format(args.trace, columns, where="--trace")
+    rows = read_trace(args.trace, columns, format=fmt, where="--trace")
+    names = ",".join(format_columns(fmt, columns))
+    source = f"{Path(args.trace).name}:{names}" + ("" if fmt == "csv" else f" ({fmt})")
+    w = flagged(
+        "--trace",
+        lambda: ReplayWorkload(
+            rows.arrival_s, rows.prompt_tokens, rows.output_tokens, 1.0, source=source,
+            time_of_day_s=rows.time_of_day_s, **kw,
+        ),
+    )  # fmt: skip
+    if args.rate is not None:
+        return at_rate(w, args.rate, "--rate")
+    if not w.rate_per_s <= MAX_RATE_PER_S:
+        raise InputError(
+            f"--trace {args.trace}: its {w.total} rows arrive within "
+            f"{float(rows.arrival_s[-1] - rows.arrival_s[0]):.3g} s, a rate of "
+            f"{w.rate_per_s:.3g}/s; allowed: at most {MAX_RATE_PER_S:g}/s (give --rate)"
+        )
+    return w
+
+
+def at_rate(workload: Workload, rate_per_s: float, flag: str) -> Workload:
+    """`workload` at `rate_per_s` (requests/s, from `flag`), or an InputError naming the flag when
+    that rate lies outside (0, MAX_RATE_PER_S] or the workload cannot be scaled to it."""
+    if not (0 < rate_per_s <= MAX_RATE_PER_S):
+        raise InputError(
+            f"{flag}: it asks for {rate_per_s:.6g} requests/s; allowed: a rate in "
+            f"(0, {MAX_RATE_PER_S:g}] (the highest sustainable rate may be unbounded: give --rate)"
+        )
+    return flagged(flag, workload.at_rate, rate_per_s)
+
+
+# saturated_rate (llmqueue.sim.capacity) measures a service rate on at least this many requests
+CAPACITY_ROWS = 1000
+
+
+def check_capacity_rows(workload: Workload, trace: str | None, flag: str) -> None:
+    """A replayed trace too short to measure a saturation rate on, refused naming --trace and the
+    flag that asks for the rate."""
+    if workload.total is not None and workload.total < CAPACITY_ROWS:
+        raise InputError(
+            f"--trace {trace}: {workload.total} rows; {flag} measures the saturation rate on at "
+            f"least {CAPACITY_ROWS} requests of a replayed trace: give a longer trace"
+        )
+
+
+def smallest_request(workload: Workload) -> float:
+    """The fewest KV tokens one request of `workload` holds (prompt + output, output >= 1)."""
+    if isinstance(workload, PoissonWorkload):
+        lo_out = max(1.0, float(workload.output.support[0]))
+        lo_prompt = float(workload.prompt.support[0]) if workload.prompt is not None else 0.0
+        return lo_out + lo_prompt
+    rows = workload.prompt_tokens + workload.output_tokens  # type: ignore[attr-defined]
+    return float(rows.min())
+
+
+def check_outputs(
+    outputs: Sequence[tuple[str, str | None]], read: Sequence[tuple[str, str | None]] = ()
+) -> None:
+    """Refuse one file given for two outputs (``--csv X --export vidur X``: one would overwrite
+    the other), or an output that is a file the command reads; (flag, path) pairs, paths
+    compared resolved (links, ``..``)."""
+    import os
+
+    inputs = {os.path.realpath(p): f for f, p in read if p}
+    seen: dict[str, str] = {}
+    for flag, path in outputs:
+        if not path:
+            continue
+        key = os.path.realpath(path)
+        if key in inputs:
+            raise InputError(
+                f"{flag} {path}: the file {inputs[key]} reads; give the output its own file"
+            )
+        if key in seen:
+            raise InputError(
+                f"{flag} {path}: also the output of {seen[key]}; give each output its own file"
+            )
+        seen[key] = flag
 
 
 def latency_from(args: argparse.Namespace, batching: str) -> tuple[Latency, dict[str, Any] | None]:

@@ -22,11 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmqueue.cli import add_command
+from llmqueue.cli import add_command, flags
 from llmqueue.errors import InputError
+from llmqueue.limits import MAX_BATCH, MAX_TOKENS
 from llmqueue.traces import read_table
 
 PARTS = ("timing", "composition", "fig2a", "depth")
+MAX_OVERHEAD_GIB = 1e6  # --overhead-gib: far above any GPU's memory (the answer is then 0)
 STEP_PART = "step_law"  # the serving step law (config profiling.step_law), once, not per model
 
 
@@ -226,9 +228,26 @@ def cmd_smoke(args: argparse.Namespace) -> None:
     run_smoke(cfg, Path(args.out), log=lambda s: print(s, flush=True))
 
 
+def _check_names(args: argparse.Namespace, dtypes: tuple[str, ...]) -> None:
+    """--model, --gpu and the dtype flags against the named specs, each error naming its flag."""
+    from llmqueue.hardware.devices import GPU_SPECS
+    from llmqueue.hardware.models import DTYPE_BYTES, MODEL_SPECS
+
+    if args.model not in MODEL_SPECS:
+        raise InputError(f"--model {args.model!r} unknown; known models: {sorted(MODEL_SPECS)}")
+    if args.gpu not in GPU_SPECS:
+        raise InputError(f"--gpu {args.gpu!r} unknown; known GPU specs: {sorted(GPU_SPECS)}")
+    for dest in dtypes:
+        value = getattr(args, dest)
+        if value not in DTYPE_BYTES:
+            flag = "--" + dest.replace("_", "-")
+            raise InputError(f"{flag} {value!r} unknown; allowed: {sorted(DTYPE_BYTES)}")
+
+
 def cmd_roofline(args: argparse.Namespace) -> None:
     from llmqueue.hardware.roofline import roofline
 
+    _check_names(args, ("dtype",))
     r = roofline(args.model, args.gpu, args.dtype)
     res = {
         "model": args.model,
@@ -247,6 +266,7 @@ def cmd_roofline(args: argparse.Namespace) -> None:
 def cmd_kv(args: argparse.Namespace) -> None:
     from llmqueue.hardware.kvcache import kv_limit
 
+    _check_names(args, ("weights_dtype", "kv_dtype"))
     r = kv_limit(
         args.model, args.gpu, args.tokens, args.weights_dtype, args.kv_dtype, args.overhead_gib
     )
@@ -271,8 +291,8 @@ def register(subparsers: Any) -> None:
         default=None,
         help=f"comma-separated subset of {','.join((*PARTS, STEP_PART))} (default: all; {STEP_PART} on CUDA only)",
     )
-    m.add_argument("--fig2a-requests", type=int, default=None)
-    m.add_argument("--repeats", type=int, default=None)
+    m.add_argument("--fig2a-requests", type=flags.count(1, 10**6), default=None)
+    m.add_argument("--repeats", type=flags.count(1, 10**6), default=None)
     m.add_argument(
         "--set",
         action="append",
@@ -298,17 +318,23 @@ def register(subparsers: Any) -> None:
     r.add_argument("--model", required=True)
     r.add_argument("--gpu", required=True)
     r.add_argument("--dtype", default="float16")
-    r.add_argument("--batch", type=int, default=1)
-    r.add_argument("--context", type=int, default=0)
-    r.add_argument("--input", type=int, default=128)
+    r.add_argument("--batch", type=flags.count(1, MAX_BATCH), default=1,
+                   help=f"sequences per step, in [1, {MAX_BATCH}]")  # fmt: skip
+    r.add_argument("--context", type=flags.count(0, int(MAX_TOKENS)), default=0,
+                   help=f"tokens of context per sequence, in [0, {MAX_TOKENS:g}]")  # fmt: skip
+    r.add_argument("--input", type=flags.count(1, int(MAX_TOKENS)), default=128,
+                   help=f"prompt tokens per sequence, in [1, {MAX_TOKENS:g}]")  # fmt: skip
     r.set_defaults(func=cmd_roofline)
     k = sub.add_parser("kv-limit", help="largest batch whose KV cache fits")
     k.add_argument("--model", required=True)
     k.add_argument("--gpu", required=True)
-    k.add_argument("--tokens", type=int, default=1280)
+    k.add_argument("--tokens", type=flags.count(1, int(MAX_TOKENS), unit="tokens"), default=1280,
+                   help=f"tokens per sequence (prompt + output), in [1, {MAX_TOKENS:g}]")  # fmt: skip
     k.add_argument("--weights-dtype", default="float16")
     k.add_argument("--kv-dtype", default="float16")
-    k.add_argument("--overhead-gib", type=float, default=0.0)
+    k.add_argument("--overhead-gib", type=flags.number(0, MAX_OVERHEAD_GIB, unit="GiB"),
+                   default=0.0, help=f"memory set aside besides weights and KV cache, GiB in "
+                   f"[0, {MAX_OVERHEAD_GIB:g}]")  # fmt: skip
     k.set_defaults(func=cmd_kv)
     ap.set_defaults(handler=_run)
 

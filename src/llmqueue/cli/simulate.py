@@ -57,6 +57,7 @@ from llmqueue.limits import (
     MAX_TOKENS,
     product,
 )
+from llmqueue.plan.space import POWER_D
 from llmqueue.policy import (
     ADMISSIONS,
     BATCHING,
@@ -71,7 +72,7 @@ from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import exact_rate, max_rate
 from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.exact import exact_wait
-from llmqueue.sim.workload import PoissonWorkload, Workload
+from llmqueue.sim.workload import Workload
 
 MAX_BINS = 1024
 MAX_SLOTS = MAX_ENGINE_ENTRIES  # servers x batch (or x block size): one per-server engine table
@@ -196,6 +197,8 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
         kw.update(replicas=args.replicas, router=args.router)
     if args.router_d is not None:
         kw["router_d"] = args.router_d
+    elif args.router == "power_of_d" and args.replicas is not None:
+        kw["router_d"] = min(POWER_D, args.replicas)  # as llmqueue plan: d at most the replicas
     kind = args.batching
     if kind in ("dynamic", "elastic", "continuous", "rebatch"):
         kw["bmax"] = args.max_batch
@@ -232,13 +235,7 @@ def _check_fits(workload: Workload, policy: Policy) -> None:
     """A KV budget below the smallest request can serve nothing: refuse it before simulating."""
     if policy.kind != "continuous" or policy.kv_tokens is None:
         return
-    if isinstance(workload, PoissonWorkload):
-        lo_out = max(1.0, float(workload.output.support[0]))
-        lo_prompt = float(workload.prompt.support[0]) if workload.prompt is not None else 0.0
-        smallest = lo_out + lo_prompt
-    else:
-        rows = workload.prompt_tokens + workload.output_tokens  # type: ignore[attr-defined]
-        smallest = float(rows.min())
+    smallest = inputs.smallest_request(workload)
     if policy.kv_tokens < smallest:
         raise InputError(
             f"--kv-tokens {policy.kv_tokens} is below the smallest request (prompt + output = "
@@ -250,6 +247,9 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     """Everything the command prints, as one JSON-ready dict (module docstring)."""
     _check_flags(args)
     inputs.check_export(args.export)
+    inputs.check_outputs(
+        [("--export", args.export[1] if args.export else None)], [("--trace", args.trace)]
+    )
     needed = args.order == "spjf" or args.batching == "multibin" or args.router == "least_work"
     predictor = inputs.predictor_from(args, needed)
     workload = inputs.workload_from(args, predictor)
@@ -264,6 +264,13 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         "latency": latency.name,
         "latency_source": latency.source,
     }
+    if policy.router == "power_of_d":
+        out["router_d"] = policy.router_d
+        if args.router_d is None and policy.router_d < POWER_D:
+            out["router_d_note"] = (
+                f"--router-d: the default d = {POWER_D} lowered to --replicas {policy.replicas} "
+                "(llmqueue plan does the same)"
+            )
     if policy.kind == "continuous":
         out["kv_tokens"] = policy.kv_tokens
     if workload.total is not None and workload.total < 400 + min(args.warmup, workload.total // 10):
@@ -275,6 +282,10 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     streams = {k: seed_sequence(args.seed, k) for k in ("capacity", "run", "formula")}
     cap = None
     if args.load is not None or args.max_rate:
+        if exact_rate(workload, policy, latency) is None:
+            inputs.check_capacity_rows(
+                workload, args.trace, "--load" if args.load else "--max-rate"
+            )
         cap = max_rate(
             workload, policy, latency, requests=args.capacity_requests, seed=streams["capacity"]
         )
@@ -284,7 +295,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
             out["max_rate_note"] = cap.note
     if args.load is not None:
         assert cap is not None
-        workload = workload.at_rate(args.load * cap.rate_per_s)
+        workload = inputs.at_rate(workload, args.load * cap.rate_per_s, "--load")
     if args.rate is None and args.load is None and not args.replay:
         return out  # --max-rate only
     out["workload"] = workload.describe()
