@@ -35,6 +35,8 @@ __all__ = [
     "iteration_times",
     "measured_and_law",
     "fit_calibration",
+    "calibration_rows",
+    "fit_calibration_rows",
     "saturation_capacity",
     "slice_steps",
     "fit_summary",
@@ -108,18 +110,33 @@ def measured_and_law(
     return t, f
 
 
-def fit_calibration(
-    steps: pd.DataFrame, max_gap_s: float = 0.002
-) -> tuple[StepLawFit, pd.DataFrame]:
-    """Fit the step law to calibration iterations; returns the fit and `steps` with ``time_s``,
-    ``tokens`` (decode_seqs + prefill_tokens), ``fitted_s`` and ``rel_residual`` added."""
+def calibration_rows(steps: pd.DataFrame, max_gap_s: float = 0.002) -> pd.DataFrame:
+    """Calibration iterations of one phase (one engine session's consecutive steps) with
+    ``time_s`` (:func:`iteration_times`) and ``tokens`` (decode_seqs + prefill_tokens) added."""
     df = steps.copy()
     df["time_s"] = iteration_times(df, max_gap_s)
     df["tokens"] = df["decode_seqs"] + df["prefill_tokens"]
+    return df
+
+
+def fit_calibration_rows(rows: pd.DataFrame) -> tuple[StepLawFit, pd.DataFrame]:
+    """Fit the step law to calibration rows that hold ``time_s`` and ``tokens``
+    (:func:`calibration_rows`, one phase or several pooled); returns the fit and the rows with
+    ``fitted_s`` and ``rel_residual`` added."""
+    df = rows.copy()
     fit = fit_step_law(df["decode_seqs"], df["prefill_tokens"], df["context_tokens"], df["time_s"])
     df["fitted_s"] = fit.c0_s + fit.c_tok_s * df["tokens"] + fit.c_ctx_s * df["context_tokens"]
     df["rel_residual"] = np.asarray(fit.rel_residuals)
     return fit, df
+
+
+def fit_calibration(
+    steps: pd.DataFrame, max_gap_s: float = 0.002
+) -> tuple[StepLawFit, pd.DataFrame]:
+    """Fit the step law to the calibration iterations of one phase; returns the fit and `steps`
+    with ``time_s``, ``tokens`` (decode_seqs + prefill_tokens), ``fitted_s`` and
+    ``rel_residual`` added."""
+    return fit_calibration_rows(calibration_rows(steps, max_gap_s))
 
 
 def saturation_capacity(records: pd.DataFrame, lo: float = 0.1, hi: float = 0.9) -> dict[str, Any]:

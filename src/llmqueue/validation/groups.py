@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.validation.protocol import ProtocolSpec, group_probe, read_protocol
 
 __all__ = [
     "POLICIES",
@@ -138,6 +139,7 @@ class GroupSpec:
     repeat: tuple[str, ...] = ()
     repeat_sessions: int = 1
     description: str = ""
+    alternate: bool = False
 
     @property
     def scheduler(self) -> str:
@@ -180,6 +182,7 @@ class GroupSpec:
             "runs": [dict(r.__dict__) for r in self.runs],
             "repeat": list(self.repeat),
             "repeat_sessions": self.repeat_sessions,
+            "alternate": self.alternate,
             "judged": [name for name, _, _ in self.judged_runs()],
         }
 
@@ -208,6 +211,7 @@ class MatrixSpec:
     predictions: str = ""
     predictor_model: str = ""
     batch_queue_gate: BatchQueueGate | None = None
+    protocol: ProtocolSpec | None = None
 
     def gate_for(self, g: GroupSpec) -> BatchQueueGate | None:
         """What group `g`'s controlled batches wait behind: the batch-queue gate for a group of
@@ -313,7 +317,7 @@ def _group(
     _keys(
         sec, where, ("policy", "runs"),
         ("model", "trace", "prompt_tokens", "rows", "engine", "calibration", "capacity_requests",
-         "repeat", "repeat_sessions", "description"),
+         "repeat", "repeat_sessions", "description", "alternate"),
     )  # fmt: skip
     policy = str(sec["policy"])
     if policy not in POLICIES:
@@ -385,10 +389,18 @@ def _group(
     if bad or len(set(repeat)) != len(repeat):
         raise InputError(f"{where}.repeat: {list(repeat)} must be distinct run names of {names}")
     sessions = _int(sec.get("repeat_sessions", 1), f"{where}.repeat_sessions")
+    alternate = sec.get("alternate", False)
+    if not isinstance(alternate, bool):
+        raise InputError(f"{where}.alternate must be true or false, got {alternate!r}")
+    if alternate and (len({r.table for r in runs}) != 1 or len(runs) < 2):
+        raise InputError(
+            f"{where}.alternate: the runs served in alternating blocks must be >= 2 runs sharing "
+            f"one table, got tables {[r.table for r in runs]}"
+        )
     spec = GroupSpec(
         name, policy, models[model], trace, eng, tuple(cal), cap, runs,
         tuple(str(r) for r in repeat), sessions,
-        str(sec.get("description", "")),
+        str(sec.get("description", "")), alternate,
     )  # fmt: skip
     _check_group(spec, settings, where)
     return spec
@@ -460,8 +472,9 @@ def read_matrix(
         sec,
         where,
         ("out", "groups"),
-        ("calibration", "models", "traces", "contention", "predictor", "batch_queue_gate"),
-    )
+        ("calibration", "models", "traces", "contention", "predictor", "batch_queue_gate",
+         "protocol"),
+    )  # fmt: skip
     models = {"default": _model("default", vllm["model"])}
     for name, m in (sec.get("models") or {}).items():
         if name == "default":
@@ -495,9 +508,12 @@ def read_matrix(
     if pred:
         _keys(pred, f"{where}.predictor", ("model", "file"))
     gate = _gate(sec.get("batch_queue_gate"), groups, f"{where}.batch_queue_gate")
+    protocol = read_protocol(sec.get("protocol"), f"{where}.protocol")
+    if protocol is not None:
+        _check_protocol(protocol, groups, f"{where}.protocol")
     spec = MatrixSpec(
         str(sec["out"]), groups, {**CONTENTION_DEFAULTS, **cont}, str(pred.get("file", "")),
-        str(pred.get("model", "")), gate,
+        str(pred.get("model", "")), gate, protocol,
     )  # fmt: skip
     if spec.needs_predictions and not spec.predictions:
         raise InputError(
@@ -505,6 +521,33 @@ def read_matrix(
             "predictor.model and predictor.file"
         )
     return spec
+
+
+def _check_protocol(p: ProtocolSpec, groups: Sequence[GroupSpec], where: str) -> None:
+    """The probe fits every group's engine (a request within max_model_len, the probe batch's KV
+    blocks within the cache), and no alternating group repeats runs (its rounds are its repeats)."""
+    from llmqueue.validation.engine import EngineSettings
+
+    for g in groups:
+        s = EngineSettings.from_config(g.engine)
+        probe = group_probe(g, p)
+        if probe.prompt_tokens + probe.output_tokens > s.max_model_len:
+            raise InputError(
+                f"{where}.probe: prompt_tokens + output_tokens = "
+                f"{probe.prompt_tokens + probe.output_tokens} exceed group {g.name}'s max_model_len "
+                f"{s.max_model_len}"
+            )
+        blocks = probe.batch * -(-(probe.prompt_tokens + probe.output_tokens) // s.block_size)
+        if blocks > s.kv_blocks - 1:
+            raise InputError(
+                f"{where}.probe: {blocks} KV blocks exceed group {g.name}'s {s.kv_blocks - 1} usable "
+                "(the probe would be preempted)"
+            )
+        if g.alternate and g.repeat:
+            raise InputError(
+                f"validation.vllm.matrix.groups.{g.name}.repeat: an alternating group repeats its "
+                "runs in rounds (protocol.alternate_rounds); leave repeat empty"
+            )
 
 
 def _gate(sec: Any, groups: Sequence[GroupSpec], where: str) -> BatchQueueGate | None:

@@ -30,6 +30,13 @@ from llmqueue.profiling.meta import loadavg, now_utc
 from llmqueue.validation.batches import run_batches
 from llmqueue.validation.environment import cpu_bf16
 from llmqueue.validation.groups import GroupSpec, MatrixSpec, read_matrix, select_groups
+from llmqueue.validation.protocol import (
+    Step,
+    group_probe,
+    plan_summary,
+    probe_name,
+    session_plan,
+)
 from llmqueue.validation.record import (
     child_folder,
     log,
@@ -203,24 +210,23 @@ def measure_group(
         "load_before": loadavg(),
         "overrides": over,
     }
-    plan = {
-        "warmup": [CalibrationBatch(*b) for b in sec["warmup_batches"]],
-        "calibration": [CalibrationBatch(*b) for b in g.calibration],
-    }
+    warmup = [CalibrationBatch(*b) for b in sec["warmup_batches"]]
+    plan = session_plan(g, spec.protocol, seed=root_seed)
+    meta["plan"] = plan_summary(plan)
     sessions: list[dict[str, Any]] = []
     t_start = time.monotonic()
     tables: dict[str, Any] = {}
     capacity: dict[str, Any] = {}
     logs: list[Path] = []
     try:
-        for k in range(1, 2 + (g.repeat_sessions if g.repeat else 0)):
+        for k, steps in enumerate(plan, start=1):
             step_log = work / f"steps-{g.name}-{k}-{os.getpid()}.csv"
             step_log.unlink(missing_ok=True)
             logs.append(step_log)
             res = asyncio.run(
                 _group_session(
-                    g, k, settings, model_dir, step_log, plan, data, root_seed, tables, capacity,
-                    spec.contention, spec.gate_for(g),
+                    g, k, settings, model_dir, step_log, warmup, steps, data, root_seed, tables,
+                    capacity, spec.gate_for(g),
                 )
             )  # fmt: skip
             res["step_log"] = step_log
@@ -238,19 +244,20 @@ def measure_group(
 
 
 async def _group_session(
-    g: Any, session: int, settings: Any, model_dir: Path, step_log: Path, plan: dict[str, Any],
-    data: Any, root_seed: int, tables: dict[str, Any], capacity: dict[str, Any],
-    thresholds: Any, gate: Any = None,
+    g: Any, session: int, settings: Any, model_dir: Path, step_log: Path, warmup: list[Any],
+    steps: list[Step], data: Any, root_seed: int, tables: dict[str, Any],
+    capacity: dict[str, Any], gate: Any = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """One engine start: warm-up batches, then (session 1) calibration, capacity bursts and the
-    runs, or (later sessions) the repeated runs. `tables` and `capacity` are filled by session 1
-    and read by the repeats (the same request tables, the same planned times). Controlled batches
-    wait behind `gate` when one is given (``MatrixSpec.gate_for``: batch-queue groups)."""
+    """One engine start: warm-up batches, then the session's `steps`
+    (:func:`llmqueue.validation.protocol.session_plan`): calibration rounds, capacity bursts,
+    probes and judged runs, in order. `tables` and `capacity` are filled by session 1 and read by
+    the repeats (the same request tables, the same planned times). Controlled batches wait behind
+    `gate` when one is given (``MatrixSpec.gate_for``: batch-queue groups)."""
     import numpy as np
     import pandas as pd
 
     from llmqueue.seeds import seed_sequence
-    from llmqueue.validation.calibration import saturation_capacity
+    from llmqueue.validation.calibration import CalibrationBatch, saturation_capacity
     from llmqueue.validation.client import check_complete, run_open_loop
     from llmqueue.validation.contention import contention, snapshot
     from llmqueue.validation.engine import (
@@ -260,7 +267,7 @@ async def _group_session(
         open_async_engine,
         read_settings,
     )
-    from llmqueue.validation.groups import capacity_name, planned_rate, repeat_name
+    from llmqueue.validation.groups import planned_rate
     from llmqueue.validation.placement import (
         involuntary_switches,
         parse_cpu_list,
@@ -300,10 +307,11 @@ async def _group_session(
         def switches() -> int | None:
             return involuntary_switches(os.getpid(), model_cpus) if model_cpus else None
 
-        async def batches(name: str, items: list[Any]) -> None:
-            res["phases"][name] = await run_batches(
-                stream, name, items, prompts_for, f"{g.name} ", gate, log=log
-            )
+        async def batches(name: str, items: list[Any], extra: dict[str, Any]) -> None:
+            res["phases"][name] = {
+                **await run_batches(stream, name, items, prompts_for, f"{g.name} ", gate, log=log),
+                **extra,
+            }
 
         async def serve(name: str, tab: pd.DataFrame, extra: dict[str, Any]) -> None:
             prompts = prompts_for(tab, name.split("_r")[0])
@@ -328,11 +336,16 @@ async def _group_session(
                 f"{c['model_preemptions_per_s']:.1f} times/s)"
             )
 
-        await batches("warmup", plan["warmup"])
-        if session == 1:
-            await batches("calibration", plan["calibration"])
-            for lim in g.token_limits:
-                name = capacity_name(lim)
+        await batches("warmup", warmup, {"kind": "warmup"})
+        for step in steps:
+            if step.kind in ("calibration", "probe"):
+                await batches(
+                    step.name, [CalibrationBatch(*b) for b in step.batches],
+                    {"kind": step.kind, "round": step.round, "for_run": step.table,
+                     "position": step.position, "block": step.block, "session": session},
+                )  # fmt: skip
+            elif step.kind == "capacity":
+                name, lim = step.name, step.token_limit
                 rng = np.random.default_rng(
                     seed_sequence(root_seed, "validation", g.name, "capacity")
                 )
@@ -342,13 +355,14 @@ async def _group_session(
                 )  # fmt: skip
                 tab = run_table(base, name, lim)
                 tab["planned_s"] = 0.0
-                await serve(name, tab, {"token_limit": lim})
+                await serve(name, tab, {"kind": "capacity", "token_limit": lim})
                 cap = saturation_capacity(res["phases"][name]["records"], 0.1, 0.9)
                 capacity[name] = cap
                 log(f"{g.name} {name}: {cap['capacity_per_s']:.3f} requests/s")
-            for r in g.runs:
+            elif session == 1:
+                r = g.run(step.run)
                 rate = planned_rate(r.load, capacity["capacity"]["capacity_per_s"])
-                key = r.table
+                key = step.table
                 if key not in tables:
                     rng = np.random.default_rng(
                         seed_sequence(root_seed, "validation", g.name, "table", key)
@@ -357,30 +371,50 @@ async def _group_session(
                         prompt, output, rows, r.requests, rate, g.trace.scale, max_len, r.warmup,
                         rng, key, g.trace.prompt_tokens,
                     )  # fmt: skip
-                tab = run_table(tables[key], r.name, r.token_limit, r.priority, preds)
-                tables[r.name] = tab
+                tab = run_table(tables[key], step.name, r.token_limit, r.priority, preds)
+                tables[step.name] = tab
                 log(
-                    f"{g.name} {r.name}: {len(tab)} requests at {rate:.3f}/s "
+                    f"{g.name} {step.name}: {len(tab)} requests at {rate:.3f}/s "
                     f"(~{tab['planned_s'].iloc[-1]:.0f} s), priority {r.priority}, token limit "
                     f"{r.token_limit}"
                 )
                 await serve(
-                    r.name, tab, {"run": r.name, "load": r.load, "rate_per_s": rate, "session": 1}
-                )
-        else:
-            for name in g.repeat:
-                r = g.run(name)
-                tab = tables[name].copy()
-                rep = repeat_name(name, session)
-                tab["request_id"] = [x.replace(f"{name}-", f"{rep}-", 1) for x in tab["request_id"]]
+                    step.name, tab,
+                    {"kind": "judged", "run": r.name, "load": r.load, "rate_per_s": rate,
+                     "session": 1, "block": step.block},
+                )  # fmt: skip
+            else:
+                r = g.run(step.run)
+                tab = tables[r.name].copy()
+                rep = step.name
+                tab["request_id"] = [
+                    x.replace(f"{r.name}-", f"{rep}-", 1) for x in tab["request_id"]
+                ]
                 rate = planned_rate(r.load, capacity["capacity"]["capacity_per_s"])
-                log(f"{g.name} {rep}: {name} again on a fresh engine")
+                log(f"{g.name} {rep}: {r.name} again on a fresh engine")
                 await serve(
-                    rep, tab, {"run": name, "load": r.load, "rate_per_s": rate, "session": session}
-                )
+                    rep, tab,
+                    {"kind": "judged", "run": r.name, "load": r.load, "rate_per_s": rate,
+                     "session": session, "block": 0},
+                )  # fmt: skip
     finally:
         close_engine(engine)
     return res
+
+
+def phase_kind(name: str, phase: Mapping[str, Any]) -> str:
+    """What a recorded phase of an engine session is: ``warmup``, ``calibration``, ``probe``,
+    ``capacity`` or ``judged`` (its ``kind``; phases recorded before the protocol carry none and
+    are told by name and contents)."""
+    if "kind" in phase:
+        return str(phase["kind"])
+    if name == "warmup":
+        return "warmup"
+    if name == "calibration":
+        return "calibration"
+    if "table" in phase:
+        return "capacity" if name.startswith("capacity") else "judged"
+    raise InputError(f"recorded phase {name!r} has no kind")
 
 
 def assemble_group(
@@ -392,7 +426,9 @@ def assemble_group(
     import pandas as pd
 
     from llmqueue.validation.calibration import (
+        calibration_rows,
         fit_calibration,
+        fit_calibration_rows,
         fit_summary,
         iteration_times,
         slice_steps,
@@ -413,15 +449,15 @@ def assemble_group(
     files: dict[str, Any] = {}
     runs: dict[str, Any] = {}
     fits: dict[str, Any] = {}
-    law = None
     session_settings = []
+    logs: list[pd.DataFrame] = []
     for ses in sessions:
         log_path = ses["step_log"]
         if not log_path.is_file():
             raise InputError(
                 f"the engine wrote no step log ({log_path}): was the probe scheduler used?"
             )
-        steps = pd.read_csv(log_path, keep_default_na=False, na_values=[""])
+        logs.append(pd.read_csv(log_path, keep_default_na=False, na_values=[""]))
         facts = Path(core_facts_path(log_path))
         if not facts.is_file():
             raise InputError(f"the engine core wrote no scheduler facts ({facts})")
@@ -431,20 +467,66 @@ def assemble_group(
         read["usable_kv_blocks"] = int(core["kv_blocks_free_at_start"])
         read["usable_kv_tokens"] = int(core["kv_blocks_free_at_start"]) * int(core["block_size"])
         session_settings.append(read)
-        ph = ses["phases"]
-        if "calibration" in ph:
-            cal = ph["calibration"]
-            cal_steps = slice_steps(steps, cal["t_start"], cal["t_end"], cal["t_start"])
-            fit, cal_rows = fit_calibration(cal_steps, max_gap)
-            files["calibration_steps.csv"] = cal_rows
-            fits["calibration"] = fit_summary(fit, "calibration batches (used for prediction)")
-            law = fit
-            log(
-                f"{g.name} step law: c0 = {1e3 * fit.c0_s:.2f} ms, c_tok = {1e3 * fit.c_tok_s:.3f} "
-                f"ms/token, c_ctx = {1e6 * fit.c_ctx_s:.3f} us/token, R^2 = {fit.r2:.4f}"
+
+    # the calibration: every round of every session, pooled (each round's iteration times
+    # counted within the round)
+    rounds = [
+        (ses["session"], name, p, steps)
+        for ses, steps in zip(sessions, logs, strict=True)
+        for name, p in ses["phases"].items()
+        if phase_kind(name, p) == "calibration"
+    ]
+    if not rounds:
+        raise InputError(f"group {g.name}: no calibration phase was recorded")
+    parts = []
+    for session, _name, p, steps in rounds:
+        part = calibration_rows(slice_steps(steps, p["t_start"], p["t_end"], p["t_start"]), max_gap)
+        if len(rounds) > 1 or p.get("round"):
+            part.insert(0, "round", int(p.get("round", 0)))
+            part.insert(0, "session", int(session))
+        parts.append(part)
+    fit, cal_rows = fit_calibration_rows(pd.concat(parts, ignore_index=True))
+    files["calibration_steps.csv"] = cal_rows
+    fits["calibration"] = fit_summary(fit, "calibration batches (used for prediction)")
+    if "session" in cal_rows:
+        for k, part in cal_rows.groupby("session"):
+            own = fit_calibration_rows(part.drop(columns=["fitted_s", "rel_residual"]))[0]
+            fits[f"calibration_session{k}"] = fit_summary(
+                own, f"calibration rounds of engine session {k} (noise diagnosis only)"
             )
-        for name, p in ph.items():
-            if "table" not in p:
+    law = fit
+    log(
+        f"{g.name} step law ({len(rounds)} calibration round(s)): c0 = {1e3 * fit.c0_s:.2f} ms, "
+        f"c_tok = {1e3 * fit.c_tok_s:.3f} ms/token, c_ctx = {1e6 * fit.c_ctx_s:.3f} us/token, "
+        f"R^2 = {fit.r2:.4f}"
+    )
+    marks = [(p["t_start"], p["t_end"]) for _, _, p, _ in rounds]
+    calibration_rounds = [
+        {"session": int(ses), "name": name, "round": int(p.get("round", 0)),
+         "t_start": p["t_start"], "t_end": p["t_end"], "wall_s": round(p["t_end"] - p["t_start"], 1)}
+        for ses, name, p, _ in rounds
+    ]  # fmt: skip
+    span_s = max(b for _, b in marks) - min(a for a, _ in marks)
+
+    # the probes beside the judged runs, each iteration with the probe it belongs to
+    probes = []
+    for ses, steps in zip(sessions, logs, strict=True):
+        for name, p in ses["phases"].items():
+            if phase_kind(name, p) != "probe":
+                continue
+            part = slice_steps(steps, p["t_start"], p["t_end"], p["t_start"])
+            part.insert(0, "probe", name)
+            part.insert(1, "session", int(ses["session"]))
+            part.insert(2, "run", str(p["for_run"]))
+            part.insert(3, "position", str(p["position"]))
+            probes.append(part)
+    if probes:
+        files["probe_steps.csv"] = pd.concat(probes, ignore_index=True)
+
+    for ses, steps in zip(sessions, logs, strict=True):
+        for name, p in ses["phases"].items():
+            kind = phase_kind(name, p)
+            if kind not in ("capacity", "judged"):
                 continue
             st = slice_steps(steps, p["t_start"], p["t_end"], p["t0"])
             rows = request_rows(p["table"], p["records"], st)
@@ -455,12 +537,11 @@ def assemble_group(
             rows["engine_start_s"] = [admitted.get(r, np.nan) for r in rows["request_id"]]
             files[f"requests_{name}.csv"] = rows
             files[f"steps_{name}.csv"] = st
-            if name.startswith("capacity"):
+            if kind == "capacity":
                 runs[name] = {"kind": "capacity", "token_limit": p["token_limit"],
                               "contention": p["contention"], **capacity[name]}  # fmt: skip
                 continue
             t_it = iteration_times(st, max_gap)
-            assert law is not None
             pred = law.law().step(st["decode_seqs"], st["prefill_tokens"], st["context_tokens"])
             arr = rows["arrival_s"].to_numpy(dtype=float)
             rate_meas = (arr.size - 1) / (arr[-1] - arr[0]) if arr[-1] > arr[0] else float("nan")
@@ -488,6 +569,10 @@ def assemble_group(
                 "contention": rec,
                 "calibration_law_total_error": float(pred.sum() / t_it.sum() - 1.0),
             }
+            if probes:
+                runs[name]["block"] = int(p.get("block", 0))
+                runs[name]["probe_before"] = probe_name(name, "before")
+                runs[name]["probe_after"] = probe_name(name, "after")
             if len(st) >= 4:
                 own = fit_calibration(st, max_gap)[0]
                 fits[f"in_situ_{name}"] = fit_summary(own, f"{name} iterations (diagnostic only)")
@@ -505,7 +590,8 @@ def assemble_group(
         for k, s0 in enumerate(session_settings)
     ]
     files["settings.json"] = first
-    files["group.json"] = {**g.summary(), "capacity": capacity}
+    judged = [n for n, r in runs.items() if r["kind"] == "judged"]
+    files["group.json"] = {**g.summary(), "judged": judged, "capacity": capacity}
     shape, dtype = g.model.shape, g.model.dtype
     meta.update({
         "engine": "vLLM (CPU build), V1 engine, AsyncLLM in the client's process, engine core in a child process",
@@ -531,12 +617,39 @@ def assemble_group(
                         "batch_queue_gate": dataclasses.asdict(gate) if gate else None},
         "capacity": capacity,
         "runs": runs,
+        **_protocol_meta(spec, g, calibration_rounds, span_s),
         "contention_thresholds": dict(spec.contention),
         "seed": int(cfg.get("seed", 0)),
         "note": "times in seconds from each run's start on the machine's monotonic clock",
     })  # fmt: skip
     files["meta.json"] = meta
     return files
+
+
+def _protocol_meta(
+    spec: MatrixSpec, g: GroupSpec, rounds: list[dict[str, Any]], span_s: float
+) -> dict[str, Any]:
+    """What meta.json records of the protocol (nothing without one): its settings, the group's
+    probe, every calibration round's session and clock marks, their span and whether it reached
+    the least span the protocol asks (flag ``calibration_span`` otherwise)."""
+    p = spec.protocol
+    if p is None:
+        return {}
+    short = span_s < p.calibration_min_span_s
+    if short:
+        log(
+            f"{g.name}: the calibration rounds span {span_s:.0f} s, below "
+            f"protocol.calibration_min_span_s {p.calibration_min_span_s:.0f} s (flagged)"
+        )
+    return {
+        "protocol": {
+            **dataclasses.asdict(p),
+            "probe": dataclasses.asdict(group_probe(g, p)),
+            "calibration_rounds_run": rounds,
+            "calibration_span_s": round(span_s, 1),
+            "flags": ["calibration_span"] if short else [],
+        }
+    }
 
 
 def _same_settings(a: dict[str, Any], b: dict[str, Any]) -> bool:
