@@ -11,7 +11,15 @@ import pytest
 import yaml
 
 from llmqueue.checks import check_config
-from llmqueue.claims import ClaimBook, claims_frame, solved_parameter_row
+from llmqueue.claims import (
+    SCOPES,
+    VERDICTS,
+    ClaimBook,
+    ClaimRow,
+    claims_frame,
+    gather_claims,
+    solved_parameter_row,
+)
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency
 from llmqueue.profiles import resolve_linear_profile
@@ -24,6 +32,7 @@ REFERENCE = pd.DataFrame(
         "paper": [23.0, 58.93, 8],
         "unit": ["s", "%", "requests"],
         "tolerance": ["time", "fraction", "optimum"],
+        "scope": ["replication", "replication", "reading"],
     }
 )
 TOLERANCES = {
@@ -50,13 +59,76 @@ def test_back_solved_only_for_the_claims_a_profile_was_solved_from() -> None:
     solved = book.judge("3b", 30.0, "P-K", profile=SOLVED, miss="x")  # a miss, yet solved from it
     assert solved.verdict == "back_solved" and "by construction" in solved.note
     assert solved.note.startswith("P-K; profile back_solved was solved from claim(s) 3b")
-    judged = book.judge("3c", 58.9, profile=SOLVED)
-    assert judged.verdict == "reproduced"
+    judged = book.judge("3c", 58.9, profile=SOLVED)  # within tolerance, under a solved profile
+    assert judged.verdict == "conditional"
     assert "back-solved from claim(s) 3b; this row is not one of them" in judged.note
+    assert "conditional" in judged.note and "not this number" in judged.note
     missed = book.judge("3c", 70.0, profile=SOLVED, miss="too far")
     assert missed.verdict == "not_reproduced" and "too far" in missed.note
     plain = book.judge("3c", 58.9, "n", profile=FITTED)
     assert plain.verdict == "reproduced" and plain.note == "n"
+
+
+def test_rows_carry_the_reference_scope_unless_told() -> None:
+    book = ClaimBook(REFERENCE, TOLERANCES)
+    assert book.judge("3b", 24.0).scope == "replication"
+    assert book.judge("8a", 8.0).scope == "reading"
+    assert book.judge("3b", 24.0, row_id="3b-x", scope="other-hardware").scope == "other-hardware"
+    with pytest.raises(InputError, match="scope must be one of"):
+        book.judge("3b", 24.0, scope="elsewhere")
+    with pytest.raises(InputError, match="scope column"):
+        ClaimBook(REFERENCE.drop(columns="scope"), TOLERANCES)
+    with pytest.raises(InputError, match="claim 8a: scope must be"):
+        ClaimBook(REFERENCE.assign(scope=["reading", "reading", ""]), TOLERANCES)
+
+
+def test_no_row_leaves_the_gather_without_a_scope() -> None:
+    book = ClaimBook(REFERENCE, TOLERANCES)
+    df = claims_frame([book.judge("3b", 24.0), book.judge("8a", 8.0)])
+    assert list(gather_claims([df])["scope"]) == ["replication", "reading"]
+    with pytest.raises(ValueError, match=r"rows \['3b'\] have no scope"):
+        gather_claims([df.assign(scope=["", "reading"])])
+    with pytest.raises(ValueError, match="scope must be one of"):
+        ClaimRow("1a", "c", 1.0, 1.0, "s", "exact", "reproduced", "", "")
+    assert "conditional" in VERDICTS and set(SCOPES) == {
+        "replication",
+        "reading",
+        "extension",
+        "other-hardware",
+        "internal",
+    }
+
+
+def test_a_noisy_optimum_is_judged_by_its_confidence_set() -> None:
+    book = ClaimBook(REFERENCE, TOLERANCES)
+    assert book.judge("8a", 10.0, accept=[7.0, 8.0, 9.0]).verdict == "reproduced"
+    row = book.judge("8a", 10.0, accept=[9.0, 11.0], miss="set misses 8")
+    assert row.verdict == "not_reproduced" and row.ours == 10.0
+    assert book.judge("8a", 10.0, profile=SOLVED, accept=[8.0]).verdict == "conditional"
+
+
+def test_bound_rows_pass_when_the_published_number_respects_the_bound() -> None:
+    book = ClaimBook(REFERENCE, TOLERANCES)
+    low = book.bound("3b", 20.0, "roofline", scope="replication")
+    assert (low.id, low.verdict, low.tolerance) == (
+        "3b-bound",
+        "reproduced",
+        "lower bound: paper >= ours",
+    )
+    assert "respects this lower bound" in low.note
+    broken = book.bound("3b", 30.0, "floor", row_id="3b-floor")
+    assert broken.verdict == "not_reproduced" and "breaks" in broken.note
+    assert broken.scope == "replication"
+    upper = book.bound("3b", 22.0, "most that fits", lower=False)
+    assert upper.verdict == "not_reproduced" and upper.tolerance == "upper bound: paper <= ours"
+    assert book.bound("3b", 23.0, "equal", lower=False).verdict == "reproduced"
+    ref = pd.concat(
+        [REFERENCE, pd.DataFrame([["8o", "t2", 2.79, "ms", "bound", "replication"]], columns=REFERENCE.columns)]
+    )
+    b2 = ClaimBook(ref, TOLERANCES)  # the bound class needs no config tolerance
+    with pytest.raises(InputError, match="bound row"):
+        b2.judge("8o", 3.0)
+    assert b2.bound("8o", 6.61, "floor", row_id="8o").verdict == "not_reproduced"
 
 
 def test_incomparable_rows_are_never_reproduced() -> None:

@@ -144,7 +144,8 @@ def test_kernel_fit_json_table1_and_claim_rows(prof: dict, a100) -> None:
     t1 = table1_frame(table1, [], prof, {}, {"vidur-a100": a100})
     assert t1.loc[0, "vidur-a100_kernels_s"] == pytest.approx(a100.request_time(128, 128))
     ref = pd.read_csv(ROOT / "data/reference/claims_profiling.csv", dtype={"id": str})
-    ref = ref[ref["id"].str.startswith("1")].reset_index(drop=True)
+    ref = ref[ref["id"].str.startswith("1") & ~ref["id"].isin(["1i", "1j"])].reset_index(drop=True)
+    cells = ~t1[["input_tokens", "output_tokens"]].duplicated().to_numpy()
     book = ClaimBook(
         pd.read_csv(ROOT / "data/reference/claims_profiling.csv", dtype={"id": str}),
         {"time": {"kind": "rel", "value": 0.05}, "count": {"kind": "exact"}},
@@ -157,7 +158,9 @@ def test_kernel_fit_json_table1_and_claim_rows(prof: dict, a100) -> None:
         "eager Hugging Face" in r.note and "not the paper's A100" not in r.note for r in rows
     )
     # an A100 within tolerance would be reproduced; another GPU never
-    t1_close = t1.assign(**{"vidur-a100_kernels_s": ref["paper"].to_numpy() * 1.01})
+    close = t1["vidur-a100_kernels_s"].to_numpy().copy()
+    close[cells] = ref["paper"].to_numpy() * 1.01
+    t1_close = t1.assign(**{"vidur-a100_kernels_s": close})
     assert {r.verdict for r in kernel_table1_claims(book, t1_close, "vidur-a100", f)} == {
         "reproduced"
     }

@@ -1,15 +1,26 @@
 """The claims table: each of the paper's numbers beside the number we rebuilt.
 
 Columns (docs/figures.md, "How claims are recorded"): id, claim, paper, ours, unit, tolerance,
-verdict, note. Verdicts: ``reproduced`` (within the tolerance fixed in config),
-``not_reproduced`` (with the reason in the note), ``back_solved`` (a parameter was chosen to hit
-this very number). Tolerances come from config and are set before anything is computed.
+verdict, scope, note. Verdicts: ``reproduced`` (within the tolerance fixed in config),
+``not_reproduced`` (with the reason in the note), ``conditional`` (within the tolerance, but
+computed under a back-solved profile whose parameters were solved from another number: it holds
+only if those parameters are right), ``back_solved`` (a parameter was chosen to hit this very
+number). Tolerances come from config and are set before anything is computed.
+
+Scopes (:data:`SCOPES`) say what a row tests: ``replication`` (the paper's stated inputs),
+``reading`` (a parameter the paper leaves open, set by the project; the row names it),
+``extension`` (beyond the paper's protocol: other traces, loads, predictors, predicates),
+``other-hardware`` (a GPU, or a model of one, other than the paper's) and ``internal`` (the
+project's simulator against its own closed form). Each reference row carries its scope
+(``data/reference/claims_<study>.csv``); a derived row (another profile, GPU or reading of the
+same claim) names its own.
 
 Every study builds its rows through one :class:`ClaimBook` (the study's reference rows from
 ``data/reference/claims_<study>.csv`` and the config tolerances), so the verdict rule is written
 once: a row is ``back_solved`` only when the profile it was computed under names the row's claim
-in its ``solved_from`` (config); any other row under that profile is judged by its tolerance, and
-its note names the profile and what it was solved from (docs/README.md).
+in its ``solved_from`` (config); any other row under that profile is ``conditional`` within its
+tolerance and ``not_reproduced`` outside it, and its note names the profile and what it was
+solved from (docs/README.md).
 """
 
 from __future__ import annotations
@@ -23,8 +34,25 @@ import pandas as pd
 
 from llmqueue.errors import InputError
 
-CLAIM_COLUMNS = ["id", "claim", "paper", "ours", "unit", "tolerance", "verdict", "note"]
-VERDICTS = ("reproduced", "not_reproduced", "back_solved")
+CLAIM_COLUMNS = ["id", "claim", "paper", "ours", "unit", "tolerance", "verdict", "scope", "note"]
+VERDICTS = ("reproduced", "not_reproduced", "conditional", "back_solved")
+BOUND = "bound"  # the tolerance class of a reference row judged as a bound (:func:`judge_bound`)
+SCOPES = ("replication", "reading", "extension", "other-hardware", "internal")
+SCOPE_MEANING = {
+    "replication": "the paper's stated inputs",
+    "reading": "a parameter the paper leaves open, set by the project (the row names it)",
+    "extension": "beyond the paper's protocol: other traces, loads, predictors or predicates",
+    "other-hardware": "a GPU, or a model of one, other than the paper's",
+    "internal": "the project's simulator against its own closed form",
+}
+# What a row that is not reproduced says, by its scope (the reasons of the headline, grouped).
+MISS_MEANING = {
+    "replication": "the paper's stated inputs give another number (or break a physical bound)",
+    "reading": "the paper is underdetermined or inconsistent: no stated input fixes the number",
+    "extension": "the claim does not carry beyond the paper's protocol",
+    "other-hardware": "needs the paper's hardware, which the project does not have",
+    "internal": "the simulator disagrees with its own closed form",
+}
 
 
 @dataclass(frozen=True)
@@ -57,8 +85,17 @@ class Tolerance:
         return cls(str(spec["kind"]), float(spec.get("value", 0.0)))
 
 
+def check_scope(claim_id: str, scope: str) -> str:
+    """`scope` if it is one of :data:`SCOPES`; an :class:`InputError` naming the row otherwise."""
+    if scope not in SCOPES:
+        raise InputError(f"claim {claim_id}: scope must be one of {SCOPES}, got {scope!r}")
+    return scope
+
+
 @dataclass(frozen=True)
 class ClaimRow:
+    """One row of the claims table (:data:`CLAIM_COLUMNS`); `scope` is one of :data:`SCOPES`."""
+
     id: str
     claim: str
     paper: float | str
@@ -67,12 +104,14 @@ class ClaimRow:
     tolerance: str
     verdict: str
     note: str
+    scope: str
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise ValueError(
                 f"claim {self.id}: verdict must be one of {VERDICTS}, got {self.verdict!r}"
             )
+        check_scope(self.id, self.scope)
 
 
 def judge(
@@ -86,6 +125,10 @@ def judge(
     back_solved: bool = False,
     miss_reason: str = "",
     incomparable: str = "",
+    *,
+    scope: str,
+    conditional: bool = False,
+    accept: Sequence[float] = (),
 ) -> ClaimRow:
     """Compare a computed number with the paper's under a tolerance fixed in advance.
 
@@ -93,19 +136,51 @@ def judge(
     is ``not_reproduced`` and its note carries `miss_reason`. `incomparable` names a reason the
     inputs cannot reproduce this number whatever the values (a different GPU than the paper's,
     docs/figures.md): such a row is ``not_reproduced`` even within tolerance, with that reason.
+    `conditional`: the row was computed under a profile back-solved from another number, so a
+    match is ``conditional`` (on that profile) rather than ``reproduced``. `accept`: values
+    statistically indistinguishable from `ours` (the confidence set of a noisy optimum); the row
+    matches when the tolerance holds for `ours` or any of them.
     """
-    ok = tol.holds(float(paper), float(ours))
+    ok = any(tol.holds(float(paper), float(x)) for x in (ours, *accept))
     if back_solved:
         verdict = "back_solved"
     elif incomparable:
         verdict = "not_reproduced"
         within = "within" if ok else "outside"
         miss_reason = f"{incomparable} ({within} tolerance, which cannot turn the verdict)"
+    elif ok:
+        verdict = "conditional" if conditional else "reproduced"
     else:
-        verdict = "reproduced" if ok else "not_reproduced"
+        verdict = "not_reproduced"
     if verdict == "not_reproduced" and miss_reason:
         note = f"{note}; {miss_reason}" if note else miss_reason
-    return ClaimRow(claim_id, claim, paper, _round(ours), unit, str(tol), verdict, note)
+    return ClaimRow(claim_id, claim, paper, _round(ours), unit, str(tol), verdict, note, scope)
+
+
+def judge_bound(
+    claim_id: str,
+    claim: str,
+    paper: float,
+    bound: float,
+    unit: str,
+    note: str,
+    *,
+    scope: str,
+    lower: bool = True,
+) -> ClaimRow:
+    """A bound row: the paper's number against a physical bound we computed (a roofline's
+    lowest possible latency, a memory's largest possible count). It is ``reproduced`` when the
+    published number respects the bound (paper >= bound for a lower bound, paper <= bound for an
+    upper one) and ``not_reproduced`` when it breaks it; a bound is never compared for closeness.
+    """
+    if not (math.isfinite(paper) and math.isfinite(bound)):
+        raise ValueError(f"claim {claim_id}: a bound row needs finite numbers")
+    ok = paper >= bound if lower else paper <= bound
+    kind = "lower bound: paper >= ours" if lower else "upper bound: paper <= ours"
+    verdict = "reproduced" if ok else "not_reproduced"
+    side = "respects" if ok else "breaks"
+    full = f"{note}; the published number {side} this {kind.split(':')[0]}"
+    return ClaimRow(claim_id, claim, paper, _round(bound), unit, kind, verdict, full, scope)
 
 
 class SolvedProfile(Protocol):
@@ -131,7 +206,9 @@ def solved_note(profile: SolvedProfile, claim_id: str) -> str:
         )
     return (
         f"profile {profile.name} was back-solved from claim(s) {src}; this row is not one of "
-        "them and is judged by its tolerance like any other"
+        "them: the back-solving fixed the profile's parameters, not this number, so within its "
+        f"tolerance the row is conditional (it holds only if {profile.name}'s parameters are "
+        "right)"
     )
 
 
@@ -146,11 +223,19 @@ class ClaimBook:
     def __init__(
         self, reference: pd.DataFrame, tolerances: Mapping[str, Mapping[str, Any]]
     ) -> None:
+        if "scope" not in reference.columns:
+            raise InputError(
+                f"the reference claims need a scope column (one of {SCOPES}); columns: "
+                f"{list(reference.columns)}"
+            )
         self._ref: dict[str, dict[str, Any]] = {
             str(r["id"]): {str(k): v for k, v in r.items()} for r in reference.to_dict("records")
         }
+        for cid, r in self._ref.items():
+            check_scope(cid, str(r["scope"]))
         self._tol = {str(k): Tolerance.from_config(dict(v)) for k, v in tolerances.items()}
-        missing = sorted({str(r["tolerance"]) for r in self._ref.values()} - set(self._tol))
+        named = {str(r["tolerance"]) for r in self._ref.values()} - {BOUND}
+        missing = sorted(named - set(self._tol))
         if missing:
             raise InputError(
                 f"claims.tolerances has no class {missing} that the reference claims name; "
@@ -177,7 +262,39 @@ class ClaimBook:
         return str(self._row(cid)["unit"])
 
     def tolerance(self, cid: str) -> Tolerance:
-        return self._tol[str(self._row(cid)["tolerance"])]
+        """The tolerance of reference row `cid` (a bound row has none: :meth:`bound`)."""
+        name = str(self._row(cid)["tolerance"])
+        if name == BOUND:
+            raise InputError(f"claim {cid} is a bound row: judge it with ClaimBook.bound")
+        return self._tol[name]
+
+    def scope(self, cid: str) -> str:
+        """The scope of reference row `cid` (one of :data:`SCOPES`)."""
+        return str(self._row(cid)["scope"])
+
+    def bound(
+        self,
+        cid: str,
+        bound: float,
+        note: str,
+        *,
+        row_id: str | None = None,
+        claim: str | None = None,
+        scope: str | None = None,
+        lower: bool = True,
+    ) -> ClaimRow:
+        """Row `row_id` (default ``<cid>-bound``): the paper's number of `cid` against a physical
+        bound (:func:`judge_bound`); scope defaults to the reference row's."""
+        return judge_bound(
+            row_id or f"{cid}-bound",
+            self.claim(cid) if claim is None else claim,
+            self.paper(cid),
+            float(bound),
+            self.unit(cid),
+            note,
+            scope=self.scope(cid) if scope is None else scope,
+            lower=lower,
+        )
 
     def tolerance_class(self, name: str) -> Tolerance:
         """A tolerance class of config ``claims.tolerances`` by name (e.g. ``same_delay``)."""
@@ -199,11 +316,15 @@ class ClaimBook:
         profile: SolvedProfile | None = None,
         miss: str = "",
         incomparable: str = "",
+        scope: str | None = None,
+        accept: Sequence[float] = (),
     ) -> ClaimRow:
         """Row `row_id` (default `cid`) for reference claim `cid`: ``back_solved`` when `profile`
-        was solved from `cid`; otherwise judged by the tolerance (see :func:`judge`). `claim`
-        replaces the reference claim text (default: the reference text)."""
+        was solved from `cid`; ``conditional`` within the tolerance when `profile` was solved from
+        other claims; otherwise judged by the tolerance (see :func:`judge`). `claim` replaces the
+        reference claim text and `scope` the reference scope (defaults: the reference's)."""
         back = profile is not None and cid in profile.solved_from
+        cond = profile is not None and bool(profile.solved_from) and not back
         if profile is not None and profile.solved_from:
             extra = solved_note(profile, cid)
             note = f"{note}; {extra}" if note else extra
@@ -218,17 +339,29 @@ class ClaimBook:
             back_solved=back,
             miss_reason=miss,
             incomparable=incomparable,
+            scope=self.scope(cid) if scope is None else check_scope(row_id or cid, scope),
+            conditional=cond,
+            accept=accept,
         )
 
 
 def solved_parameter_row(
-    row_id: str, claim: str, target: float, hits: Sequence[float], unit: str, note: str
+    row_id: str,
+    claim: str,
+    target: float,
+    hits: Sequence[float],
+    unit: str,
+    note: str,
+    scope: str = "reading",
 ) -> ClaimRow:
     """A row for a parameter searched so that a model hits the paper's number (e.g. the gamma of
     g(r) = r^gamma giving l* = 1600): ``back_solved`` with the values found, or
-    ``not_reproduced`` ("none") when no value on the searched grid reaches it."""
+    ``not_reproduced`` ("none") when no value on the searched grid reaches it. Its scope is a
+    ``reading`` (a parameter the paper leaves open) unless `scope` says otherwise."""
     if len(hits) == 0:
-        return ClaimRow(row_id, claim, target, "none", unit, "exact", "not_reproduced", note)
+        return ClaimRow(
+            row_id, claim, target, "none", unit, "exact", "not_reproduced", note, scope
+        )
     return ClaimRow(
         row_id,
         claim,
@@ -238,6 +371,7 @@ def solved_parameter_row(
         "exact",
         "back_solved",
         f"a value picked to hit the paper's number is back-solved; {note}",
+        scope,
     )
 
 
@@ -248,6 +382,7 @@ def _round(x: float | str) -> float | str:
 
 
 def claims_frame(rows: Iterable[ClaimRow]) -> pd.DataFrame:
+    """A study's rows as a table with :data:`CLAIM_COLUMNS` (ids unique)."""
     df = pd.DataFrame([asdict(r) for r in rows], columns=CLAIM_COLUMNS)
     if df["id"].duplicated().any():
         dup = df.loc[df["id"].duplicated(), "id"].tolist()
@@ -274,5 +409,9 @@ def gather_claims(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     bad = set(df["verdict"]) - set(VERDICTS)
     if bad:
         raise ValueError(f"unknown verdicts {bad}")
+    scopes = df["scope"].fillna("").astype(str)
+    off = df.loc[~scopes.isin(SCOPES), "id"].tolist()
+    if off:
+        raise ValueError(f"claim rows {off} have no scope of {SCOPES}")
     order = sorted(range(len(df)), key=lambda i: _id_key(str(df["id"].iloc[i])))
     return df.iloc[order].reset_index(drop=True)

@@ -30,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from llmqueue.claims import VERDICTS
+from llmqueue.claims import CLAIM_COLUMNS, MISS_MEANING, SCOPE_MEANING, SCOPES, VERDICTS
 from llmqueue.errors import InputError
 from llmqueue.io import write_text
 
@@ -333,10 +333,14 @@ def _true(x: object) -> bool:
 
 
 # ---- the claims table ---------------------------------------------------------------------------
-CLAIM_COLUMNS = ["id", "claim", "paper", "ours", "unit", "tolerance", "verdict", "note"]
 COUNTS = re.compile(
-    r"(?P<rows>\d+) rows: (?P<reproduced>\d+) reproduced, (?P<not_reproduced>\d+) "
-    r"not_reproduced, (?P<back_solved>\d+) back_solved"
+    r"(?P<rows>\d+) rows: "
+    + ", ".join(rf"(?P<{v}>\d+) {v}" for v in VERDICTS)
+)
+# The headline sentence of :func:`render_claims_headline` (parsed back by the docs tests).
+HEADLINE = re.compile(
+    r"Of the (?P<rows>\d+) rows that test the paper's stated inputs, (?P<reproduced>\d+) "
+    r"(?:is|are) reproduced"
 )
 
 
@@ -421,40 +425,95 @@ def render_claims_table(
 def render_study_claims(
     claims: pd.DataFrame, reference: Mapping[str, pd.DataFrame], study: str
 ) -> str:
-    """One study's rows of the claims table (id, paper, ours, unit, verdict, note)."""
+    """One study's rows of the claims table (id, paper, ours, unit, verdict, scope, note)."""
     rows = _claims_by_study(claims, reference).get(study)
     if rows is None:
         raise InputError(f"no reference claims for study {study!r}; studies: {sorted(reference)}")
-    columns = ["id", "paper", "ours", "unit", "verdict", "note"]
+    columns = ["id", "paper", "ours", "unit", "verdict", "scope", "note"]
     line = f"{counts_line(verdict_counts(rows['verdict']))}."
     return line + "\n\n" + md_table(columns, _claim_rows(rows, columns))
+
+
+def scope_counts(claims: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """{scope: {verdict: rows}} for every scope of :data:`llmqueue.claims.SCOPES` (zeros
+    included); a row with no scope, or another one, is an :class:`InputError`."""
+    scopes = claims["scope"].fillna("").astype(str) if "scope" in claims else None
+    if scopes is None or not scopes.isin(SCOPES).all():
+        bad = [] if scopes is None else claims.loc[~scopes.isin(SCOPES), "id"].tolist()
+        raise InputError(f"results/claims.csv: rows {bad or 'all'} have no scope of {SCOPES}")
+    return {sc: verdict_counts(claims.loc[scopes == sc, "verdict"]) for sc in SCOPES}
 
 
 def render_claims_headline(
     claims: pd.DataFrame,
     reference: Mapping[str, pd.DataFrame],
-    titles: Mapping[int | str, str],
+    titles: Mapping[int | str, str] | None = None,
     study_link: str = "docs/studies/{study}.md",
 ) -> str:
-    """Per claim number: what it says (`titles`), its study (linked), its rows and verdicts."""
+    """The front page's headline: of the rows that test the paper's stated inputs (scope
+    ``replication``) how many are reproduced, with the ids of those that are not; then one row per
+    scope with its verdict counts and what a row of that scope that is not reproduced means (the
+    reasons, grouped). `reference` checks that every row judges a reference claim; `titles` and
+    `study_link` belong to :func:`render_claims_by_claim`."""
+    _claims_by_study(claims, reference)
+    by_scope = scope_counts(claims)
+    rep = by_scope["replication"]
+    n_rep = sum(rep.values())
+    scopes = claims["scope"].astype(str)
+    missed = claims.loc[(scopes == "replication") & (claims["verdict"] == "not_reproduced"), "id"]
+    verb = "is" if rep["reproduced"] == 1 else "are"
+    lead = f"Of the {n_rep} rows that test the paper's stated inputs, {rep['reproduced']} {verb} reproduced"
+    lead += (
+        f"; not reproduced: {', '.join(str(c) for c in missed)} "
+        "([docs/results.md](docs/results.md) gives each reason)."
+        if len(missed)
+        else "."
+    )
+    header = ["scope", "what it tests", "rows", *VERDICTS, "a row not reproduced means"]
+    rows: list[list[str]] = []
+    for sc in SCOPES:
+        c = by_scope[sc]
+        rows.append(
+            [sc, SCOPE_MEANING[sc], str(sum(c.values()))]
+            + [str(c[v]) for v in VERDICTS]
+            + [MISS_MEANING[sc]]
+        )
+    total = verdict_counts(claims["verdict"])
+    rows.append(["all", "", str(len(claims))] + [str(total[v]) for v in VERDICTS] + [""])
+    return lead + "\n\n" + md_table(header, rows)
+
+
+def render_claims_by_claim(
+    claims: pd.DataFrame,
+    reference: Mapping[str, pd.DataFrame],
+    titles: Mapping[int | str, str],
+    study_link: str = "studies/{study}.md",
+) -> str:
+    """Per claim number: what it says (`titles`), its study (linked), its rows, their verdicts
+    and their scopes (``scope: rows``)."""
     studies = reference_studies(reference)
-    by_number: dict[int, list[str]] = {}
+    by_number: dict[int, list[int]] = {}
     study_of: dict[int, str] = {}
-    for cid, verdict in zip(claims["id"].astype(str), claims["verdict"], strict=True):
+    for i, cid in enumerate(claims["id"].astype(str)):
         n = claim_number(cid)
-        by_number.setdefault(n, []).append(str(verdict))
+        by_number.setdefault(n, []).append(i)
         study_of[n] = studies[claim_base(cid)]
     titles_by_number = {int(k): v for k, v in titles.items()}
-    header = ["claim", "what", "study", "rows", *VERDICTS]
+    header = ["claim", "what", "study", "rows", *VERDICTS, "scopes"]
     rows: list[list[str]] = []
     for n in sorted(by_number):
-        c = verdict_counts(by_number[n])
+        sub = claims.iloc[by_number[n]]
+        c = verdict_counts(sub["verdict"])
         study = study_of[n]
         link = f"[{study}]({study_link.format(study=study)})"
         what = md_text(titles_by_number.get(n, ""))
-        rows.append([str(n), what, link, str(len(by_number[n]))] + [str(c[v]) for v in VERDICTS])
+        tally = sub["scope"].astype(str).value_counts()
+        scopes = ", ".join(f"{sc}: {int(tally[sc])}" for sc in SCOPES if sc in tally)
+        rows.append(
+            [str(n), what, link, str(len(sub))] + [str(c[v]) for v in VERDICTS] + [scopes]
+        )
     total = verdict_counts(claims["verdict"])
-    rows.append(["all", "", "", str(len(claims))] + [str(total[v]) for v in VERDICTS])
+    rows.append(["all", "", "", str(len(claims))] + [str(total[v]) for v in VERDICTS] + [""])
     return md_table(header, rows)
 
 
@@ -1427,6 +1486,7 @@ def render_plan_summary(
 RENDERERS: dict[str, Callable[..., str]] = {
     "claims_table": render_claims_table,
     "claims_headline": render_claims_headline,
+    "claims_by_claim": render_claims_by_claim,
     "study_claims": render_study_claims,
     "measured": render_measured,
     "serving_policies": render_serving_policies,

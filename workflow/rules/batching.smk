@@ -171,6 +171,9 @@ rule batching_claims:
         claim_rate=F6["claim_rate"],
         inoue_fit_ranges=F6["inoue_fit_ranges"],
         chain=BAT["chain"],
+        peak_b_max=F3["peak_b_max"],
+        kv_limit=F3["kv_limit"],
+        roofline=config["profiling"]["roofline"],
         tolerances=config["claims"]["tolerances"],
     script:
         "../scripts/batching_claims.py"

@@ -5,7 +5,8 @@ import pandas as pd
 from llmqueue.claims import ClaimBook, claims_frame
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import fit_json_path, resolve_batch_profile
-from llmqueue.studies.batching.claims import ClaimsInputs, claims_rows
+from llmqueue.hardware.roofline import roofline
+from llmqueue.studies.batching.claims import BandwidthFloor, ClaimsInputs, claims_rows
 from llmqueue.studies.batching.spec import ChainSettings, sweep_law
 
 sm = snakemake  # noqa: F821
@@ -17,6 +18,12 @@ def profile(name):
     cfg = P.profiles[name]
     path = fit_json_path(cfg)
     return resolve_batch_profile(name, cfg, fits[path] if path else None)
+
+
+def floor(gpu):
+    r = roofline("llama2-7b-chat", gpu, P.roofline["dtype"])  # peak bandwidth: the least time
+    bw = r.gpu.bandwidth_bytes_per_s
+    return BandwidthFloor(gpu.upper(), r.weight_bytes / bw, r.weight_bytes / 1e9, bw / 1e12)
 
 
 inputs = ClaimsInputs(
@@ -37,6 +44,9 @@ inputs = ClaimsInputs(
     claim_rate=P.claim_rate,
     inoue_fit_ranges=P.inoue_fit_ranges,
     chain=ChainSettings.from_config(P.chain),
+    peak_b_max=P.peak_b_max,
+    kv_limit=P.kv_limit,
+    floors=[floor(g) for g in P.roofline["gpus"] if g.startswith("a100")],
 )
 book = ClaimBook(pd.read_csv(sm.input.reference, dtype={"id": str}), P.tolerances)
 write_csv(claims_frame(claims_rows(book, inputs)), sm.output[0])

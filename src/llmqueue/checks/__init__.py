@@ -53,11 +53,12 @@ def check_tolerance_classes(
     config: Mapping[str, Any], claim_ids: Mapping[str, str], extra: tuple[str, ...] = ()
 ) -> None:
     """Every tolerance class the reference claims (and the study code: `extra`) name exists in
-    config ``claims.tolerances``."""
+    config ``claims.tolerances``; ``bound`` (``llmqueue.claims.BOUND``: a row judged as a bound,
+    not by a tolerance) needs none."""
     from llmqueue.errors import InputError
 
     tol = config["claims"]["tolerances"]
-    for name in sorted({*claim_ids.values(), *extra}):
+    for name in sorted({*claim_ids.values(), *extra} - {"bound"}):
         if name not in tol:
             raise InputError(
                 f"claims.tolerances.{name} is missing (a tolerance class the claims use); "

@@ -111,6 +111,7 @@ def claims_rows(
             str(book.tolerance(CLAIM_REAL_ID)),
             "not_reproduced",
             REAL_SERVING_REASON,
+            book.scope(CLAIM_REAL_ID),
         )
     )
     ks = sorted(oracle)

@@ -39,8 +39,9 @@ def claims_rows(
     main_profile: str,
 ) -> list[ClaimRow]:
     """Claims 3-5 (docs/figures.md): one row per number, per profile (rows of other profiles than
-    the main one carry its name as an id suffix). A back-solved profile's rows are ``back_solved``
-    only for the claims it was solved from (:meth:`ClaimBook.judge`).
+    the main one carry its name as an id suffix and the scope ``reading``: a latency law the
+    paper does not state). A back-solved profile's rows are ``back_solved`` for the claims it was
+    solved from and ``conditional`` (within tolerance) for the others (:meth:`ClaimBook.judge`).
 
     `tables[profile]` holds ``patient``, ``impatient``, ``tradeoff``; the main profile also
     ``gamma_sweep``.
@@ -60,6 +61,7 @@ def claims_rows(
             f"b0 = {lat.b0_s:.4g} s]",
             profile=lat,
             miss=miss,
+            scope=None if profile == main_profile else "reading",
         )
 
     rows: list[ClaimRow] = []
