@@ -57,13 +57,14 @@ def matrix_group_files(folder, group):
     """The committed files of a validation-matrix group folder the comparison reads: its JSON and
     calibration, and the request table and step log of every run its meta.json lists (judged
     runs and capacity bursts; llmqueue.studies.validation.matrix_spec.GROUP_FILES)."""
-    from llmqueue.studies.validation.matrix_spec import GROUP_FILES
+    from llmqueue.studies.validation.matrix_spec import GROUP_FILES, PROBE_FILE
 
     path = Path(folder) / group
     meta = path / "meta.json"
     runs = json.loads(meta.read_text())["runs"] if meta.is_file() else {}
     tables = [f"{kind}_{r}.csv" for r in runs for kind in ("requests", "steps")]
-    return [str(path / n) for n in (*GROUP_FILES, *tables)]
+    probes = [PROBE_FILE] if (path / PROBE_FILE).is_file() else []
+    return [str(path / n) for n in (*GROUP_FILES, *tables, *probes)]
 
 
 def all_targets():

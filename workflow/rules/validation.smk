@@ -103,8 +103,10 @@ wildcard_constraints:
 
 rule validation_matrix_group:
     """One group: every judged run replayed (prediction, the other law, the paper's model, the
-    law at the warm-up's and at the run's speed, the in situ law), errors per run and metric, the
-    paper's closed forms where they apply, the engine's speed through its sessions."""
+    law at the warm-up's speed, at the probe's before the run and at the run's speed, the law of
+    the run's own session, the in situ law), errors per run and metric, the paper's closed forms
+    where they apply, the engine's speed through its sessions; the protocol's calibration rounds,
+    knots and probes (empty for a group measured without the protocol)."""
     input:
         data=lambda w: matrix_group_files(VMX["dir"], w.vgroup),
         code=script_code("validation_matrix.py"),
@@ -113,6 +115,9 @@ rule validation_matrix_group:
         predictions="results/validation/matrix/{vgroup}/predictions.csv",
         closed="results/validation/matrix/{vgroup}/closed_forms.csv",
         speed="results/validation/matrix/{vgroup}/speed_timeline.csv",
+        rounds="results/validation/matrix/{vgroup}/calibration_rounds.csv",
+        knots="results/validation/matrix/{vgroup}/calibration_knots.csv",
+        probes="results/validation/matrix/{vgroup}/probes.csv",
     log:
         "logs/validation/matrix_{vgroup}.log",
     benchmark:
@@ -131,7 +136,9 @@ rule validation_matrix_group:
 
 
 rule validation_matrix_table:
-    """The matrix's error table and summaries (figures/table_vllm_matrix.{csv,md})."""
+    """The matrix's error table and summaries (figures/table_vllm_matrix.{csv,md}); the queue
+    orders' gains in alternating blocks, the repeats' noise floor and every run's error in units
+    of it."""
     input:
         comparisons=expand(
             "results/validation/matrix/{vgroup}/comparison.csv", vgroup=VMX_GROUPS
@@ -151,6 +158,10 @@ rule validation_matrix_table:
         reductions="results/validation/matrix/reductions.csv",
         spread="results/validation/matrix/spread.csv",
         closed="results/validation/matrix/closed_forms.csv",
+        blocks="results/validation/matrix/blocks.csv",
+        block_summary="results/validation/matrix/block_summary.csv",
+        noise="results/validation/matrix/noise_floor.csv",
+        sigma="results/validation/matrix/errors_in_sigma.csv",
     log:
         "logs/validation/matrix_table.log",
     benchmark:

@@ -19,6 +19,11 @@ on the group's **calibration iterations only** (:func:`calibration_laws`):
   any judged request arrived (:func:`speed_factor` over the iterations that ended before the
   first judged arrival; the warm-up requests are never judged): a speed probe taken in the same
   engine session just before the judged requests, the shape still the calibration's;
+- ``probe_scaled`` (groups measured with the protocol, :mod:`llmqueue.validation.protocol`): the
+  prediction's law times the speed factor of the probe served right before the run
+  (:mod:`llmqueue.studies.validation.protocol`): information available before the run starts;
+- ``session_law`` (diagnosis of the calibration's noise): the shaped law fitted on the
+  calibration rounds of the run's own engine session only;
 - ``run_speed`` (diagnosis, never the result): the prediction's law times the engine's speed
   over the whole run (one number per run, read from the judged run): what the calibrated shape
   and the scheduler model give when only the machine's mean speed is known;
@@ -61,6 +66,7 @@ from llmqueue.latency import (
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
+from llmqueue.studies.validation.protocol import probe_factors, session_calibration, variants_for
 from llmqueue.studies.validation.tables import (
     calibration_law,
     engine_policy,
@@ -129,12 +135,16 @@ def calibration_laws(data: GroupData) -> dict[str, StepLaw]:
     """The group's step laws, both fitted on its calibration iterations only: ``linear``
     (calibration_fit.json) and ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law` on
     calibration_steps.csv's iteration times)."""
-    cal = data.calibration
-    shaped = fit_shaped_step_law(
+    return {"linear": calibration_law(data.fits), "shaped": _shaped(data.calibration, data)}
+
+
+def _shaped(cal: pd.DataFrame, data: GroupData, part: str = "") -> StepLaw:
+    """The shaped law fitted on calibration rows `cal` (all of the group's, or one session's)."""
+    return fit_shaped_step_law(
         cal["decode_seqs"], cal["prefill_tokens"], cal["context_tokens"], cal["time_s"],
-        name=f"vllm-{data.name}-shaped", source=f"{data.folder}/calibration_steps.csv",
+        name=f"vllm-{data.name}-shaped{'-' + part if part else ''}",
+        source=f"{data.folder}/calibration_steps.csv{' (' + part + ')' if part else ''}",
     )  # fmt: skip
-    return {"linear": calibration_law(data.fits), "shaped": shaped}
 
 
 def request_law(data: GroupData) -> tuple[LinearLatency, dict[str, Any]]:
@@ -529,6 +539,7 @@ def compare_group(
     laws = calibration_laws(data)
     rows, preds, closed = [], [], []
     engine = data.settings
+    factors = probe_factors(data.probes, laws[cfg.law], data.max_gap_s)
     for table in data.judged:
         req = data.requests[table]
         info = data.run_meta(table)
@@ -553,6 +564,16 @@ def compare_group(
         k_run, _ = speed_factor(steps, laws[cfg.law], max_gap)
         if n_warm:
             variants.append(("warmup_speed", pol, laws[cfg.law].scaled(k_warm)))
+        probed = variants_for(factors, table)
+        if math.isfinite(probed["probe_before_factor"]):
+            variants.append(
+                ("probe_scaled", pol, laws[cfg.law].scaled(probed["probe_before_factor"]))
+            )
+        own_cal = session_calibration(data.calibration, int(info.get("session", 1)))
+        if own_cal is not None:
+            variants.append(
+                ("session_law", pol, _shaped(own_cal, data, f"session{info.get('session', 1)}"))
+            )
         variants.append(("run_speed", pol, laws[cfg.law].scaled(k_run)))
         own = in_situ_law(data.fits, table)
         if own is not None:
@@ -562,6 +583,8 @@ def compare_group(
             "warmup_speed_factor": k_warm,
             "warmup_speed_iterations": n_warm,
             "run_speed_factor": k_run,
+            **probed,
+            "block": int(info.get("block", 0)),
             "group": data.name,
             "policy": data.policy,
             "run": table,
@@ -629,6 +652,8 @@ def priority_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
     predicted (1 - JCT / JCT_fcfs, the prediction variant), per session: a repeat of a priority
     run is set against the FCFS run of session 1."""
     c = comparison[comparison["variant"] == "prediction"]
+    if "block" in c:  # alternating blocks are paired within their round (protocol.block_reductions)
+        c = c[c["block"].fillna(0).astype(int) == 0]
     out = []
     for group, g in c.groupby("group", sort=False):
         fcfs = g[(g["priority"] == "fcfs") & (g["session"] == 1)]

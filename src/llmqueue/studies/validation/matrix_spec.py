@@ -29,6 +29,8 @@ __all__ = [
     "GROUP_FILES",
     "MATRIX_REQUEST_COLUMNS",
     "CALIBRATION_COLUMNS",
+    "PROBE_FILE",
+    "PROBE_COLUMNS",
     "LAWS",
     "MatrixTargets",
     "MatrixCompareSettings",
@@ -55,6 +57,10 @@ MATRIX_REQUEST_COLUMNS = (
 )
 
 CALIBRATION_COLUMNS = (*STEP_COLUMNS, "time_s", "admitted_ids")
+
+# the protocol's speed probes (llmqueue.validation.protocol), in folders measured with one
+PROBE_FILE = "probe_steps.csv"
+PROBE_COLUMNS = ("probe", "session", "run", "position", *STEP_COLUMNS)
 
 # the step laws a prediction may use (config validation.matrix_compare.law): fitted on the
 # group's calibration iterations only
@@ -139,6 +145,7 @@ class GroupData:
     calibration: pd.DataFrame
     requests: Mapping[str, pd.DataFrame]
     steps: Mapping[str, pd.DataFrame]
+    probes: pd.DataFrame | None = None
 
     @property
     def policy(self) -> str:
@@ -235,6 +242,12 @@ def read_group(
             raise InputError(f"{f!r}: at least 20 requests are needed, got {len(df)}")
         requests[t] = df
         steps[t] = pd.read_csv(p / f"steps_{t}.csv", keep_default_na=False, na_values=[""])
+    probes = None
+    if (p / PROBE_FILE).is_file():
+        lacking = [c for c in PROBE_COLUMNS if c not in csv_header(p / PROBE_FILE)]
+        if lacking:
+            raise InputError(f"{str(p / PROBE_FILE)!r} lacks columns {lacking}")
+        probes = pd.read_csv(p / PROBE_FILE, keep_default_na=False, na_values=[""])
     return GroupData(
         p.name,
         str(p),
@@ -245,4 +258,5 @@ def read_group(
         pd.read_csv(p / "calibration_steps.csv", keep_default_na=False, na_values=[""]),
         requests,
         steps,
+        probes,
     )
