@@ -112,6 +112,15 @@ BAD_CONFIG = [
     ("model.seed", -1, "validation.vllm.model.seed"),
     ("hardware_id", "../../../tmp/x", "validation.vllm.hardware_id"),
     ("capacity.requests", 0, "validation.vllm.capacity.requests"),
+    ("matrix.protocol.calibration_rounds", 3, "validation.vllm.matrix.protocol.calibration_rounds"),
+    ("matrix.protocol.calibration_min_span_s", 10, "protocol.calibration_min_span_s"),
+    (
+        "matrix.protocol.probe.output_tokens",
+        2,
+        "validation.vllm.matrix.protocol.probe.output_tokens",
+    ),
+    ("matrix.protocol.alternate_rounds", 2, "validation.vllm.matrix.protocol.alternate_rounds"),
+    ("matrix.groups.priority.alternate", "yes", "validation.vllm.matrix.groups.priority.alternate"),
 ]
 
 
