@@ -29,10 +29,19 @@ $(STAMP): envs/requirements.txt envs/requirements-profiling.txt pyproject.toml
 unlock: $(STAMP)
 	@$(BIN)/python workflow/scripts/unlock_if_stale.py --snakemake $(BIN)/snakemake
 
+# A resumed run restores everything: the result files a killed run removed (Snakemake deletes a
+# job's old outputs when it starts it) are asked for by name beside the target, else Snakemake
+# would leave them missing while the files made from them are still there
+# (workflow/scripts/resume_targets.py lists them from `snakemake --summary`).
+RESUME := $(BIN)/python workflow/scripts/resume_targets.py --snakemake $(BIN)/snakemake
+# $(call run_resumed,TARGET): the target and whatever a killed run removed from its DAG
+run_resumed = removed="$$($(RESUME) $(1))" || exit $$?; \
+	echo "$(SNAKEMAKE) $(1)" $$removed; $(SNAKEMAKE) $(1) $$removed
+
 # The whole study, then the HTML report (rewritten only when an output or caption changed, so a
 # run with nothing to do stays fast).
 reproduce: $(STAMP) unlock
-	$(SNAKEMAKE)
+	@$(call run_resumed,all)
 	@$(MAKE) --no-print-directory report-if-stale
 
 # One self-contained HTML file: every figure with its caption, the claims, the notebooks and the
@@ -65,10 +74,10 @@ test-slurm:
 	$(BIN)/python profiles/slurm/local_slurm.py
 
 fig%: $(STAMP) unlock
-	$(SNAKEMAKE) $@
+	@$(call run_resumed,$@)
 
 table%: $(STAMP) unlock
-	$(SNAKEMAKE) $@
+	@$(call run_resumed,$@)
 
 figures: $(STAMP) unlock
 	@$(BIN)/snakemake --cores 1 results/figures.tsv --quiet all

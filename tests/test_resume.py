@@ -1,0 +1,144 @@
+"""A pipeline run killed with SIGKILL after an earlier complete build comes back whole with `make`.
+
+Snakemake deletes a job's old outputs when it starts the job; killed then, the outputs stay
+missing while the files made from them (an earlier build's) are still there, and a plain resume
+would report "Nothing to be done" and leave them so. `make <target>` asks for them again
+(workflow/scripts/resume_targets.py). The test copies the working tree (as git sees it, sharing
+.venv), shrinks the plan search and the Fig. 6b sweeps so a build takes seconds, builds
+``fig_plan_pareto`` and ``fig6b``, reruns their slice and sweep jobs in a Snakemake process of
+its own session, kills the session with SIGKILL while one of those jobs runs, and checks that
+`make` then brings back every result file byte-identical to the first build's.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from worktree import copy_worktree
+
+ROOT = Path(__file__).resolve().parents[1]
+STAMP = ".venv/.llmqueue-installed"
+TARGETS = ["fig_plan_pareto", "fig6b"]
+RERUN = ["plan_slice", "batching_sweep"]  # the jobs the killed run redoes
+pytestmark = pytest.mark.slow
+
+sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
+from resume_targets import removed  # noqa: E402
+
+
+def copy_tree(dest: Path) -> None:
+    copy_worktree(dest)
+    # the engine's compiled kernels, so that the copy's jobs need not compile them again
+    for cache in (ROOT / "src").rglob("__pycache__/*.nb[ic]"):
+        target = dest / cache.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cache, target)
+    cfg = yaml.safe_load((dest / "config/config.yaml").read_text())
+    plan = cfg["plan"]
+    plan["space"].update(replicas="1:2", router="round_robin", order="fcfs", max_batch="64")
+    plan["run"].update(requests=2000, warmup=200, tolerance=0.2)
+    plan["slices"] = 2
+    bat = cfg["batching"]
+    bat["fig6"].update(rates={"start": 0.3, "stop": 0.9, "step": 0.3}, bmax=[8, None])
+    bat["simulation"].update(requests=20_000, warmup=2_000, batches=10)
+    (dest / "config/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def make(workdir: Path) -> str:
+    # -o: never rebuild the shared install stamp from a test (it would pip-install into .venv).
+    done = subprocess.run(
+        ["make", "-o", STAMP, *TARGETS, "CORES=2"],
+        cwd=workdir,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    return done.stdout + done.stderr
+
+
+def results(workdir: Path) -> dict[str, bytes]:
+    """Every result table of a build (a writer's temp file, a dotfile, left out)."""
+    return {
+        str(p.relative_to(workdir)): p.read_bytes()
+        for p in sorted((workdir / "results").rglob("*"))
+        if p.is_file() and p.suffix in (".csv", ".json") and not p.name.startswith(".")
+    }
+
+
+def incomplete(workdir: Path) -> list[str]:
+    """Outputs Snakemake has marked incomplete (jobs running now)."""
+    try:
+        names = [p.name for p in (workdir / ".snakemake" / "incomplete").iterdir()]
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        try:
+            out.append(base64.b64decode(name).decode())
+        except ValueError:
+            continue
+    return out
+
+
+def test_summary_rows_missing_with_no_update_are_the_removed_files() -> None:
+    table = "\n".join(
+        [
+            "Building DAG of jobs...",
+            "output_file\tdate\trule\tlog-file(s)\tstatus\tplan",
+            "c.txt\tFri Nov 27 15:13:40 2026\tc\t\tok\tno update",
+            "b.txt\t-\tb\t\tmissing\tno update",
+            "d.txt\t-\td\t\tmissing\tupdate pending",
+        ]
+    )
+    assert removed(table) == ["b.txt"]
+    with pytest.raises(ValueError):
+        removed("Building DAG of jobs...\n")
+
+
+def test_sigkill_after_a_build_then_make_restores_every_output(tmp_path: Path) -> None:
+    copy_tree(tmp_path)
+    make(tmp_path)
+    built = results(tmp_path)
+    assert any(f.startswith("results/plan/slice_") for f in built), sorted(built)
+    assert any(f.startswith("results/batching/fig6b_") for f in built), sorted(built)
+
+    snakemake = str(tmp_path / ".venv/bin/snakemake")
+    proc = subprocess.Popen(
+        [snakemake, "--cores", "2", "--forcerun", *RERUN, "--", *TARGETS],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    try:
+        while True:
+            assert proc.poll() is None, "the rerun ended before a slice or sweep job was killed"
+            assert time.monotonic() < deadline, "no slice or sweep job started in time"
+            running = [f for f in incomplete(tmp_path) if f in built]
+            if running and not all((tmp_path / f).exists() for f in running):
+                break
+            time.sleep(0.1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # no clean-up at all: lock and marks stay
+        proc.wait(timeout=60)
+    gone = sorted(f for f in built if not (tmp_path / f).exists())
+    assert gone, "the killed run removed no result file"
+    # the bug this guards against: the files made from the removed ones are still there
+    assert (tmp_path / "results/plan/plan.csv").exists()
+
+    out = make(tmp_path)
+    assert "stale Snakemake lock" in out
+    assert results(tmp_path) == built, f"not restored byte-identical (removed: {gone})"
+    for fig in ("fig_plan_pareto", "fig6b_dy_bmax"):
+        assert (tmp_path / "figures" / f"{fig}.pdf").is_file()

@@ -1,0 +1,74 @@
+"""The result files a killed run removed that Snakemake would not make again: print them, one per
+line, so that `make` asks for them beside its own target and a resumed run restores everything.
+
+Snakemake deletes a job's old outputs when the job starts; a run killed then leaves them missing.
+The next run rebuilds a missing file only when something that needs it must run: when the files
+made from it are still there and up to date (an earlier complete run's), it reports "Nothing to
+be done" and the file stays missing (as a temp() file would). `snakemake --summary TARGETS` lists
+every file of the targets' DAG with its status and plan; the ones ``missing`` with plan ``no
+update`` are those. Asked for by name they are rebuilt (byte-identical: the runs are seeded), and
+the files made from them, now older than their input, are rebuilt after them.
+
+Usage: python workflow/scripts/resume_targets.py [--snakemake .venv/bin/snakemake] [--dir .]
+           [TARGET ...]
+Exit status: Snakemake's when it cannot list the DAG (its message on stderr), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+COLUMNS = ("output_file", "date", "rule", "log-file(s)", "status", "plan")
+
+
+def removed(summary: str) -> list[str]:
+    """The files of a `snakemake --summary` table that are missing with no update planned."""
+    lines = summary.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.split("\t")[:1] == ["output_file"])
+    except StopIteration:
+        raise ValueError("no summary table in Snakemake's output") from None
+    head = lines[start].split("\t")
+    status, plan = head.index("status"), head.index("plan")
+    out = []
+    for line in lines[start + 1 :]:
+        cells = line.split("\t")
+        if len(cells) != len(head):
+            continue  # a message Snakemake printed after the table
+        if cells[status] == "missing" and cells[plan] == "no update":
+            out.append(cells[0])
+    return out
+
+
+def main(args: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--snakemake", default=".venv/bin/snakemake")
+    parser.add_argument("--dir", default=".")
+    parser.add_argument("targets", nargs="*")
+    opts = parser.parse_args(args)
+    done = subprocess.run(
+        [opts.snakemake, "--summary", "--rerun-incomplete", *opts.targets],
+        cwd=Path(opts.dir),
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr or done.stdout)
+        return done.returncode
+    try:
+        files = removed(done.stdout)
+    except ValueError as err:
+        sys.stderr.write(f"resume_targets: {err}\n{done.stdout[-2000:]}")
+        return 1
+    for f in files:
+        print(f)
+    if files:
+        print(f"rebuilding {len(files)} result file(s) a killed run removed", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
