@@ -16,11 +16,12 @@ import yaml
 from llmqueue.claims import ClaimBook
 from llmqueue.errors import InputError
 from llmqueue.policy import Policy
-from llmqueue.studies.ssjf.claims import official_claims_rows
+from llmqueue.studies.ssjf.claims import official_claims_rows, sweep_reading
 from llmqueue.studies.ssjf.groups import groups_table, rate_reading
 from llmqueue.studies.ssjf.official import (
     load_predictions,
     official_predictor_table,
+    official_sweep_table,
     official_table,
 )
 from llmqueue.studies.ssjf.spec import (
@@ -277,3 +278,49 @@ def test_rows_of_groups_a_and_b() -> None:
     assert "served as SSJF's simulator serves (group a): 25.0%" in v["10b5"].note
     # the throughput ratio is averaged over rates before the ratio: (2 + 2 x 9^0.3) / 2
     assert v["10a2"].ours == pytest.approx((2 + 2 * 9**0.3) / 2, rel=1e-5)
+
+
+def test_the_batch_size_sweep_repeats_the_runs_at_every_size(
+    small: tuple[pd.DataFrame, Official], tmp_path: Path
+) -> None:
+    """Group a's continuous batching at batch sizes 2-4: the batch size 2 runs are those of the
+    official table (the same draws); 10a5/10a6 read the whole sweep, means before the ratio."""
+    df, off = small
+    setting = resolve_setting("ssjf_cost", COST, {}, {}, {})
+    rows = load_predictions(off.ssjf_file)
+    sw = official_sweep_table(rows, off, setting, 20, 3, [1.0, 5.0], 25.0, 100.0, 9, [2, 3, 4])
+    assert sorted(sw["batch_size"].unique()) == [2, 3, 4]
+    assert set(sw["group"]) == {"a"} and set(sw["mode"]) == {"continuous"}
+    key = ["nominal_rate_per_s", "run", "policy"]
+    at2 = sw[sw["batch_size"] == 2].set_index(key)["jct_mean_s"]
+    ref = df[(df["group"] == "a") & (df["mode"] == "continuous")].set_index(key)["jct_mean_s"]
+    pd.testing.assert_series_equal(at2.sort_index(), ref.sort_index())
+    reading, text = sweep_reading(sw)
+    each = [rate_reading(g, "SSJF+guard") for _, g in sw.groupby("batch_size")]
+    want = 100 * (
+        1 - np.mean([r["jct_mean_s"] for r in each]) / np.mean([r["fcfs_jct_mean_s"] for r in each])
+    )
+    assert reading["jct_reduction_pct"] == pytest.approx(want)
+    assert text.startswith("2: ") and "4: " in text
+    with pytest.raises(InputError, match="sweep_batch_sizes"):
+        official_sweep_table(rows, off, setting, 20, 3, [1.0], 25.0, 100.0, 9, [0])
+
+
+def test_rows_10a5_10a6_read_the_sweep() -> None:
+    ref = pd.read_csv(ROOT / "data" / "reference" / "claims_ssjf.csv", dtype={"id": str})
+    book = ClaimBook(ref, CONFIG["claims"]["tolerances"])
+    off = official_from_config(CONFIG["ssjf"]["official"])
+    assert off.sweep_batch_sizes == tuple(range(2, 11))
+    fcfs = np.full((2, 3), 100.0)
+    sweep = pd.concat(
+        [
+            _runs(fcfs, np.full((2, 3), 100.0 - gain), [1.0, 9.0]).assign(batch_size=b)
+            for b, gain in ((2, 25.0), (3, 35.0), (4, 45.0))
+        ]
+    )
+    rows = {r.id: r for r in official_claims_rows(book, _groups(), off, 50, 3, 100.0, sweep)}
+    assert rows["10a5"].ours == pytest.approx(35.0) and rows["10a5"].verdict == "reproduced"
+    assert "over SSJF's batch sizes 2-4" in rows["10a5"].note
+    assert "at the batch size 2 alone: 25.0" in rows["10a5"].note
+    assert rows["10a1"].ours == pytest.approx(35.0)  # the other modes keep their reading
+    assert "served as SSJF's simulator serves (group a): 25.0%" in rows["10b5"].note

@@ -109,7 +109,11 @@ def test_tables_end_to_end(tiny) -> None:  # type: ignore[no-untyped-def]
     assert len(st) == 1 + 2 + 2
     pr = protocol_table(trace, [setting], cap, model, 20, 2, 1.0, "ssjf_cost", 25.0, 50.0, 7)
     assert len(pr) == len(MODES) * 2 * len(PROTOCOL_POLICIES)
-    assert (pr["offered_load"] == pr["offered_load"].iloc[0]).all()
+    # every mode at the same fraction of its own FCFS capacity (the unbatched mode's load)
+    assert np.allclose(pr["mode_load"], pr["mode_load"].iloc[0])
+    none_load = pr.loc[pr["mode"] == "none", "offered_load"].iloc[0]
+    assert pr.loc[pr["mode"] == "none", "mode_load"].iloc[0] == pytest.approx(none_load)
+    assert (pr.loc[pr["mode"] != "none", "offered_load"] > none_load).all()  # batching serves more
     # further rates add their own runs and keep the reading rate's
     more = protocol_table(
         trace, [setting], cap, model, 20, 2, 1.0, "ssjf_cost", 25.0, 50.0, 7, [1.0, 3.0]

@@ -249,6 +249,31 @@ rule ssjf_official:
         "../scripts/ssjf_official.py"
 
 
+rule ssjf_official_sweep:
+    """Group a's continuous batching on SSJF's inputs at every batch size SSJF's run script
+    sweeps (claims 10a5, 10a6)."""
+    input:
+        predictions=SSJF_OFFICIAL_FILES[SSJF_OFFICIAL["ssjf_predictor"]],
+        fits=SSJF_FITS,
+        code=script_code("ssjf_official_sweep.py"),
+    output:
+        "results/ssjf/official_sweep.csv",
+    log:
+        "logs/ssjf/official_sweep.log",
+    benchmark:
+        "logs/benchmarks/ssjf_official_sweep.tsv"
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        **SSJF_SETTINGS,
+        official=SSJF_OFFICIAL,
+        protocol=SSJF["protocol"],
+        guard_s=SSJF["guard_s"],
+        seed=config["seed"],
+    script:
+        "../scripts/ssjf_official_sweep.py"
+
+
 rule ssjf_groups:
     """Claim 10's three groups read as SSJF's evaluation reads them, with CIs over runs."""
     input:
@@ -275,6 +300,7 @@ rule ssjf_claims:
     input:
         reference="data/reference/claims_ssjf.csv",
         groups="results/ssjf/groups.csv",
+        sweep="results/ssjf/official_sweep.csv",
         protocol="results/ssjf/protocol.csv",
         poisson="results/ssjf/jct_poisson.csv",
         predictors="results/ssjf/predictors.csv",

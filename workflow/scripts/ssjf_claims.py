@@ -18,6 +18,7 @@ rows = official_claims_rows(
     R["jobs"],
     R["runs"],
     P.guard_s,
+    pd.read_csv(sm.input.sweep),
 )
 rows += claims_rows(
     book,

@@ -22,6 +22,7 @@ import pandas as pd
 
 from llmqueue.claims import ClaimBook, ClaimRow
 from llmqueue.errors import InputError
+from llmqueue.studies.ssjf.groups import rate_reading
 from llmqueue.studies.ssjf.spec import (
     MODES,
     OFFICIAL_GROUPS,
@@ -30,7 +31,7 @@ from llmqueue.studies.ssjf.spec import (
     Official,
 )
 
-__all__ = ["claim_values", "claim_tag", "claims_rows", "official_claims_rows"]
+__all__ = ["claim_values", "claim_tag", "claims_rows", "official_claims_rows", "sweep_reading"]
 
 # how each group serves each batching mode, in words (the notes of groups a and b)
 SERVING = {
@@ -303,6 +304,30 @@ def _official_miss(
     return text
 
 
+def sweep_reading(sweep: pd.DataFrame, policy: str = "SSJF+guard") -> tuple[dict, str]:
+    """SSJF's reading over a batch-size sweep (:func:`official.official_sweep_table`): at each
+    batch size the rate reading of :func:`groups.rate_reading` (means over runs, then rates),
+    then the means over the batch sizes before the ratio (``jct_reduction_pct``,
+    ``throughput_ratio``, %, x); with a text of the reading at each batch size."""
+    each = {
+        int(b): rate_reading(runs, policy) for b, runs in sweep.groupby("batch_size", sort=True)
+    }
+    if not each:
+        raise InputError("the batch-size sweep of SSJF's inputs has no runs")
+
+    def mean(key: str) -> float:
+        return float(np.mean([r[key] for r in each.values()]))
+
+    out = {
+        "jct_reduction_pct": 100.0 * (1.0 - mean("jct_mean_s") / mean("fcfs_jct_mean_s")),
+        "throughput_ratio": mean("throughput_per_s") / mean("fcfs_throughput_per_s"),
+    }
+    text = ", ".join(
+        f"{b}: {r['jct_reduction_pct']:.1f}% / {r['throughput_ratio']:.2f}x" for b, r in each.items()
+    )
+    return out, text
+
+
 def official_claims_rows(
     book: ClaimBook,
     groups: pd.DataFrame,
@@ -310,11 +335,15 @@ def official_claims_rows(
     jobs: int,
     runs: int,
     guard_s: float,
+    sweep: pd.DataFrame | None = None,
 ) -> list[ClaimRow]:
     """Groups a and b: per batching mode, SSJF's mean-JCT reduction and throughput ratio over
     FCFS on SSJF's inputs by SSJF's protocol (the rate average, :mod:`groups`), judged against
     the published ranges (reference rows ``10a*`` then ``10b*``, each in the order
-    :data:`MODES` x :data:`OFFICIAL_QUANTITIES`)."""
+    :data:`MODES` x :data:`OFFICIAL_QUANTITIES`). With `sweep` (group a's continuous batching at
+    every batch size SSJF's run script sweeps) that mode's rows read the whole sweep
+    (:func:`sweep_reading`); the configured batch size's reading stays in their notes."""
+    swept = sweep_reading(sweep) if sweep is not None and not sweep.empty else None
     setting = official.setting
     rows = []
     for group in OFFICIAL_GROUPS:
@@ -363,6 +392,16 @@ def official_claims_rows(
                     f"over runs and rates before the ratio: {val} over runs); {serving}; "
                     f"{guard}; per rate: {per}"
                 )
+                if swept is not None and group == "a" and mode == "continuous":
+                    sizes = sorted(int(b) for b in sweep["batch_size"].unique())  # type: ignore[index]
+                    key = "jct_reduction_pct" if quantity == "jct_rates" else "throughput_ratio"
+                    note += (
+                        f"; ours = the same reading over SSJF's batch sizes {sizes[0]}-{sizes[-1]} "
+                        f"(means over runs, rates and batch sizes before the ratio), as its run "
+                        f"script sweeps them; at the batch size {official.batch_size} alone: "
+                        f"{val}; by batch size (JCT reduction / throughput ratio): {swept[1]}"
+                    )
+                    ours = float(swept[0][key])
                 if group == "b":
                     a = _avg(_reading(groups, "a", setting, mode, "SSJF+guard"))
                     note += "; served as SSJF's simulator serves (group a): " + (
@@ -376,15 +415,20 @@ def official_claims_rows(
                         cid,
                         ours,
                         note,
-                        miss=_official_miss(
-                            quantity,
-                            mode,
-                            avg,
-                            sjf,
-                            ssjf,
-                            lo,
-                            hi,
-                            float(sjf_dyn["jct_reduction_pct"]),
+                        miss=(
+                            f"over the whole sweep the reading lies outside the published range "
+                            f"{lo:g}-{hi:g}"
+                            if swept is not None and group == "a" and mode == "continuous"
+                            else _official_miss(
+                                quantity,
+                                mode,
+                                avg,
+                                sjf,
+                                ssjf,
+                                lo,
+                                hi,
+                                float(sjf_dyn["jct_reduction_pct"]),
+                            )
                         ),  # fmt: skip
                     )
                 )

@@ -20,7 +20,8 @@ predictor (class accuracy, Kendall's tau). Units: s, requests/s, tokens.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ __all__ = [
     "OfficialRows",
     "load_predictions",
     "official_predictor_table",
+    "official_sweep_table",
     "official_table",
 ]
 
@@ -105,6 +107,69 @@ def official_predictor_table(files: Mapping[str, OfficialRows]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _draws(
+    rows: OfficialRows, jobs: int, runs: int, rates_per_s: Sequence[float], seed: int
+) -> Iterator[tuple[int, float, int, np.random.SeedSequence, np.ndarray, np.ndarray]]:
+    """(rate index, rate, run, seed sequence, rows drawn, arrival times) of every run of SSJF's
+    protocol: `jobs` rows without replacement in whole-second slots at each rate; the same draws
+    for every table that runs the protocol on these rows."""
+    for k, rate in enumerate(rates_per_s):
+        for r in range(runs):
+            ss = seed_sequence(seed, "ssjf", "official", f"{float(rate):g}", r)
+            rng = np.random.default_rng(ss)
+            idx = rng.choice(rows.n, size=jobs, replace=False)
+            arr = slotted_arrivals(rng, jobs, float(rate))
+            if arr[-1] <= arr[0]:
+                arr[-1] = arr[0] + 1.0  # a replay needs two distinct times
+            yield k, float(rate), r, ss, idx, arr
+
+
+def _runs(
+    rows: OfficialRows,
+    official: Official,
+    setting: Setting,
+    cells: Sequence[tuple[str, str]],
+    draw: tuple[int, float, int, np.random.SeedSequence, np.ndarray, np.ndarray],
+    jobs: int,
+    percentile: float,
+    guard_s: float,
+) -> list[dict]:
+    """One run of every policy in each (group, mode) of `cells` on one draw of :func:`_draws`."""
+    k, rate, r, ss, idx, arr = draw
+    out_tok = rows.output_tokens[idx]
+    classes = rows.classes[idx].astype(float)
+    out = []
+    for group, mode in cells:
+        for label in PROTOCOL_POLICIES:
+            spec = POLICIES[label]
+            got = protocol_run(
+                arr,
+                np.zeros(jobs),
+                out_tok,
+                official.policy(group, mode, label, guard_s),
+                official.latency(group, mode, setting),
+                ss,
+                percentile,
+                row_pred=classes if spec.learned else None,
+            )
+            out.append(
+                {
+                    "group": group,
+                    "setting": setting.name,
+                    "mode": mode,
+                    "rate_index": k,
+                    "nominal_rate_per_s": rate,
+                    "run": r,
+                    "policy": label,
+                    "serving": official.policy(group, mode, label, guard_s).label(),
+                    "predictor": rows.file.name if spec.learned else "oracle",
+                    "jobs": jobs,
+                    **got,
+                }
+            )
+    return out
+
+
 def official_table(
     rows: OfficialRows,
     official: Official,
@@ -121,44 +186,37 @@ def official_table(
     the same jobs for both groups, every batching mode and every policy (FCFS, SJF and SSJF with
     the starvation guard `guard_s`; SSJF orders by the predicted class). Per run: mean JCT,
     SSJF's throughput and the last finish."""
+    cells = [(g, m) for g in OFFICIAL_GROUPS for m in MODES]
     out = []
-    for k, rate in enumerate(rates_per_s):
-        for r in range(runs):
-            ss = seed_sequence(seed, "ssjf", "official", f"{float(rate):g}", r)
-            rng = np.random.default_rng(ss)
-            idx = rng.choice(rows.n, size=jobs, replace=False)
-            arr = slotted_arrivals(rng, jobs, float(rate))
-            if arr[-1] <= arr[0]:
-                arr[-1] = arr[0] + 1.0  # a replay needs two distinct times
-            out_tok = rows.output_tokens[idx]
-            classes = rows.classes[idx].astype(float)
-            for group in OFFICIAL_GROUPS:
-                for mode in MODES:
-                    for label in PROTOCOL_POLICIES:
-                        spec = POLICIES[label]
-                        got = protocol_run(
-                            arr,
-                            np.zeros(jobs),
-                            out_tok,
-                            official.policy(group, mode, label, guard_s),
-                            official.latency(group, mode, setting),
-                            ss,
-                            percentile,
-                            row_pred=classes if spec.learned else None,
-                        )
-                        out.append(
-                            {
-                                "group": group,
-                                "setting": setting.name,
-                                "mode": mode,
-                                "rate_index": k,
-                                "nominal_rate_per_s": float(rate),
-                                "run": r,
-                                "policy": label,
-                                "serving": official.policy(group, mode, label, guard_s).label(),
-                                "predictor": rows.file.name if spec.learned else "oracle",
-                                "jobs": jobs,
-                                **got,
-                            }
-                        )
+    for draw in _draws(rows, jobs, runs, rates_per_s, seed):
+        out += _runs(rows, official, setting, cells, draw, jobs, percentile, guard_s)
+    return pd.DataFrame(out)
+
+
+def official_sweep_table(
+    rows: OfficialRows,
+    official: Official,
+    setting: Setting,
+    jobs: int,
+    runs: int,
+    rates_per_s: Sequence[float],
+    percentile: float,
+    guard_s: float,
+    seed: int,
+    batch_sizes: Sequence[int],
+    group: str = "a",
+    mode: str = "continuous",
+) -> pd.DataFrame:
+    """The runs of :func:`official_table` for one (group, mode), repeated at each batch size of
+    `batch_sizes` (column ``batch_size``): SSJF's run script sweeps the batch size of its
+    batching modes, so a published range covers that sweep. The draws are those of
+    :func:`official_table` (its batch size's rows are the same runs)."""
+    if not batch_sizes or min(int(b) for b in batch_sizes) < 1:
+        raise InputError(f"ssjf.official.sweep_batch_sizes must be >= 1, got {list(batch_sizes)}")
+    out = []
+    for b in batch_sizes:
+        at_b = replace(official, batch_size=int(b))
+        for draw in _draws(rows, jobs, runs, rates_per_s, seed):
+            for row in _runs(rows, at_b, setting, [(group, mode)], draw, jobs, percentile, guard_s):
+                out.append({**row, "batch_size": int(b)})
     return pd.DataFrame(out)

@@ -173,7 +173,9 @@ class Official:
     queue: ``ssjf_predictor``), the cost model (``setting``), the batch size of dynamic and
     continuous batching (``batch_size``, the paper's) and the two options of their simulator
     that differ from this engine's serving: FCFS waits up to ``fcfs_batch_timeout_s`` to fill a
-    batch, and the starvation guard also fires at ``guard_factor`` times a job's run time."""
+    batch, and the starvation guard also fires at ``guard_factor`` times a job's run time.
+    ``sweep_batch_sizes``: the batch sizes SSJF's run script sweeps (group a's continuous
+    batching is read over all of them, :func:`llmqueue.studies.ssjf.official.official_sweep_table`)."""
 
     files: dict[str, PredictionFile]
     ssjf_predictor: str
@@ -181,6 +183,7 @@ class Official:
     batch_size: int
     fcfs_batch_timeout_s: float
     guard_factor: float
+    sweep_batch_sizes: tuple[int, ...] = ()
 
     @property
     def ssjf_file(self) -> PredictionFile:
@@ -232,4 +235,5 @@ def official_from_config(cfg: Mapping[str, Any]) -> Official:
         int(cfg["batch_size"]),
         float(cfg["fcfs_batch_timeout_s"]),
         float(cfg["guard_factor"]),
+        tuple(int(b) for b in cfg.get("sweep_batch_sizes") or ()),
     )

@@ -508,8 +508,9 @@ def protocol_table(
 ) -> pd.DataFrame:
     """SSJF's evaluation protocol: `runs` runs of `jobs` jobs (rows drawn without replacement
     from the held-out rows) arriving in whole-second slots at `rate_per_s` in setting
-    `reference`; the other settings keep the same offered load (the slot is scaled by the
-    ratio of their no-batching capacities). Policies: FCFS, and SJF and SSJF with the starvation
+    `reference` without batching; every other (setting, batching mode) runs at the same fraction
+    of its own FCFS capacity (the slot is scaled by the ratio of the capacities), so that no
+    mode is judged at a load where little waits to be reordered. Policies: FCFS, and SJF and SSJF with the starvation
     guard `guard_s`, as SSJF's scheduler always runs it. Per run and policy: mean JCT and SSJF's
     throughput (:func:`protocol_throughput`), finish times counted from the start of the run.
 
@@ -523,8 +524,8 @@ def protocol_table(
     rows = []
     for s in settings:
         cap_none = _capacity(capacity, s.name, "none")
-        slot_s = ref_cap / cap_none
         for mode in MODES:
+            slot_s = ref_cap / _capacity(capacity, s.name, mode)
             for rate in nominal:
                 for r in range(runs):
                     # the same jobs everywhere at one rate; the reading rate keeps its streams
