@@ -123,7 +123,12 @@ def test_bound_rows_pass_when_the_published_number_respects_the_bound() -> None:
     assert upper.verdict == "not_reproduced" and upper.tolerance == "upper bound: paper <= ours"
     assert book.bound("3b", 23.0, "equal", lower=False).verdict == "reproduced"
     ref = pd.concat(
-        [REFERENCE, pd.DataFrame([["8o", "t2", 2.79, "ms", "bound", "replication"]], columns=REFERENCE.columns)]
+        [
+            REFERENCE,
+            pd.DataFrame(
+                [["8o", "t2", 2.79, "ms", "bound", "replication"]], columns=REFERENCE.columns
+            ),
+        ]
     )
     b2 = ClaimBook(ref, TOLERANCES)  # the bound class needs no config tolerance
     with pytest.raises(InputError, match="bound row"):

@@ -237,8 +237,8 @@ def test_kv_rows_report_the_overhead_the_paper_would_need() -> None:
     assert rows["2a-bound"].scope == "replication"
     kv.loc["2a", "max_batch"] = 40
     rows = {r.id: r for r in kv_limit_claims(_book(), kv)}
-    assert rows["2a"].verdict == "not_reproduced" and "49 matches no stated reading" in rows[
-        "2a"
-    ].note
+    assert (
+        rows["2a"].verdict == "not_reproduced" and "49 matches no stated reading" in rows["2a"].note
+    )
     kv["max_batch"] = [40, 43, 45]
     assert kv_limit_claims(_book(), kv)[1].verdict == "not_reproduced"  # 49 > any reading

@@ -404,3 +404,20 @@ def test_claim9_rows_use_the_same_delay_tolerance_and_say_when_true_by_construct
     assert rows["9b"].ours == 1.0 and "true by construction" in rows["9b"].note
     assert rows["9e"].ours == 1.0 and "true by construction" not in rows["9e"].note  # 26 < 27
     assert rows["9c"].verdict == "conditional" and rows["9f"].verdict == "reproduced"
+
+
+def test_fig5_draws_the_fitted_line_as_a_fit_where_it_lies_below_the_exact_chain() -> None:
+    from llmqueue.plots import fig5_junyun
+
+    def labels(df: pd.DataFrame) -> list[str]:
+        df = df.assign(sim_jct_ci95_s=0.1, tokens="u", profile="p", verdict="v", sim_requests=10)
+        fig = fig5_junyun.plot({"data": df}, {"panel": "llama"})
+        return [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+
+    above = fig5_frame(bound=[15.0, 11.0, 12.2], sim_d=[10.0, 10.5, 12.0], sim_e=[9.0, 9.0, 9.5])
+    assert "dynamic: bound (16), fitted alpha, tau0" in labels(above)
+    below = above.copy()
+    below["bound_fit_jct_mean_s"] = below["exact_jct_mean_s"] * 0.95
+    got = labels(below)
+    assert any("a fit, not a bound" in t for t in got)
+    assert not any(t.endswith("bound (16), fitted alpha, tau0") for t in got)

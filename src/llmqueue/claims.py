@@ -359,9 +359,7 @@ def solved_parameter_row(
     ``not_reproduced`` ("none") when no value on the searched grid reaches it. Its scope is a
     ``reading`` (a parameter the paper leaves open) unless `scope` says otherwise."""
     if len(hits) == 0:
-        return ClaimRow(
-            row_id, claim, target, "none", unit, "exact", "not_reproduced", note, scope
-        )
+        return ClaimRow(row_id, claim, target, "none", unit, "exact", "not_reproduced", note, scope)
     return ClaimRow(
         row_id,
         claim,

@@ -333,10 +333,7 @@ def _true(x: object) -> bool:
 
 
 # ---- the claims table ---------------------------------------------------------------------------
-COUNTS = re.compile(
-    r"(?P<rows>\d+) rows: "
-    + ", ".join(rf"(?P<{v}>\d+) {v}" for v in VERDICTS)
-)
+COUNTS = re.compile(r"(?P<rows>\d+) rows: " + ", ".join(rf"(?P<{v}>\d+) {v}" for v in VERDICTS))
 # The headline sentence of :func:`render_claims_headline` (parsed back by the docs tests).
 HEADLINE = re.compile(
     r"Of the (?P<rows>\d+) rows that test the paper's stated inputs, (?P<reproduced>\d+) "
@@ -509,9 +506,7 @@ def render_claims_by_claim(
         what = md_text(titles_by_number.get(n, ""))
         tally = sub["scope"].astype(str).value_counts()
         scopes = ", ".join(f"{sc}: {int(tally[sc])}" for sc in SCOPES if sc in tally)
-        rows.append(
-            [str(n), what, link, str(len(sub))] + [str(c[v]) for v in VERDICTS] + [scopes]
-        )
+        rows.append([str(n), what, link, str(len(sub))] + [str(c[v]) for v in VERDICTS] + [scopes])
     total = verdict_counts(claims["verdict"])
     rows.append(["all", "", "", str(len(claims))] + [str(total[v]) for v in VERDICTS] + [""])
     return md_table(header, rows)

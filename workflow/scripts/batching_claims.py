@@ -3,9 +3,9 @@
 import pandas as pd
 
 from llmqueue.claims import ClaimBook, claims_frame
+from llmqueue.hardware.roofline import roofline
 from llmqueue.io import read_json, write_csv
 from llmqueue.profiles import fit_json_path, resolve_batch_profile
-from llmqueue.hardware.roofline import roofline
 from llmqueue.studies.batching.claims import BandwidthFloor, ClaimsInputs, claims_rows
 from llmqueue.studies.batching.spec import ChainSettings, sweep_law
 

@@ -21,10 +21,23 @@ kept only so tests can show that.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from llmqueue.errors import InputError, UnstableError
 
-__all__ = ["phi0", "phi1", "bound", "phi0_public_variant", "check_stable"]
+__all__ = ["phi0", "phi1", "bound", "phi0_public_variant", "check_stable", "below_exact"]
+
+
+def below_exact(curve: Any, exact: Any, rel: float = 1e-9) -> Any:
+    """Mask of the points where an Eq. (16) curve lies below the exact mean response (s) by more
+    than `rel` (the exact chain's truncation). Eq. (16) with (alpha_b, tau0) from Eq. (20) is a
+    bound; with a least-squares (alpha_b, tau0) it may fall below the exact value, and where it
+    does it is a fit, not a bound (docs/equations.md, Eq. 16)."""
+    import numpy as np
+
+    c = np.asarray(curve, dtype=float)
+    e = np.asarray(exact, dtype=float)
+    return np.isfinite(c) & np.isfinite(e) & (c < e * (1.0 - rel))
 
 
 def _check(lam: float, alpha_b: float, tau0: float) -> None:

@@ -166,15 +166,6 @@ def _gap_by_rate(rates: np.ndarray, gaps: np.ndarray, tol: Tolerance) -> str:
     )
 
 
-def fitted_below_exact(dyn: pd.DataFrame, rel: float = 1e-9) -> np.ndarray:
-    """Mask of the rates where Eq. (16) with the least-squares (alpha_b, tau0) lies below the
-    exact chain's mean response (by more than `rel`, the chain's truncation): there the fitted
-    line is a fit, not a bound (docs/equations.md, Eq. 16)."""
-    fit = dyn["bound_fit_jct_mean_s"].to_numpy(dtype=float)
-    exact = dyn["exact_jct_mean_s"].to_numpy(dtype=float)
-    return fit < exact * (1.0 - rel)
-
-
 def claim7_rows(
     book: ClaimBook,
     panels: Mapping[str, pd.DataFrame],
@@ -222,7 +213,7 @@ def claim7_rows(
         gaps_fit = (
             np.abs(dyn["bound_fit_jct_mean_s"] - dyn["sim_jct_mean_s"]) / dyn["sim_jct_mean_s"]
         ).to_numpy()
-        below = lam[fitted_below_exact(dyn)]
+        below = lam[inoue.below_exact(dyn["bound_fit_jct_mean_s"], dyn["exact_jct_mean_s"])]
         kind = (
             f"a fit, not a bound: it lies below the exact chain at {below.size} of {lam.size} "
             f"rates (lambda = {below.min():.3g}..{below.max():.3g}/s)"
@@ -242,7 +233,8 @@ def claim7_rows(
                 prof,
                 "the fitted line misses the simulation by more than the tolerance at most rates",
                 claim_suffix=(
-                    " (reading: fitted alpha_b, tau0; " + ("a fit, not a bound)" if below.size else "a bound)")
+                    " (reading: fitted alpha_b, tau0; "
+                    + ("a fit, not a bound)" if below.size else "a bound)")
                 ),
             )
         )
@@ -595,9 +587,7 @@ def claims_rows(book: ClaimBook, x: ClaimsInputs) -> list[ClaimRow]:
     back-solved Fig. 6 profile on the paper's A100 (:func:`feasibility_rows`)."""
     solved = [p for p in x.fig6_profiles if p.solved_from]
     return [
-        *claim6_rows(
-            book, x.fig3b, x.fig3_profiles, x.fig3b_tokens, x.peak_b_max, x.kv_limit
-        ),
+        *claim6_rows(book, x.fig3b, x.fig3_profiles, x.fig3b_tokens, x.peak_b_max, x.kv_limit),
         *claim7_rows(
             book, x.fig5, x.fig5_profiles, x.fig5_rates, x.fig5_b_range, x.fig5_bound_fit_range
         ),

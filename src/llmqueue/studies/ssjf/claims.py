@@ -323,7 +323,8 @@ def sweep_reading(sweep: pd.DataFrame, policy: str = "SSJF+guard") -> tuple[dict
         "throughput_ratio": mean("throughput_per_s") / mean("fcfs_throughput_per_s"),
     }
     text = ", ".join(
-        f"{b}: {r['jct_reduction_pct']:.1f}% / {r['throughput_ratio']:.2f}x" for b, r in each.items()
+        f"{b}: {r['jct_reduction_pct']:.1f}% / {r['throughput_ratio']:.2f}x"
+        for b, r in each.items()
     )
     return out, text
 
