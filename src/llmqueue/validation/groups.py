@@ -55,6 +55,7 @@ __all__ = [
     "BatchQueueGate",
     "MatrixSpec",
     "read_matrix",
+    "group_from_summary",
     "repeat_name",
     "capacity_name",
     "select_groups",
@@ -521,6 +522,59 @@ def read_matrix(
             "predictor.model and predictor.file"
         )
     return spec
+
+
+def group_from_summary(d: Any, where: str) -> GroupSpec:
+    """A group as its folder's ``group.json`` records it (:meth:`GroupSpec.summary`) read back into
+    the :class:`GroupSpec` the driver measured, with the checks the config's groups get (runs by
+    :func:`_run`, the policy, the names): the one reader of a group, whether it comes from config
+    or from a committed folder. `where` names the file in errors."""
+    keys = ("name", "policy", "model", "model_config", "trace", "engine", "calibration",
+            "capacity_requests", "runs", "repeat", "repeat_sessions")  # fmt: skip
+    if not isinstance(d, Mapping):
+        raise InputError(f"{where}: not a group (a JSON object)")
+    missing = [k for k in keys if k not in d]
+    if missing:
+        raise InputError(f"{where}: lacks {missing}")
+    name = str(d["name"])
+    if not _NAME.match(name):
+        raise InputError(f"{where}: name {name!r} is not lower-case letters and digits")
+    policy = str(d["policy"])
+    if policy not in POLICIES:
+        raise InputError(f"{where}: policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    mc = d["model_config"]
+    if not isinstance(mc, Mapping):
+        raise InputError(f"{where}: model_config must be an object")
+    model = _model(str(d["model"]), mc) if str(d["model"]) == "default" else ModelSpec(
+        str(d["model"]), str(mc["dir"]), str(mc["dtype"]), int(mc["seed"]), dict(mc["shape"])
+    )  # fmt: skip
+    tr = d["trace"]
+    tkeys = {f for f in TraceSpec.__dataclass_fields__}
+    if not isinstance(tr, Mapping) or set(tr) - tkeys or {"name", "file", "scale"} - set(tr):
+        raise InputError(f"{where}: trace must hold {sorted(tkeys)}")
+    trace = TraceSpec(**{k: tr[k] for k in tkeys if k in tr})
+    if not isinstance(d["engine"], Mapping):
+        raise InputError(f"{where}: engine must be an object")
+    cal = d["calibration"]
+    if not isinstance(cal, Sequence) or any(
+        not isinstance(b, Sequence) or len(b) != 3 for b in cal
+    ):
+        raise InputError(f"{where}: calibration must be [batch, prompt, output] triples")
+    raw_runs = d["runs"]
+    if not isinstance(raw_runs, Sequence) or isinstance(raw_runs, str) or not raw_runs:
+        raise InputError(f"{where}: runs must be a non-empty list")
+    runs = tuple(_run(name, k, r) for k, r in enumerate(raw_runs))
+    alternate = d.get("alternate", False)
+    if not isinstance(alternate, bool):
+        raise InputError(f"{where}: alternate must be true or false")
+    return GroupSpec(
+        name, policy, model, trace, dict(d["engine"]),
+        tuple((int(b[0]), int(b[1]), int(b[2])) for b in cal),
+        _int(d["capacity_requests"], f"{where}: capacity_requests", 1),
+        runs, tuple(str(r) for r in d["repeat"]),
+        _int(d["repeat_sessions"], f"{where}: repeat_sessions", 1),
+        str(d.get("description", "")), alternate,
+    )  # fmt: skip
 
 
 def _check_protocol(p: ProtocolSpec, groups: Sequence[GroupSpec], where: str) -> None:

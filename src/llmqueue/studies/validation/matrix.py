@@ -154,7 +154,7 @@ def request_law(data: GroupData) -> tuple[LinearLatency, dict[str, Any]]:
     iteration that admits it to the one before the next admission. Returns the law and the fit
     (R^2, points)."""
     cal = data.calibration
-    prompt = data.group["trace"].get("prompt_tokens")
+    prompt = data.spec.trace.prompt_tokens
     starts = np.flatnonzero(cal["admitted_ids"].fillna("").astype(str).str.len().to_numpy() > 0)
     if starts.size < 3:
         raise InputError(f"{data.folder}: the calibration admitted fewer than 3 requests")
@@ -185,7 +185,7 @@ def group_policy(
 ) -> Policy:
     """The engine's settings as the serving engine's policy
     (:func:`llmqueue.studies.validation.tables.engine_policy`), with the run's queue order."""
-    prio = str(data.run_spec(table).get("priority", "fcfs"))
+    prio = data.run_spec(table).priority
     return engine_policy(data.settings, kv_model, kv_budget, ORDER_OF_PRIORITY[prio])
 
 
@@ -218,7 +218,7 @@ def paper_policy(
 def _eq18(data: GroupData, table: str, laws: Mapping[str, StepLaw]) -> Any:
     """Eq. (18) of a dynamic group, written from its linear calibration law at the group's fixed
     prompt (else the run's mean prompt) and the run's mean decode context."""
-    prompt = float(data.group["trace"].get("prompt_tokens") or 0.0)
+    prompt = float(data.spec.trace.prompt_tokens or 0.0)
     if not prompt:
         prompt = float(data.requests[table]["prompt_tokens"].mean())
     return batch_law_from_step(
@@ -434,15 +434,14 @@ def _length_law(data: GroupData, token_limit: int | None) -> Any:
     candidate trace row, scaled and clipped as the request tables were, then min(n, l) - 1."""
     from llmqueue.tokens import EmpiricalLaw
 
-    tr = data.group["trace"]
+    tr = data.spec.trace
     n = _scaled_outputs(
-        str(tr["file"]), str(tr["input_column"]), str(tr["output_column"]),
-        str(tr.get("rows", "all")), float(tr.get("train_fraction", 0.7)), float(tr["scale"]),
-        int(data.settings["max_model_len"]),
+        tr.file, tr.input_column, tr.output_column, tr.rows, float(tr.train_fraction),
+        float(tr.scale), int(data.settings["max_model_len"]),
     )  # fmt: skip
     if token_limit is not None:
         n = np.minimum(n, float(token_limit))
-    return EmpiricalLaw.from_samples(n - 1.0, spec=f"{tr['file']} x {tr['scale']:g}")
+    return EmpiricalLaw.from_samples(n - 1.0, spec=f"{tr.file} x {tr.scale:g}")
 
 
 def closed_forms(
@@ -455,7 +454,7 @@ def closed_forms(
         return None
     info = data.run_meta(table)
     rate = float(info["rate_per_s"])
-    lim = data.run_spec(table).get("token_limit")
+    lim = data.run_spec(table).token_limit
     wait = measured["wait"][keep]
     jct = measured["jct"][keep]
     mw, mw_half, n_eff = batch_means_ci(wait, ci_batches)
@@ -590,8 +589,8 @@ def compare_group(
             "run": table,
             "config_run": str(info.get("run", table)),
             "session": int(info.get("session", 1)),
-            "priority": str(spec.get("priority", "fcfs")),
-            "token_limit": spec.get("token_limit"),
+            "priority": spec.priority,
+            "token_limit": spec.token_limit,
             "engine": (
                 f"max_num_seqs {engine['max_num_seqs']}, max_num_batched_tokens "
                 f"{engine['max_num_batched_tokens']}, {engine['usable_kv_tokens']} KV tokens, "
@@ -599,8 +598,8 @@ def compare_group(
                 f"{engine['scheduling_policy']}, admission "
                 f"{(engine.get('engine_core') or {}).get('admission_rule', 'vllm')}"
             ),
-            "model": str(data.group.get("model", "default")),
-            "trace": str(data.group["trace"].get("name", "")),
+            "model": data.spec.model.name,
+            "trace": data.spec.trace.name,
             "planned_load": float(info["load"]),
             "achieved_load": float(info["achieved_load"]),
             "rate_per_s": float(info["rate_per_s"]),

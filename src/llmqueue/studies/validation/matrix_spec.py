@@ -12,6 +12,7 @@ calibration iterations, the only data any law is fitted on), ``calibration_fit.j
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,7 @@ import pandas as pd
 from llmqueue.errors import InputError
 from llmqueue.studies.validation.spec import REQUEST_COLUMNS, STEP_COLUMNS, csv_header
 from llmqueue.traces import read_trace
+from llmqueue.validation.groups import GroupSpec, RunSpec, group_from_summary
 
 __all__ = [
     "GROUP_FILES",
@@ -147,10 +149,16 @@ class GroupData:
     steps: Mapping[str, pd.DataFrame]
     probes: pd.DataFrame | None = None
 
+    @functools.cached_property
+    def spec(self) -> GroupSpec:
+        """The group as measured, read back through the driver's own reader
+        (:func:`llmqueue.validation.groups.group_from_summary`)."""
+        return group_from_summary(self.group, repr(f"{self.folder}/group.json"))
+
     @property
     def policy(self) -> str:
         """The group's policy: ``continuous``, ``none`` or ``dynamic``."""
-        return str(self.group["policy"])
+        return self.spec.policy
 
     @property
     def judged(self) -> list[str]:
@@ -169,11 +177,12 @@ class GroupData:
             raise InputError(f"{self.folder}/meta.json has no run {name!r}")
         return runs[name]
 
-    def run_spec(self, name: str) -> Mapping[str, Any]:
-        """The configured run behind table `name` (a repeat names its run)."""
+    def run_spec(self, name: str) -> RunSpec:
+        """The configured run behind table `name` (a repeat or an alternating block names its
+        run)."""
         run = str(self.run_meta(name).get("run", name))
-        for r in self.group["runs"]:
-            if r["name"] == run:
+        for r in self.spec.runs:
+            if r.name == run:
                 return r
         raise InputError(f"{self.folder}/group.json has no run {run!r}")
 
@@ -200,9 +209,9 @@ def check_group_folder(folder: str | Path) -> list[str]:
         if not (p / name).is_file():
             raise InputError(f"validation group folder {str(p)!r} lacks {name}")
     group = _json(p / "group.json")
-    for key in ("policy", "judged", "runs", "trace"):
-        if key not in group:
-            raise InputError(f"{str(p / 'group.json')!r} lacks {key!r}")
+    group_from_summary(group, repr(str(p / "group.json")))
+    if not isinstance(group.get("judged"), list):
+        raise InputError(f"{str(p / 'group.json')!r} lacks the list 'judged'")
     lacking = [c for c in CALIBRATION_COLUMNS if c not in csv_header(p / "calibration_steps.csv")]
     if lacking:
         raise InputError(f"{str(p / 'calibration_steps.csv')!r} lacks columns {lacking}")
