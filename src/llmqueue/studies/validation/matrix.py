@@ -28,7 +28,11 @@ on the group's **calibration iterations only** (:func:`calibration_laws`):
   over the whole run (one number per run, read from the judged run): what the calibrated shape
   and the scheduler model give when only the machine's mean speed is known;
 - ``in_situ_law`` (diagnosis, never the result): the linear law fitted on the run's own
-  iterations.
+  iterations;
+- ``window_speed`` (diagnosis, never the result): the prediction's law at the speed the run's own
+  iterations had in each ``speed_window_s`` window (:mod:`llmqueue.studies.validation.timewarp`:
+  the run replayed in work time), which takes the machine's wander within the run out of the
+  prediction: what error is left belongs to the scheduler model and the law's shape.
 
 Metrics per request (:func:`request_metrics`): wait (arrival -> the engine's first admission of it;
 the step log's ``admitted_ids``), TTFT, JCT (arrival -> last token, client side) and TPOT
@@ -74,6 +78,7 @@ from llmqueue.studies.validation.tables import (
     simulate_table,
     steplaw_check,
 )
+from llmqueue.studies.validation.timewarp import speed_trace, warped_simulation
 from llmqueue.validation.calibration import measured_and_law
 
 __all__ = [
@@ -574,9 +579,11 @@ def compare_group(
                 ("session_law", pol, _shaped(own_cal, data, f"session{info.get('session', 1)}"))
             )
         variants.append(("run_speed", pol, laws[cfg.law].scaled(k_run)))
+        trace = speed_trace(steps, laws[cfg.law], max_gap, cfg.speed_window_s)
         own = in_situ_law(data.fits, table)
         if own is not None:
             variants.append(("in_situ_law", pol, own))
+        variants.append(("window_speed", pol, laws[cfg.law]))
         base = {
             **speed_windows(steps, laws[cfg.law], max_gap, cfg.speed_window_s),
             "warmup_speed_factor": k_warm,
@@ -618,11 +625,14 @@ def compare_group(
             served = (
                 req.assign(output_tokens=req["output_tokens"] - 1) if variant == "paper" else req
             )
-            sim = simulate_table(served, p, law, seed=seed, predicted=predicted_len)
+            if variant == "window_speed":
+                sim = warped_simulation(served, p, law, trace, seed=seed, predicted=predicted_len)
+            else:
+                sim = simulate_table(served, p, law, seed=seed, predicted=predicted_len)
             predicted = request_metrics(req, sim)
             check = (
                 steplaw_check(data.steps[table], law, max_gap)
-                if isinstance(law, StepLaw) else {}
+                if isinstance(law, StepLaw) and variant != "window_speed" else {}
             )  # fmt: skip
             rows.append({
                 **base, "variant": variant, "simulated_policy": p.label(),
