@@ -925,6 +925,9 @@ def render_validation_matrix_summary(
         "in_situ_law": "in-situ law (diagnosis)",
         "run_speed": "law at the run's speed (diagnosis)",
         "warmup_speed": "law at the warm-up's speed",
+        "window_speed": "law at each window's speed (diagnosis)",
+        "probe_scaled": "law at the probe's speed before the run",
+        "session_law": "law of the run's own session (diagnosis)",
     }
     target = {
         "jct_mean": f"median at most {100 * targets['jct_mean_median']:g}%, each at most "
@@ -989,7 +992,7 @@ def render_validation_matrix_speed(table: pd.DataFrame, window_s: float) -> str:
     the run's `window_s` windows, how often per second another thread took the model worker's core
     (its involuntary context switches), the engine's speed (measured / law) in the warm-up and over
     the run, and the mean-JCT error of the prediction, of the law at the warm-up's and at the run's
-    speed, and of the in-situ law."""
+    speed, at each window's speed (the run replayed in work time) and of the in-situ law."""
     pred = table[table["variant"] == "prediction"]
     rows = []
     for _, r in pred.iterrows():
@@ -1012,13 +1015,15 @@ def render_validation_matrix_speed(table: pd.DataFrame, window_s: float) -> str:
                 fmt_pct(r["jct_mean_rel_error"]),
                 err("warmup_speed"),
                 err("run_speed"),
+                err("window_speed"),
                 err("in_situ_law"),
             ]
         )
     header = ["run", "load", "law on the run's iterations: all", "with prefill", "decode-only",
               f"speed spread over {window_s:g}-s windows", "model core taken (/s)",
               "speed: warm-up / run",
-              "mean JCT error", "at the warm-up's speed", "at the run's speed", "in-situ law"]  # fmt: skip
+              "mean JCT error", "at the warm-up's speed", "at the run's speed",
+              "at each window's speed", "in-situ law"]  # fmt: skip
     return md_table(header, rows)
 
 
