@@ -22,14 +22,16 @@ import copy
 import io
 import json
 import math
+import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from llmqueue.checks import check_config
@@ -121,7 +123,7 @@ FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 def assert_names_a_flag(line: str, argv: list[str]) -> None:
     """The one line of a refusal: ``llmqueue CMD: error: ...`` naming a flag the user gave (or,
     for argparse's "required" message, the flag missing), not merely holding ``--``."""
-    assert re.match(rf"llmqueue {argv[0]}( [a-z]+)?: error: ", line), f"not a refusal: {line}"
+    assert re.match(rf"llmqueue {argv[0]}( [a-z-]+)?: error: ", line), f"not a refusal: {line}"
     named = set(FLAG.findall(line))
     given = {w for w in argv if w.startswith("--")}
     assert named & given or ("required" in line and named), (
@@ -681,3 +683,437 @@ def test_the_exact_work_estimate_is_the_solvers_own_worst_case(
     law = parse_law("deterministic:value=100")
     impatience.exact_token_limit(law, LinearLatency(0.001, 0.01), rate, patience, 100.0)
     assert sum(n * n for n in grids) == exact_cells(rate, patience)
+
+
+# ---- round three (issue 37) ----------------------------------------------------------------------
+PLAN_LAW = ["--step", "c0=0.02,c_tok=1e-5,c_ctx=1e-7"]
+PLAN_RUN = ["--requests", "600", "--warmup", "60", "--tolerance", "0.2", "--kv-tokens", "40000"]
+
+
+def plan_rows(argv: list[str]) -> list[dict[str, Any]]:
+    code, out, err, _ = run_cli(*argv)  # its answers checked, not its time (a first compile)
+    assert code == 0, f"exit {code}: {' '.join(argv)}\n{err}"
+    rows: list[dict[str, Any]] = json.loads(out)["rows"]
+    return rows
+
+
+@given(
+    rate=st.sampled_from(["max", "1", "30", "45", "100", "1e9", "5:30", "20:80", "60:1e9"]),
+    law=st.sampled_from(
+        [PLAN_LAW, ["--step", "c0=1e-12,c_tok=0,c_ctx=0"], ["--step", "c0=0,c_tok=1e-300,c_ctx=0"]]
+    ),
+    batch=st.sampled_from(["8", "8,64"]),
+    sizes=st.sampled_from([["--requests", "400", "--warmup", "0"], ["--requests", "2000"]]),
+)
+@settings(FUZZ, max_examples=25)
+def test_plan_never_reports_a_goodput_above_what_it_measured(
+    rate: str, law: list, batch: str, sizes: list
+) -> None:
+    """Whatever --rate and however short the runs: no goodput above the configuration's own
+    saturation rate, nor above the rates --rate accepts (a degenerate step law); a rate at or
+    above saturation is never met."""
+    argv = ["plan", "--tokens", "deterministic:value=10", "--slo", "ttft_p99=2", "--rate", rate]
+    argv += [*law, "--max-batch", batch, "--kv-tokens", "40000", "--tolerance", "0.2", *sizes]
+    for row in plan_rows([*argv, "--json"]):
+        g, sat = row["goodput_rate_per_s"], row["saturation_rate_per_s"]
+        assert sat is not None and sat > 0, row
+        assert g <= 0.95 * sat * (1 + 1e-12) and g <= 1e9, row
+        if ":" not in rate and rate != "max" and float(rate) >= 0.95 * sat:
+            assert not row["met"] and row["goodput_bound"] == "<", row
+        if row["too_short"]:
+            assert row["in_system"] is not None, row
+
+
+def test_plan_says_when_its_runs_are_too_short_naming_the_flags() -> None:
+    argv = ["plan", "--tokens", "lognormal:mu=5,sigma=1,cap=2048", "--prompt-tokens",
+            "uniform:low=100,high=2000", "--step", "c0=0.0125,c_tok=4e-5,c_ctx=1.5e-7",
+            "--kv-tokens", "200000", "--slo", "ttft_p99=5", "--requests", "400", "--warmup", "0",
+            "--json"]  # fmt: skip
+    code, out, err, _ = run_cli(*argv)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["rows"][0]["too_short"] is True
+    assert "--warmup" in res["warning"] and "--requests" in res["warning"], res["warning"]
+    code, out, _, _ = run_cli(*argv[:-5], "--requests", "20000", "--warmup", "2000", "--json")
+    assert code == 0 and "warning" not in json.loads(out)
+
+
+# a plan table's columns and the junk a hand-edited or truncated one may hold
+@given(
+    column=st.sampled_from(
+        [
+            "replicas",
+            "router",
+            "order",
+            "max_batch",
+            "max_batched_tokens",
+            "kv_tokens",
+            "goodput_rate_per_s",
+            "goodput_bound",
+            "goodput_per_replica_per_s",
+            "met",
+            "saturation_rate_per_s",
+            "pareto_latency_s",
+            "ttft_p99_s",
+            "too_short",
+            "runs",
+        ]
+    ),  # fmt: skip
+    value=st.sampled_from(["abc", "", "nan", "-1", "inf", "1e400", "True", "~", "2.5", "0"]),
+    shape=st.sampled_from(["value", "ragged", "no column", "two files"]),
+)
+@settings(FUZZ, max_examples=60)
+def test_plan_merge_reads_tables_strictly(
+    column: str, value: str, shape: str, tmp_path_factory: Any
+) -> None:
+    folder = tmp_path_factory.mktemp("merge")
+    good = folder / "good.csv"
+    if not good.exists():
+        argv = ["plan", "--tokens", "deterministic:value=10", "--slo", "ttft_p99=2", *PLAN_LAW]
+        argv += [*PLAN_RUN, "--max-batch", "8,16", "--csv", str(good), "--json"]
+        assert run_cli(*argv)[0] == 0
+    lines = good.read_text().splitlines()
+    head = lines[0].split(",")
+    i = head.index(column)
+    bad = folder / "bad.csv"
+    if shape == "ragged":
+        lines[2] += "," + value
+    elif shape == "no column":
+        lines = [",".join(c for j, c in enumerate(ln.split(",")) if j != i) for ln in lines]
+    else:
+        cells = lines[2].split(",")
+        cells[i] = value
+        lines[2] = ",".join(cells)
+    bad.write_text("\n".join(lines) + "\n")
+    files = [str(good), str(bad)] if shape == "two files" else [str(bad)]
+    code, out, err, _ = run_cli("plan", "--merge", *files, "--json")
+    assert "Traceback" not in err and code in (0, 2), err
+    if code == 2:
+        line = err.strip()
+        assert len(line.splitlines()) == 1 and "--merge" in line and str(bad) in line, line
+        if shape in ("value", "two files"):
+            assert "data row 2" in line and f"column {column!r}" in line, line
+        return
+    for row in json.loads(out)["rows"]:  # accepted: the same table, every value in range
+        assert row["goodput_bound"] in ("=", ">=", "<") and row["replicas"] >= 1
+
+
+@given(
+    stamp=st.sampled_from(["1e300", "-1", "nan", "inf", "1e13", "2e9"]),
+    fmt=st.sampled_from(["csv", "vidur", "vllm-bench", "mooncake"]),
+    replay=st.booleans(),
+    load=st.booleans(),
+)
+@settings(FUZZ, max_examples=40)
+def test_traces_with_absurd_timestamps_are_refused_by_the_reader(
+    stamp: str, fmt: str, replay: bool, load: bool, tmp_path_factory: Any
+) -> None:
+    """A last timestamp far out (or not a number) is one line naming --trace, never a replay at
+    a rate of 1e-298/s or an internal name."""
+    folder = tmp_path_factory.mktemp("stamps")
+    n = 1200
+    times = [f"{0.5 * i:g}" for i in range(n - 1)] + [stamp]
+    if fmt == "csv":
+        path = folder / "t.csv"
+        body = "".join(f"{t},100,20\n" for t in times)
+        path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + body)
+    elif fmt == "vidur":
+        path = folder / "t.csv"
+        body = "".join(f"{t},100,20\n" for t in times)
+        path.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n" + body)
+    elif fmt == "vllm-bench":
+        path = folder / "t.json"
+        path.write_text(
+            '{"input_lens": [' + ",".join(["100"] * n) + '], "output_lens": ['
+            + ",".join(["20"] * n) + '], "start_times": [' + ",".join(
+                t if t not in ("nan", "inf") else f'"{t}"' for t in times) + "]}"
+        )  # fmt: skip
+    else:
+        path = folder / "t.jsonl"
+        path.write_text(
+            "".join(
+                f'{{"timestamp": {t if t not in ("nan", "inf") else chr(34) + t + chr(34)}, '
+                f'"input_length": 100, "output_length": 20}}\n'
+                for t in times
+            )
+        )
+    argv = ["simulate", "--trace", str(path), "--batching", "continuous", "--max-batch", "16"]
+    argv += ["--step", "c0=0.01,c_tok=1e-4,c_ctx=0", "--requests", "600", "--warmup", "60"]
+    argv += ["--capacity-requests", "1000", "--json"]
+    argv += ["--replay"] if replay else []
+    argv += ["--load", "0.5"] if load else ([] if replay else ["--rate", "1"])
+    code = check_outcome(argv)
+    if code == 0:
+        return
+    _, _, err, _ = run_cli(*argv)
+    assert "time_scale" not in err and "rate_per_s" not in err, err
+
+
+def test_a_trace_that_is_no_regular_file_is_named_as_what_it_is(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    base = ["simulate", "--rate", "1", "--latency", "a=0.01,b0=0", "--requests", "400", "--json"]
+    for path, what in ((tmp_path, "directory"), (fifo, "FIFO"), ("/dev/zero", "device"),
+                       (tmp_path / "none.csv", "does not exist")):  # fmt: skip
+        line = refusal([*base, "--trace", str(path)])
+        assert what in line and "--trace" in line, line
+        line = refusal(["plan", "--merge", str(path)])
+        assert what in line, line
+
+
+@pytest.mark.parametrize("fmt", ["mooncake", "csv", "vllm-bench"])
+def test_a_utf8_byte_order_mark_is_read_and_others_are_refused_by_name(
+    fmt: str, tmp_path: Path
+) -> None:
+    n = 500
+    if fmt == "mooncake":
+        text = "".join(
+            json.dumps({"timestamp": 100 * i, "input_length": 50, "output_length": 10}) + "\n"
+            for i in range(n)
+        )
+    elif fmt == "csv":
+        text = "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(
+            f"{0.1 * i:g},50,10\n" for i in range(n)
+        )
+    else:
+        text = json.dumps(
+            {
+                "input_lens": [50] * n,
+                "output_lens": [10] * n,
+                "start_times": [0.1 * i for i in range(n)],
+            }
+        )
+    plain, bom, utf16 = (tmp_path / f"{k}.{fmt}" for k in ("plain", "bom", "utf16"))
+    plain.write_text(text, encoding="utf-8")
+    bom.write_text(text, encoding="utf-8-sig")
+    utf16.write_text(text, encoding="utf-16")
+    argv = ["simulate", "--batching", "continuous", "--step", "c0=0.01,c_tok=1e-4,c_ctx=0"]
+    argv += ["--replay", "--requests", "400", "--warmup", "40", "--json"]
+    outs = []
+    for path in (plain, bom):
+        code, out, err, _ = run_cli(*argv, "--trace", str(path))
+        assert code == 0, err
+        res = json.loads(out)
+        outs.append({k: v for k, v in res.items() if k != "workload"})
+    assert outs[0] == outs[1]
+    line = refusal([*argv, "--trace", str(utf16)])
+    assert "UTF-16 byte-order mark" in line, line
+
+
+@pytest.mark.parametrize(
+    ("fmt", "names"),
+    [
+        ("vidur", "arrived_at,num_prefill_tokens,num_decode_tokens"),
+        ("vllm-bench", "start_times,input_lens,output_lens"),
+        ("mooncake", "timestamp,input_length,output_length"),
+        ("burstgpt", "Timestamp,Request tokens,Response tokens"),
+        ("csv", "TIMESTAMP,ContextTokens,GeneratedTokens"),
+    ],
+)
+def test_a_replay_is_described_by_its_formats_own_columns(
+    fmt: str, names: str, tmp_path: Path
+) -> None:
+    from llmqueue.traces import TraceRows, write_vidur
+
+    n = 500
+    rows = TraceRows([0.1 * i for i in range(n)], [0.0] * n, [50.0] * n, [10.0] * n, source="test")
+    path = tmp_path / "t"
+    if fmt == "vidur":
+        write_vidur(rows, path)
+    elif fmt == "vllm-bench":
+        path.write_text(json.dumps({"input_lens": [50] * n, "output_lens": [10] * n,
+                                    "start_times": [0.1 * i for i in range(n)]}))  # fmt: skip
+    elif fmt == "mooncake":
+        path.write_text("".join(json.dumps({"timestamp": 100 * i, "input_length": 50,
+                                            "output_length": 10}) + "\n" for i in range(n)))  # fmt: skip
+    elif fmt == "burstgpt":
+        path.write_text("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                        + "".join(f"{0.1 * i:g},ChatGPT,50,10,60,Conversation log\n"
+                                  for i in range(n)))  # fmt: skip
+    else:
+        path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                        + "".join(f"{0.1 * i:g},50,10\n" for i in range(n)))  # fmt: skip
+    for given_fmt in ("auto", fmt):
+        argv = ["simulate", "--trace", str(path), "--trace-format", given_fmt, "--replay"]
+        argv += ["--batching", "continuous", "--step", "c0=0.01,c_tok=1e-4,c_ctx=0"]
+        code, out, err, _ = run_cli(*argv, "--requests", "400", "--warmup", "40", "--json")
+        assert code == 0, err
+        assert f"t:{names}" in json.loads(out)["workload"], json.loads(out)["workload"]
+
+
+@given(
+    flag=st.sampled_from(["--overhead-gib", "--tokens"]),
+    value=st.sampled_from(NASTY_NUMBERS),
+    dtype=st.sampled_from([None, "float16", "int3"]),
+)
+@settings(FUZZ, max_examples=30)
+def test_profile_kv_limit_flags(flag: str, value: str, dtype: Any) -> None:
+    argv = ["profile", "kv-limit", "--model", "llama2-7b-chat", "--gpu", "a100-80gb", flag, value]
+    if dtype:
+        argv += ["--kv-dtype", dtype]
+    code, out, err, _ = run_cli(*argv)
+    assert "Traceback" not in err and code in (0, 2), err
+    if code == 2:
+        line = err.strip()
+        assert len(line.splitlines()) == 1 and (flag in line or "--kv-dtype" in line), line
+    else:
+        assert json.loads(out)["max_batch"] >= 0
+
+
+@given(
+    slo=st.sampled_from(
+        [
+            "ttft_=2",
+            "ttft=2,ttft_=3",
+            "ttft=2,ttft=3",
+            "ttft_p99=1,ttft_p99 =2",
+            "ttft_P99=1",
+            "tpot_p99_=1",
+            "jct_mean=1,jct_mean=2",
+            "ttft=1,attainment=0.9,attainment=0.8",
+            "_p99=1",
+            "ttft__p99=1",
+        ]
+    )  # fmt: skip
+)
+@settings(FUZZ, max_examples=10)
+def test_the_slo_parser_refuses_unknown_suffixes_and_a_metric_given_twice(slo: str) -> None:
+    argv = ["plan", "--tokens", "deterministic:value=10", "--slo", slo, *PLAN_LAW, *PLAN_RUN]
+    line = refusal(argv)
+    assert "--slo" in line and ("unknown SLO" in line or "given twice" in line), line
+
+
+def test_plan_refuses_a_kv_budget_below_the_smallest_request_naming_the_flag() -> None:
+    argv = ["plan", "--tokens", "deterministic:value=100", "--prompt-tokens",
+            "deterministic:value=100", "--slo", "ttft_p99=2", *PLAN_LAW, "--kv-tokens", "16,4096"]  # fmt: skip
+    line = refusal(argv)
+    assert "--kv-tokens 16 is below the smallest request" in line and ">= 200" in line, line
+
+
+def test_a_replay_too_short_for_the_capacity_search_names_the_trace(tmp_path: Path) -> None:
+    path = tmp_path / "short.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                    + "".join(f"{0.1 * i:g},50,10\n" for i in range(700)))  # fmt: skip
+    law = ["--step", "c0=0.01,c_tok=1e-4,c_ctx=0"]
+    line = refusal(["plan", "--trace", str(path), "--replay", "--slo", "ttft_p99=2", *law,
+                    "--kv-tokens", "40000", "--requests", "400"])  # fmt: skip
+    assert f"--trace {path}: 700 rows" in line and "1000" in line, line
+    line = refusal(["simulate", "--trace", str(path), "--replay", "--load", "0.5", "--batching",
+                    "continuous", *law, "--requests", "400", "--warmup", "40"])  # fmt: skip
+    assert f"--trace {path}: 700 rows" in line and "--load" in line, line
+
+
+def test_power_of_d_with_fewer_replicas_than_d_behaves_as_in_plan() -> None:
+    """The default d = 2 is lowered to the replicas in both commands (simulate says so, naming
+    --router-d); a --router-d above --replicas is refused naming it."""
+    base = ["--tokens", "deterministic:value=10", "--step", "c0=0.02,c_tok=1e-5,c_ctx=1e-7"]
+    sim = ["simulate", *base, "--batching", "continuous", "--max-batch", "8", "--rate", "10"]
+    sim += ["--replicas", "1", "--router", "power_of_d", "--requests", "2000", "--json"]
+    code, out, err, _ = run_cli(*sim)
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["router_d"] == 1 and "--router-d" in res["router_d_note"]
+    central = ["simulate", *base, "--batching", "continuous", "--max-batch", "8", "--rate", "10"]
+    central += ["--replicas", "1", "--router", "round_robin", "--requests", "2000", "--json"]
+    same = json.loads(run_cli(*central)[1])
+    assert res["ttft"] == same["ttft"]  # one replica behind any router: the same queue
+    line = refusal([*sim, "--router-d", "2"])
+    assert "--router-d 2" in line, line
+    plan = ["plan", *base, "--slo", "ttft_p99=2", "--rate", "10", "--replicas", "1",
+            "--router", "power_of_d,round_robin", "--max-batch", "8", "--kv-tokens", "40000",
+            "--requests", "2000", "--json"]  # fmt: skip
+    code, out, err, _ = run_cli(*plan)
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert rows[0]["ttft_p99_s"] == rows[1]["ttft_p99_s"]
+
+
+@given(
+    pair=st.sampled_from(
+        [
+            ("--csv", "--export"),
+            ("--csv", "--figure"),
+            ("--export", "--figure"),
+            ("--csv", "--trace"),
+            ("--export", "--trace"),
+        ]
+    ),  # fmt: skip
+    spelling=st.sampled_from(["same", "dotdot", "link"]),
+)
+@settings(FUZZ, max_examples=20)
+def test_one_file_given_for_two_outputs_is_refused(
+    pair: tuple[str, str], spelling: str, tmp_path_factory: Any
+) -> None:
+    folder = tmp_path_factory.mktemp("twice")
+    (folder / "sub").mkdir(exist_ok=True)
+    trace = folder / "trace.csv"
+    shutil.copy2(ROOT / TRACE, trace)
+    first = str(folder / "out.pdf")
+    second = {
+        "same": first,
+        "dotdot": str(folder / "sub" / ".." / "out.pdf"),
+        "link": str(folder / "link.pdf"),
+    }[spelling]
+    if spelling == "link" and not Path(second).is_symlink():
+        Path(second).symlink_to(first)
+    paths = {pair[0]: first, pair[1]: second}
+    if "--trace" in paths:
+        shutil.copy2(ROOT / TRACE, paths["--trace"])
+    argv = ["plan", "--trace", paths.get("--trace", str(trace)), "--slo", "ttft_p99=2", *PLAN_LAW]
+    argv += [*PLAN_RUN, "--target-rate", "1"]
+    if "--csv" in paths:
+        argv += ["--csv", paths["--csv"]]
+    if "--export" in paths:
+        argv += ["--export", "vidur", paths["--export"]]
+    if "--figure" in paths:
+        argv += ["--figure", paths["--figure"][: -len(".pdf")]]
+    before = sorted(p.name for p in folder.rglob("*"))
+    line = refusal(argv)
+    assert "give" in line and ("own file" in line), line
+    assert sorted(p.name for p in folder.rglob("*")) == before  # nothing written
+
+
+# the path parts a user may give: plain names, climbs, this folder, odd characters, a link
+PARTS = st.sampled_from(["a", "b", "..", ".", "x y", "ü", "-n", "link", "sub"])
+
+
+@given(parts=st.lists(PARTS, min_size=1, max_size=5), name=st.sampled_from(["o", ".o", "o.x"]))
+@settings(FUZZ, max_examples=40)
+def test_an_output_path_never_leaves_its_folder(
+    parts: list[str], name: str, tmp_path_factory: Any
+) -> None:
+    """Whatever --csv, --figure and --export name, a command writes exactly those files (their
+    resolved paths) and nothing anywhere else, not even a temp file: the folder a path names is
+    the only one written to. A path that cannot be written is refused at once."""
+    root = tmp_path_factory.mktemp("out")
+    work = root / "work"
+    for d in ("a/b", "sub", "b"):
+        (work / d).mkdir(parents=True, exist_ok=True)
+    (work / "link").symlink_to(work / "sub")
+    rel = os.path.join(*parts, name)
+    # a climb out of the test's own folder names a folder of someone else's: not tried here
+    assume(Path(os.path.realpath(work / rel)).is_relative_to(root))
+    merged = root / "plan.csv"
+    argv = ["plan", "--tokens", "deterministic:value=10", "--slo", "ttft_p99=2", *PLAN_LAW]
+    assert run_cli(*argv, *PLAN_RUN, "--csv", str(merged), "--json")[0] == 0
+    for flags_ in (["--csv", rel], ["--figure", rel]):
+        before = {p for p in root.rglob("*")}
+        cwd = os.getcwd()
+        os.chdir(work)
+        try:
+            code, _, err, _ = run_cli("plan", "--merge", str(merged), *flags_, "--json")
+        finally:
+            os.chdir(cwd)
+        assert code in (0, 2) and "Traceback" not in err, err
+        made = {p for p in root.rglob("*")} - before
+        if flags_[0] == "--csv":
+            expect = {Path(os.path.realpath(work / rel))}
+        else:
+            expect = {Path(os.path.realpath(work / f"{rel}.{x}")) for x in ("pdf", "png")}
+        if code == 2:
+            assert not made, made
+            continue
+        assert {Path(os.path.realpath(p)) for p in made if p.is_file()} == expect, (rel, made)
+        for p in expect:
+            assert p.is_relative_to(root), p
+            p.unlink()
