@@ -3,6 +3,7 @@ summaries: median and largest |error| per metric, SJF/SSJF reductions, run-to-ru
 forms (llmqueue.studies.validation.matrix); the protocol's alternating blocks, the repeats' noise
 floor and every run's error in units of it (llmqueue.studies.validation.protocol)."""
 
+import numpy as np
 import pandas as pd
 
 from llmqueue.io import write_csv, write_text
@@ -16,6 +17,7 @@ from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings
 from llmqueue.studies.validation.protocol import (
     block_reductions,
     block_summary,
+    calibration_noise,
     judged_in_sigma,
     noise_floor,
     pooled_sigma,
@@ -31,21 +33,31 @@ variants = list(dict.fromkeys(comparison["variant"]))
 summary = pd.concat([summary_rows(comparison, v) for v in variants], ignore_index=True)
 reductions = priority_reductions(comparison)
 spread = repeat_spread(comparison)
+blocks = block_reductions(comparison)
+floor = noise_floor(comparison)
+# the repeats' sigma with the calibration's noise where each session calibrated on its own, else
+# (a matrix measured without the protocol) the spread of the errors over the repeats
+sigma = pooled_sigma(floor, "sigma_session_law")
+if sigma != sigma:
+    sigma = pooled_sigma(floor, "sigma_prediction")
+in_sigma, defects = judged_in_sigma(comparison, sigma)
+in_sigma["sigma"] = sigma
+in_sigma["defect_group"] = in_sigma["group"].isin(defects)
+# the error table gains each run's mean-JCT error in sigma units and its group's calibration noise
+comparison["jct_mean_error_sigma"] = np.log1p(comparison["jct_mean_rel_error"]) / sigma
+for group, path in zip(sm.params.compare["groups"], sm.input.rounds, strict=True):
+    noise = calibration_noise(pd.read_csv(path))
+    at = comparison["group"] == group
+    comparison.loc[at, "calibration_rounds"] = noise["rounds"]
+    comparison.loc[at, "calibration_noise_cv"] = noise["cv"]
+    comparison.loc[at, "calibration_level_ci95"] = noise["ci95_rel"]
 write_csv(comparison, sm.output.csv)
 write_csv(summary, sm.output.summary)
 write_csv(reductions, sm.output.reductions)
 write_csv(spread, sm.output.spread)
 write_csv(closed, sm.output.closed)
 write_text(markdown_matrix(comparison, summary, reductions, spread, closed, cfg), sm.output.md)
-blocks = block_reductions(comparison)
 write_csv(blocks, sm.output.blocks)
 write_csv(block_summary(blocks), sm.output.block_summary)
-floor = noise_floor(comparison)
-sigma = pooled_sigma(floor, "sigma_session_law")
-if sigma != sigma:  # no per-session laws (a matrix measured without the protocol)
-    sigma = pooled_sigma(floor, "sigma_prediction")
-in_sigma, defects = judged_in_sigma(comparison, sigma)
-in_sigma["sigma"] = sigma
-in_sigma["defect_group"] = in_sigma["group"].isin(defects)
 write_csv(floor, sm.output.noise)
 write_csv(in_sigma, sm.output.sigma)
