@@ -70,7 +70,12 @@ from llmqueue.latency import (
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
-from llmqueue.studies.validation.protocol import probe_factors, session_calibration, variants_for
+from llmqueue.studies.validation.protocol import (
+    probe_factors,
+    reductions_against,
+    session_calibration,
+    variants_for,
+)
 from llmqueue.studies.validation.tables import (
     calibration_law,
     engine_policy,
@@ -668,15 +673,8 @@ def priority_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
         fcfs = g[(g["priority"] == "fcfs") & (g["session"] == 1)]
         if fcfs.empty:
             continue
-        f = fcfs.iloc[0]
-        for _, r in g[g["priority"] != "fcfs"].iterrows():
-            m = 1.0 - r["measured_jct_mean_s"] / f["measured_jct_mean_s"]
-            p = 1.0 - r["predicted_jct_mean_s"] / f["predicted_jct_mean_s"]
-            out.append({
-                "group": group, "run": r["run"], "priority": r["priority"], "session": r["session"],
-                "against": f["run"], "measured_reduction": m, "predicted_reduction": p,
-                "error_pp": 100.0 * (p - m),
-            })  # fmt: skip
+        out += [{"group": group, **row}
+                for row in reductions_against(fcfs.iloc[0], g[g["priority"] != "fcfs"])]  # fmt: skip
     return pd.DataFrame(out)
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "variants_for",
     "session_calibration",
     "block_reductions",
+    "reductions_against",
     "block_summary",
     "noise_floor",
     "judged_in_sigma",
@@ -166,8 +167,8 @@ def calibration_knots(calibration: pd.DataFrame) -> pd.DataFrame:
 def block_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
     """Per alternating round (``block`` > 0) and non-FCFS order: the mean-JCT reduction against
     the FCFS block of the same group and round, measured and predicted, per variant."""
-    cols = ["group", "block", "run", "priority", "variant", "against", "measured_reduction",
-            "predicted_reduction", "error_pp"]  # fmt: skip
+    cols = ["group", "block", "run", "priority", "session", "variant", "against",
+            "measured_reduction", "predicted_reduction", "error_pp"]  # fmt: skip
     if "block" not in comparison:
         return pd.DataFrame(columns=cols)
     c = comparison[comparison["block"].fillna(0).astype(int) > 0]
@@ -176,16 +177,25 @@ def block_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
         fcfs = g[g["priority"] == "fcfs"]
         if fcfs.empty:
             continue
-        f = fcfs.iloc[0]
-        for _, r in g[g["priority"] != "fcfs"].iterrows():
-            m = 1.0 - r["measured_jct_mean_s"] / f["measured_jct_mean_s"]
-            p = 1.0 - r["predicted_jct_mean_s"] / f["predicted_jct_mean_s"]
-            out.append({
-                "group": group, "block": int(str(block)), "run": r["run"], "priority": r["priority"],
-                "variant": variant, "against": f["run"], "measured_reduction": m,
-                "predicted_reduction": p, "error_pp": 100.0 * (p - m),
-            })  # fmt: skip
+        for row in reductions_against(fcfs.iloc[0], g[g["priority"] != "fcfs"]):
+            out.append({"group": group, "block": int(str(block)), "variant": variant, **row})
     return pd.DataFrame(out, columns=cols)
+
+
+def reductions_against(fcfs: pd.Series, others: pd.DataFrame) -> list[dict[str, Any]]:
+    """Each row of `others` (error-table rows) against the FCFS row `fcfs` on the same arrivals:
+    its run, priority, session, the FCFS run, the measured and predicted mean-JCT reduction
+    (1 - JCT / JCT_fcfs) and the prediction's error in percentage points."""
+    out = []
+    for _, r in others.iterrows():
+        m = 1.0 - r["measured_jct_mean_s"] / fcfs["measured_jct_mean_s"]
+        p = 1.0 - r["predicted_jct_mean_s"] / fcfs["predicted_jct_mean_s"]
+        out.append({
+            "run": r["run"], "priority": r["priority"], "session": r["session"],
+            "against": fcfs["run"], "measured_reduction": m, "predicted_reduction": p,
+            "error_pp": 100.0 * (p - m),
+        })  # fmt: skip
+    return out
 
 
 def block_summary(blocks: pd.DataFrame) -> pd.DataFrame:
