@@ -32,11 +32,14 @@ unlock: $(STAMP)
 # A resumed run restores everything: the result files a killed run removed (Snakemake deletes a
 # job's old outputs when it starts it) are asked for by name beside the target, else Snakemake
 # would leave them missing while the files made from them are still there
-# (workflow/scripts/resume_targets.py lists them from `snakemake --summary`).
+# (workflow/scripts/resume_targets.py lists them from `snakemake --summary`, only after a run that
+# did not finish: the mark below, set while Snakemake runs, or Snakemake's own incomplete marks).
 RESUME := $(BIN)/python workflow/scripts/resume_targets.py --snakemake $(BIN)/snakemake
+UNFINISHED := .snakemake/llmqueue-unfinished
 # $(call run_resumed,TARGET): the target and whatever a killed run removed from its DAG
 run_resumed = removed="$$($(RESUME) $(1))" || exit $$?; \
-	echo "$(SNAKEMAKE) $(1)" $$removed; $(SNAKEMAKE) $(1) $$removed
+	mkdir -p .snakemake && touch $(UNFINISHED) && echo "$(SNAKEMAKE) $(1)" $$removed && \
+	$(SNAKEMAKE) $(1) $$removed && rm -f $(UNFINISHED)
 
 # The whole study, then the HTML report (rewritten only when an output or caption changed, so a
 # run with nothing to do stays fast).

@@ -12,7 +12,6 @@ its own session, kills the session with SIGKILL while one of those jobs runs, an
 
 from __future__ import annotations
 
-import base64
 import os
 import shutil
 import signal
@@ -23,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_workflow_reliability import incomplete_marks
 from worktree import copy_worktree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,21 +75,6 @@ def results(workdir: Path) -> dict[str, bytes]:
     }
 
 
-def incomplete(workdir: Path) -> list[str]:
-    """Outputs Snakemake has marked incomplete (jobs running now)."""
-    try:
-        names = [p.name for p in (workdir / ".snakemake" / "incomplete").iterdir()]
-    except OSError:
-        return []
-    out = []
-    for name in names:
-        try:
-            out.append(base64.b64decode(name).decode())
-        except ValueError:
-            continue
-    return out
-
-
 def test_summary_rows_missing_with_no_update_are_the_removed_files() -> None:
     table = "\n".join(
         [
@@ -103,6 +88,32 @@ def test_summary_rows_missing_with_no_update_are_the_removed_files() -> None:
     assert removed(table) == ["b.txt"]
     with pytest.raises(ValueError):
         removed("Building DAG of jobs...\n")
+
+
+def test_the_dag_is_listed_only_after_a_run_that_did_not_finish(tmp_path: Path) -> None:
+    """A finished run leaves no mark: nothing is listed and Snakemake is not even asked (a
+    no-op `make reproduce` stays fast); make's mark or Snakemake's incomplete marks ask it."""
+    exe = tmp_path / "snakemake"
+    exe.write_text(
+        f"#!{sys.executable}\nimport sys; print('asked', file=sys.stderr); sys.exit(3)\n"
+    )
+    exe.chmod(0o755)
+    script = ROOT / "workflow" / "scripts" / "resume_targets.py"
+
+    def listed() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, str(script), "--snakemake", str(exe), "--dir", str(tmp_path), "all"]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    done = listed()
+    assert done.returncode == 0 and done.stdout == "" and "asked" not in done.stderr
+    (tmp_path / ".snakemake" / "incomplete").mkdir(parents=True)
+    assert listed().returncode == 0
+    (tmp_path / ".snakemake" / "incomplete" / "cmVzdWx0cy94LmNzdg==").touch()
+    done = listed()
+    assert done.returncode == 3 and "asked" in done.stderr
+    shutil.rmtree(tmp_path / ".snakemake" / "incomplete")
+    (tmp_path / ".snakemake" / "llmqueue-unfinished").touch()
+    assert listed().returncode == 3
 
 
 def test_sigkill_after_a_build_then_make_restores_every_output(tmp_path: Path) -> None:
@@ -125,7 +136,7 @@ def test_sigkill_after_a_build_then_make_restores_every_output(tmp_path: Path) -
         while True:
             assert proc.poll() is None, "the rerun ended before a slice or sweep job was killed"
             assert time.monotonic() < deadline, "no slice or sweep job started in time"
-            running = [f for f in incomplete(tmp_path) if f in built]
+            running = [f for f in incomplete_marks(tmp_path) if f in built]
             if running and not all((tmp_path / f).exists() for f in running):
                 break
             time.sleep(0.1)

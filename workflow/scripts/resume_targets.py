@@ -9,6 +9,12 @@ every file of the targets' DAG with its status and plan; the ones ``missing`` wi
 update`` are those. Asked for by name they are rebuilt (byte-identical: the runs are seeded), and
 the files made from them, now older than their input, are rebuilt after them.
 
+Listing the DAG costs about as much as a run with nothing to do, so it is done only after a run
+that may have been cut off: `make` touches :data:`UNFINISHED` before it starts Snakemake and
+removes it when Snakemake succeeds (a run killed by any signal, or failed, leaves it), and
+Snakemake itself leaves marks in .snakemake/incomplete/ when it is killed outright (a run started
+by hand). With neither, nothing is listed.
+
 Usage: python workflow/scripts/resume_targets.py [--snakemake .venv/bin/snakemake] [--dir .]
            [TARGET ...]
 Exit status: Snakemake's when it cannot list the DAG (its message on stderr), else 0.
@@ -22,6 +28,15 @@ import sys
 from pathlib import Path
 
 COLUMNS = ("output_file", "date", "rule", "log-file(s)", "status", "plan")
+UNFINISHED = ".snakemake/llmqueue-unfinished"  # make's mark of a run under way (Makefile)
+
+
+def unfinished(workdir: Path) -> bool:
+    """Whether the last run here may have been cut off (module docstring)."""
+    if (workdir / UNFINISHED).exists():
+        return True
+    marks = workdir / ".snakemake" / "incomplete"
+    return marks.is_dir() and any(marks.iterdir())
 
 
 def removed(summary: str) -> list[str]:
@@ -49,6 +64,8 @@ def main(args: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=".")
     parser.add_argument("targets", nargs="*")
     opts = parser.parse_args(args)
+    if not unfinished(Path(opts.dir)):
+        return 0
     done = subprocess.run(
         [opts.snakemake, "--summary", "--rerun-incomplete", *opts.targets],
         cwd=Path(opts.dir),

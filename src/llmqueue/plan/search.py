@@ -158,8 +158,9 @@ class Goodput:
     """A configuration's result: its goodput (requests/s) and what it means (``bound``: ``=``,
     ``>=`` the range's top, ``<`` the range's bottom / the lowest rate tried / the one rate
     missed: goodput 0), the verdict at that rate (or at the one rate), its saturation rate (NaN
-    unless searched to ``max``), the p99 of the SLOs' first metric at headroom x goodput (NaN
-    when the goodput is 0), the runs made, and why the lowest failing rate failed."""
+    when it could not be measured), the p99 of the SLOs' first metric at headroom x goodput (NaN
+    when the goodput is 0), the runs made, why the lowest failing rate failed, and the mean
+    requests in the system at the goodput (Little's law; NaN without one)."""
 
     rate_per_s: float
     bound: str
@@ -238,14 +239,13 @@ class SaturationCache:
             return self._done[key]
 
 
-def _beyond(rate: float, sat: float, top: float, slo: SLO, run: PlanRun) -> Verdict:
-    """The verdict of a rate above the search's top, not run: at or above the saturation rate
-    no steady state exists; between ``max_load`` x sat and sat no run of finite length reaches
-    it; above :data:`~llmqueue.limits.MAX_RATE_PER_S` nothing is searched."""
+def _beyond(rate: float, sat: float, slo: SLO, run: PlanRun) -> Verdict:
+    """The verdict of a rate above the search's top (``max_load`` x sat; a rate --rate accepts
+    is never above the other cap, :data:`~llmqueue.limits.MAX_RATE_PER_S`), not run: at or
+    above the saturation rate no steady state exists; between ``max_load`` x sat and sat no run
+    of finite length reaches it."""
     if rate >= sat:
         why = f"{rate:.6g}/s is at or above the saturation rate {sat:.6g}/s: no steady state"
-    elif rate > MAX_RATE_PER_S:
-        why = f"{rate:.6g}/s is above the highest rate searched, {MAX_RATE_PER_S:g}/s"
     else:
         why = (
             f"{rate:.6g}/s is above --max-load {run.max_load:g} x the saturation rate "
@@ -254,7 +254,6 @@ def _beyond(rate: float, sat: float, top: float, slo: SLO, run: PlanRun) -> Verd
     values = {b.name: math.nan for b in slo.bounds}
     if slo.deadlines:
         values["attainment"] = math.nan
-    del top
     return Verdict(False, values, why, math.inf)
 
 
@@ -296,7 +295,7 @@ def goodput(
     )
     if rates.mode == "one":
         if rates.lo > top:
-            v = _beyond(rates.lo, sat, top, slo, run)
+            v = _beyond(rates.lo, sat, slo, run)
             return Goodput(rates.lo, "<", v, sat, math.nan, runs, v.why)
         v, res = at(rates.lo)
         if not v.met:  # no goodput at this rate: as a range's LO missed
@@ -319,7 +318,7 @@ def goodput(
     else:
         lo = rates.lo
         if lo > top:
-            v = _beyond(lo, sat, top, slo, run)
+            v = _beyond(lo, sat, slo, run)
             return Goodput(lo, "<", v, sat, math.nan, runs, v.why)
         hi = min(rates.hi, top)
         why_hi = top_why if rates.hi > top else ""
