@@ -11,6 +11,10 @@
   c_pre*prefill_tokens + c_ctx*context_tokens, g piecewise linear in the number of decoding
   sequences (knots from a dense small-batch calibration grid), prefill tokens priced apart;
   :func:`fit_shaped_step_law` fits it (non-negative least squares on hat functions).
+- :class:`SplitStepLaw`: a shaped law that prices decode-only iterations and iterations with a
+  prefill apart: g(decode_seqs) + c_ctx*context_tokens for the first, g(0) + c_pre*(decode_seqs +
+  prefill_tokens) + c_ctx_pre*context_tokens + c_attn*prefill_tokens*context_tokens for the second
+  (the prefill's attention over the context it reads); :func:`fit_split_step_law` fits it.
 - :func:`fit_linear_latency`: least squares with R^2 and 95% confidence intervals.
 
 Named config profiles (a law by name, from config values or a fit.json) are resolved by
@@ -41,6 +45,8 @@ __all__ = [
     "StepLaw",
     "ShapedStepLaw",
     "fit_shaped_step_law",
+    "SplitStepLaw",
+    "fit_split_step_law",
     "parse_step_law",
     "batch_law_from_step",
     "StepLawFit",
@@ -295,6 +301,21 @@ def _hat_basis(d: np.ndarray, knots: np.ndarray) -> np.ndarray:
     return out
 
 
+def _knots_on(d: np.ndarray, min_points: int) -> list[int]:
+    """Knots of a shaped law on decode counts `d`: 0, the points of :data:`SHAPE_KNOT_GRID` below
+    the largest count with at least `min_points` counts between the previous knot and the next
+    grid point, and the largest count."""
+    top = int(d.max())
+    grid = [k for k in SHAPE_KNOT_GRID if k < top] + [top]
+    knots = [0]
+    for i, k in enumerate(grid[:-1]):
+        nxt = grid[i + 1]
+        if k > 0 and int(((d > knots[-1]) & (d < nxt)).sum()) >= min_points:
+            knots.append(k)
+    knots.append(top)
+    return knots
+
+
 def fit_shaped_step_law(
     decode_seqs: ArrayLike,
     prefill_tokens: ArrayLike,
@@ -326,14 +347,7 @@ def fit_shaped_step_law(
         )
     if not (np.all(np.isfinite(y)) and np.all(y > 0)):
         raise InputError("fit_shaped_step_law: iteration times must be finite and > 0 s")
-    top = int(d.max())
-    grid = [k for k in SHAPE_KNOT_GRID if k < top] + [top]
-    knots = [0]
-    for i, k in enumerate(grid[:-1]):
-        nxt = grid[i + 1]
-        if k > 0 and int(((d > knots[-1]) & (d < nxt)).sum()) >= min_points:
-            knots.append(k)
-    knots.append(top)
+    knots = _knots_on(d, min_points)
     kn = np.asarray(knots, dtype=float)
     x = np.column_stack([_hat_basis(d, kn), p, c])
     coef, _ = nnls(x, y)
@@ -349,6 +363,139 @@ def fit_shaped_step_law(
         c_pre_s=float(coef[-2]),
         knots=tuple(int(k) for k in knots),
         values_s=tuple(float(v) for v in g),
+    )
+
+
+@dataclass(frozen=True)
+class SplitStepLaw(ShapedStepLaw):
+    """A shaped step law that prices decode-only iterations and iterations with a prefill apart (s).
+
+    ``step(d, p, c)``:
+
+    - decode-only (p = 0): g(d) + c_ctx*c, as :class:`ShapedStepLaw` (g through the knots, slope
+      ``c_tok_s`` beyond the last; ``c_ctx_s`` s per cached token read by the decodes);
+    - with a prefill (p > 0): g(0) + c_pre*(d + p) + c_ctx_pre*c + c_attn*p*c. g(0) = ``c0_s`` is
+      the fixed cost of an iteration that prefills; the d decoding sequences are priced as
+      prefill tokens (``c_pre_s`` s/token: the forward pass runs over the d + p tokens together,
+      so the small-batch decode shape g does not apply); ``c_ctx_pre_s`` s per context token of
+      the iteration (decode and prefill contexts together); ``c_attn_s`` s per (prefill token x
+      context token): the prefill's attention over the context it reads, quadratic in a prompt
+      prefilled whole (one prompt of P tokens alone: p = c = P, the term c_attn*P^2). Beside
+      other prompts p*c over-counts the pairs (k prompts of P tokens: k^2 P^2 for k P^2), so a
+      simulated queue that admits more prompts at once the longer it grows prices its iterations
+      ever higher; the attention term is an option (0 by default), not the validated form.
+
+    Why: with one decode curve for both kinds of iteration, the iterations of one decode beside a
+    long prompt pulled g(1) down, and the deep model's calibration priced its own 1-sequence
+    decode steps 13-19% low at every context (:mod:`llmqueue.studies.validation.law_form`
+    compares the forms). With c_ctx_pre = c_ctx, c_attn = 0, g linear and c_pre = c_tok it is the
+    linear :class:`StepLaw`.
+    """
+
+    c_ctx_pre_s: float = 0.0
+    c_attn_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("c_ctx_pre_s", "c_attn_s"):
+            x = getattr(self, key)
+            if not (math.isfinite(x) and 0 <= x <= MAX_TIME_S):
+                raise InputError(
+                    f"split step law {self.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] (a "
+                    f"time), got {x}"
+                )
+        if self.c0_s == 0 and self.c_pre_s == 0:
+            raise InputError(
+                f"split step law {self.name!r}: g(0) and c_pre cannot both be 0 (an iteration "
+                "with a prefill would take no time)"
+            )
+
+    def step(
+        self, decode_seqs: ArrayLike, prefill_tokens: ArrayLike, context_tokens: ArrayLike
+    ) -> Any:
+        d = np.asarray(decode_seqs, dtype=float)
+        p = np.asarray(prefill_tokens, dtype=float)
+        c = np.asarray(context_tokens, dtype=float)
+        decode_only = self.decode_part(d) + self.c_ctx_s * c
+        mixed = self.c0_s + self.c_pre_s * (d + p) + self.c_ctx_pre_s * c + self.c_attn_s * p * c
+        return np.where(p > 0, mixed, decode_only)
+
+    def _scaled_times(self, f: float) -> dict[str, Any]:
+        """As :meth:`ShapedStepLaw._scaled_times`, the prefill iterations' context and attention
+        prices too."""
+        return {
+            **super()._scaled_times(f),
+            "c_ctx_pre_s": self.c_ctx_pre_s * f,
+            "c_attn_s": self.c_attn_s * f,
+        }
+
+
+def fit_split_step_law(
+    decode_seqs: ArrayLike,
+    prefill_tokens: ArrayLike,
+    context_tokens: ArrayLike,
+    time_s: ArrayLike,
+    *,
+    attention: bool = True,
+    min_points: int = 5,
+    name: str = "split fit",
+    source: str = "non-negative least squares",
+    verdict: str = "measured",
+) -> SplitStepLaw:
+    """Fit :class:`SplitStepLaw` to measured iterations (each point one iteration, times in s).
+
+    One non-negative least squares over all iterations: g at the knots (chosen as in
+    :func:`fit_shaped_step_law`, on the decode-only iterations' decode counts) and c_ctx from the
+    decode-only iterations; g(0), c_pre, c_ctx_pre and (with `attention`) c_attn from the
+    iterations with a prefill (`attention` False fixes c_attn = 0). The slope beyond the last
+    knot is that of the last segment between decode knots, or c_pre (s per sequence: a further
+    sequence as one more token) when g has one decode knot or that slope is not positive. Needs
+    at least 8 decode-only iterations that decode and 4 with a prefill, varying in prefill tokens.
+    """
+    from scipy.optimize import nnls
+
+    d, p, c, y = (
+        np.asarray(v, dtype=float) for v in (decode_seqs, prefill_tokens, context_tokens, time_s)
+    )
+    if not (d.shape == p.shape == c.shape == y.shape) or d.ndim != 1:
+        raise InputError("fit_split_step_law needs four 1-D arrays of equal length")
+    pre = p > 0
+    dec = ~pre & (d >= 1)
+    if int(dec.sum()) < 8 or int(pre.sum()) < 4 or np.ptp(p[pre]) == 0:
+        raise InputError(
+            f"fit_split_step_law needs >= 8 decode-only iterations and >= 4 with a prefill, "
+            f"varying in prefill tokens; got {int(dec.sum())} and {int(pre.sum())}"
+        )
+    if not (np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise InputError("fit_split_step_law: iteration times must be finite and > 0 s")
+    keep = dec | pre  # an iteration that neither decodes nor prefills carries no information
+    d, p, c, y, pre = d[keep], p[keep], c[keep], y[keep], pre[keep]
+    knots = _knots_on(d[~pre], min_points)
+    kn = np.asarray(knots, dtype=float)
+    hat = _hat_basis(np.minimum(d, kn[-1]), kn) * (~pre)[:, None]
+    hat[:, 0] += pre  # g(0): the fixed cost of an iteration with a prefill
+    cols = [hat, c * ~pre, (d + p) * pre, c * pre]
+    if attention:
+        cols.append(p * c)
+    coef, _ = nnls(np.column_stack(cols), y)
+    g = coef[: kn.size]
+    rest = coef[kn.size :]
+    # beyond the last knot: the last decode segment's slope; c_pre per sequence when g has one
+    # decode knot or that slope is not positive (each further sequence one more token)
+    slope = (g[-1] - g[-2]) / (kn[-1] - kn[-2]) if kn.size > 2 else 0.0
+    slope = slope if slope > 0 else rest[1]
+    return SplitStepLaw(
+        float(g[0]),
+        float(slope),
+        float(rest[0]),
+        name,
+        source,
+        verdict,
+        c_pre_s=float(rest[1]),
+        knots=tuple(int(k) for k in knots),
+        values_s=tuple(float(v) for v in g),
+        c_ctx_pre_s=float(rest[2]),
+        c_attn_s=float(rest[3]) if attention else 0.0,
     )
 
 

@@ -21,6 +21,12 @@ from a dense table up to its last knot (linear beyond it with slope c_tok) and p
 tokens at c_pre: the coefficient array (:func:`step_coefficients`) is then
 ``(c0, c_tok, c_ctx, SHAPED, c_pre, m, g(0), ..., g(m - 1))``; the linear law's is
 ``(c0, c_tok, c_ctx)``, computed exactly as before.
+
+A split step law (:class:`llmqueue.latency.SplitStepLaw`) is a shaped one with flag ``SPLIT`` and
+two more numbers after the table, ``(c0, c_tok, c_ctx, SPLIT, c_pre, m, g(0), ..., g(m - 1),
+c_ctx_pre, c_attn)``: decode-only iterations (and so :func:`decode_run_time`) as the shaped law,
+an iteration with prefill tokens at g(0) + c_pre*(decode_seqs + prefill_tokens) +
+c_ctx_pre*context_tokens + c_attn*prefill_tokens*context_tokens.
 """
 
 from __future__ import annotations
@@ -33,13 +39,14 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, LinearLatency, ShapedStepLaw, StepLaw
+from llmqueue.latency import BatchLatency, LinearLatency, ShapedStepLaw, SplitStepLaw, StepLaw
 from llmqueue.policy import Policy
 
 __all__ = [
     "EQ18",
     "TABLE",
     "SHAPED",
+    "SPLIT",
     "StaticLaw",
     "static_law",
     "static_settings",
@@ -53,6 +60,7 @@ __all__ = [
 
 EQ18, TABLE = 0, 1
 SHAPED = 1.0  # c[3] of a shaped step law's coefficient array
+SPLIT = 2.0  # c[3] of a split step law's (a shaped one that prices prefill iterations apart)
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,10 @@ def step_coefficients(latency: Any, batch_time_table: np.ndarray | None) -> np.n
     if batch_time_table is not None:
         raise InputError("a fixed batch-time table applies to static batches only")
     head = np.array([latency.c0_s, latency.c_tok_s, latency.c_ctx_s], dtype=float)
+    if isinstance(latency, SplitStepLaw):
+        g = latency.table()
+        tail = [latency.c_ctx_pre_s, latency.c_attn_s]
+        return np.concatenate([head, [SPLIT, latency.c_pre_s, float(g.size)], g, tail])
     if isinstance(latency, ShapedStepLaw):
         g = latency.table()
         return np.concatenate([head, [SHAPED, latency.c_pre_s, float(g.size)], g])
@@ -149,8 +161,8 @@ def batch_time(kind, k, table, lengths, b, elastic, comp, idx):  # type: ignore[
 @njit(cache=True, nogil=True, inline="always")
 def decode_part(c, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """The fixed and per-sequence part of an iteration decoding b sequences (s): c0 + c_tok*b,
-    or a shaped law's g(b) (its table, then slope c_tok beyond it)."""
-    if c.size > 3 and c[3] == 1.0:
+    or a shaped (or split) law's g(b) (its table, then slope c_tok beyond it)."""
+    if c.size > 3 and c[3] >= 1.0:
         m = np.int64(c[5])
         bi = np.int64(b)
         if bi < m:
@@ -161,8 +173,17 @@ def decode_part(c, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 @njit(cache=True, nogil=True, inline="always")
 def step_time(c, decode_seqs, prefill_tokens, context_tokens):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """One iteration (s): c = (c0, c_tok, c_ctx), or a shaped law's array (module docstring)."""
-    if c.size > 3 and c[3] == 1.0:
+    """One iteration (s): c = (c0, c_tok, c_ctx), or a shaped or split law's array (module
+    docstring)."""
+    if c.size > 3 and c[3] == 2.0 and prefill_tokens > 0.0:
+        m = np.int64(c[5])
+        return (
+            c[0]
+            + c[4] * (decode_seqs + prefill_tokens)
+            + c[6 + m] * context_tokens
+            + c[7 + m] * prefill_tokens * context_tokens
+        )
+    if c.size > 3 and c[3] >= 1.0:
         return decode_part(c, decode_seqs) + c[4] * prefill_tokens + c[2] * context_tokens
     return c[0] + c[1] * (decode_seqs + prefill_tokens) + c[2] * context_tokens
 
