@@ -20,6 +20,7 @@ from typing import Any
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
 from llmqueue.limits import MAX_RATE_PER_S, integer
+from llmqueue.plan.space import MAX_KV_TOKENS
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.sim.predictors import parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
@@ -56,7 +57,6 @@ __all__ = [
 EXPORT_FORMATS = ("vidur",)
 
 DEFAULT_CONFIG = "config/config.yaml"
-MAX_KV_TOKENS = 10**12  # KV-cache tokens per server
 
 
 def add_workload_flags(g: Any) -> None:

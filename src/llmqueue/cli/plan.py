@@ -28,10 +28,16 @@ A search too large for one machine: ``--slice K/N`` evaluates every N-th configu
 K-th and writes its rows (``--csv``, or ``--json``; one of them is required); ``--merge A.csv
 B.csv ...`` reads the slices back and reports on all of them (give it the slices' ``--rate`` and
 ``--headroom``; the Snakemake rules ``plan_slice`` and ``plan`` do this, on a cluster through
-``--profile profiles/slurm``; docs/cli.md). Bad input, and an output path that cannot be written
-(``--csv``, ``--figure``, ``--export``), exits 2 naming the flag before any simulation; a space of
-more than 10^6 configurations is refused with its count; SLOs that no configuration meets are
-reported as such (at ``--rate R``, a configuration that misses them there has goodput 0 at R).
+``--profile profiles/slurm``; docs/cli.md). ``--merge`` reads the tables through one strict
+reader (:mod:`llmqueue.plan.table`: a one-line error names the file, the row and the column). Bad
+input, an output path that cannot be written (``--csv``, ``--figure``, ``--export``) or one file
+given for two outputs, a KV budget below the smallest request and a replayed trace too short to
+measure a saturation rate on exit 2 naming the flag before any simulation; a space of more than
+10^6 configurations is refused with its count; SLOs that no configuration meets are reported as
+such (at ``--rate R``, a configuration that misses them there has goodput 0 at R). No goodput
+above a configuration's saturation rate is reported in any mode, and runs too short to tell
+(``--warmup``, ``--requests``) are flagged in the rows and the report's warning
+(:mod:`llmqueue.plan.search`).
 """
 
 from __future__ import annotations

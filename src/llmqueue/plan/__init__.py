@@ -8,5 +8,6 @@ their latency targets.
 - :mod:`llmqueue.plan.search`: the goodput of a configuration by bisection on the rate, and a
   search over many on worker threads;
 - :mod:`llmqueue.plan.summary`: the best configuration, the fewest replicas for a target rate,
-  the Pareto front.
+  the Pareto front;
+- :mod:`llmqueue.plan.table`: a plan's table read back (``--merge``), strictly.
 """

@@ -37,6 +37,7 @@ __all__ = [
 
 MAX_CONFIGS = 10**6
 POWER_D = 2  # power_of_d samples two replicas (one when there is one)
+MAX_KV_TOKENS = 10**12  # KV-cache tokens per server (replica): --kv-tokens of plan and simulate
 MAX_VALUES = 10_000  # values of one dimension
 
 

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from llmqueue.cli.inputs import MAX_KV_TOKENS
 from llmqueue.errors import InputError
 from llmqueue.limits import MAX_BATCH, MAX_RATE_PER_S, MAX_SERVERS, MAX_TOKENS
 from llmqueue.plan.slo import METRICS, STATS
+from llmqueue.plan.space import MAX_KV_TOKENS
 from llmqueue.policy import ORDERS, ROUTERS
 
 __all__ = ["read_plan_tables", "REQUIRED", "OPTIONAL"]
