@@ -72,6 +72,17 @@ def _check_solved_from(name: str, verdict: str, solved_from: tuple[str, ...]) ->
         )
 
 
+def _check_times(what: str, law: Any, keys: tuple[str, ...]) -> None:
+    """Each field of `law` named in `keys` is a time in [0, MAX_TIME_S] (s, s/token, ...);
+    InputError naming `what` (the kind of law), the law's name and the field."""
+    for key in keys:
+        v = getattr(law, key)
+        if not (math.isfinite(v) and 0 <= v <= MAX_TIME_S):
+            raise InputError(
+                f"{what} {law.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] (a time), got {v}"
+            )
+
+
 @dataclass(frozen=True)
 class LinearLatency:
     """Single-request service time S = a*N + b0 (Eq. 3); a s/token, b0 s.
@@ -133,13 +144,7 @@ class BatchLatency:
 
     def __post_init__(self) -> None:
         _check_solved_from(self.name, self.verdict, self.solved_from)
-        for key in ("k1", "k2", "k3", "k4"):
-            v = getattr(self, key)
-            if not (math.isfinite(v) and 0 <= v <= MAX_TIME_S):
-                raise InputError(
-                    f"batch latency profile {self.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] "
-                    f"(a time), got {v}"
-                )
+        _check_times("batch latency profile", self, ("k1", "k2", "k3", "k4"))
         if self.k3 == 0 and self.k4 == 0:
             raise InputError(f"batch latency profile {self.name!r}: k3 and k4 cannot both be 0")
 
@@ -178,12 +183,7 @@ class StepLaw:
     verdict: str = "independent"
 
     def __post_init__(self) -> None:
-        for key in ("c0_s", "c_tok_s", "c_ctx_s"):
-            v = getattr(self, key)
-            if not (math.isfinite(v) and 0 <= v <= MAX_TIME_S):
-                raise InputError(
-                    f"step law {self.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] (a time), got {v}"
-                )
+        _check_times("step law", self, ("c0_s", "c_tok_s", "c_ctx_s"))
         if self.c0_s == 0 and self.c_tok_s == 0:
             raise InputError(f"step law {self.name!r}: c0 and c_tok cannot both be 0")
 
@@ -397,13 +397,7 @@ class SplitStepLaw(ShapedStepLaw):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for key in ("c_ctx_pre_s", "c_attn_s"):
-            x = getattr(self, key)
-            if not (math.isfinite(x) and 0 <= x <= MAX_TIME_S):
-                raise InputError(
-                    f"split step law {self.name!r}: {key} must lie in [0, {MAX_TIME_S:g}] (a "
-                    f"time), got {x}"
-                )
+        _check_times("split step law", self, ("c_ctx_pre_s", "c_attn_s"))
         if self.c0_s == 0 and self.c_pre_s == 0:
             raise InputError(
                 f"split step law {self.name!r}: g(0) and c_pre cannot both be 0 (an iteration "
