@@ -147,7 +147,8 @@ rule validation_matrix_table:
             "results/validation/matrix/{vgroup}/closed_forms.csv", vgroup=VMX_GROUPS
         ),
         rounds=expand(
-            "results/validation/matrix/{vgroup}/calibration_rounds.csv", vgroup=VMX_GROUPS
+            "results/validation/matrix/{vgroup}/calibration_rounds.csv",
+            vgroup=VMX_GROUPS,
         ),
         code=script_code("validation_matrix_table.py"),
     output:

@@ -42,7 +42,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmqueue.errors import InputError
-from llmqueue.validation.protocol import ProtocolSpec, group_probe, read_protocol
+from llmqueue.validation.protocol import (
+    ProtocolSpec,
+    capacity_name,
+    group_probe,
+    read_protocol,
+    repeat_name,
+)
 
 __all__ = [
     "POLICIES",
@@ -66,16 +72,6 @@ PRIORITIES = ("fcfs", "sjf", "ssjf")
 ROWS = ("all", "held_out")
 _NAME = re.compile(r"^[a-z][a-z0-9]*$")
 _RUN = re.compile(r"^[a-z][a-z0-9]*$")
-
-
-def repeat_name(run: str, session: int) -> str:
-    """The name of run `run` served again in repeat session `session` (2, 3, ...)."""
-    return f"{run}_r{int(session)}"
-
-
-def capacity_name(token_limit: int | None) -> str:
-    """The table name of the capacity burst with this token limit (None: no limit)."""
-    return "capacity" if token_limit is None else f"capacity_l{int(token_limit)}"
 
 
 @dataclass(frozen=True)

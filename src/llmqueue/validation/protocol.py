@@ -55,6 +55,8 @@ __all__ = [
     "block_name",
     "probe_name",
     "group_probe",
+    "capacity_name",
+    "repeat_name",
     "plan_summary",
 ]
 
@@ -110,6 +112,16 @@ class Step:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise InputError(f"protocol step kind {self.kind!r} is not one of {KINDS}")
+
+
+def repeat_name(run: str, session: int) -> str:
+    """The name of run `run` served again in repeat session `session` (2, 3, ...)."""
+    return f"{run}_r{int(session)}"
+
+
+def capacity_name(token_limit: int | None) -> str:
+    """The table name of the capacity burst with this token limit (None: no limit)."""
+    return "capacity" if token_limit is None else f"capacity_l{int(token_limit)}"
 
 
 def _triple(b: Sequence[int]) -> tuple[int, int, int]:
@@ -208,7 +220,7 @@ def session_plan(g: Any, protocol: ProtocolSpec | None, *, seed: int) -> list[li
         steps: list[Step] = [mine[0]]
         if s == 1:
             steps += [
-                Step("capacity", _capacity_name(lim), 1, token_limit=lim) for lim in g.token_limits
+                Step("capacity", capacity_name(lim), 1, token_limit=lim) for lim in g.token_limits
             ]
         slots = _even_slots(len(mine) - 1, len(work))
         for i, item in enumerate(work):
@@ -227,12 +239,6 @@ def group_probe(g: Any, protocol: ProtocolSpec) -> ProbeSpec:
     return ProbeSpec(min(p.batch, cap), p.prompt_tokens, p.output_tokens)
 
 
-def _capacity_name(token_limit: int | None) -> str:
-    from llmqueue.validation.groups import capacity_name
-
-    return capacity_name(token_limit)
-
-
 def _probed(
     name: str, run: str, table: str, session: int, probe: ProbeSpec, block: int
 ) -> list[Step]:
@@ -249,8 +255,6 @@ def _probed(
 def _work(g: Any, protocol: ProtocolSpec, session: int) -> list[list[Step]]:
     """The judged runs of one session, each with its probes: session 1 serves every run (an
     alternating group in rounds of blocks), a repeat session its repeated runs."""
-    from llmqueue.validation.groups import repeat_name
-
     p = group_probe(g, protocol)
     if session > 1:
         return [
@@ -268,12 +272,10 @@ def _work(g: Any, protocol: ProtocolSpec, session: int) -> list[list[Step]]:
 
 def _legacy_plan(g: Any) -> list[list[Step]]:
     """One calibration pass in config order, capacity bursts, the runs; repeats after."""
-    from llmqueue.validation.groups import repeat_name
-
     first: list[Step] = [
         Step("calibration", "calibration", 1, tuple(_triple(b) for b in g.calibration))
     ]
-    first += [Step("capacity", _capacity_name(lim), 1, token_limit=lim) for lim in g.token_limits]
+    first += [Step("capacity", capacity_name(lim), 1, token_limit=lim) for lim in g.token_limits]
     first += [Step("run", r.name, 1, run=r.name, table=r.table) for r in g.runs]
     out = [first]
     if g.repeat:
