@@ -26,6 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmqueue import docgen
+from llmqueue.claims import SCOPES, VERDICTS
 from llmqueue.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,7 +108,7 @@ def test_generated_blocks_are_well_formed(page: str) -> None:
 
 def test_the_pages_hold_their_generated_tables() -> None:
     assert {"claims-headline", "measured-commands"} <= set(blocks("README.md"))
-    assert "claims-table" in blocks("docs/results.md")
+    assert {"claims-scopes", "claims-by-claim", "claims-table"} <= set(blocks("docs/results.md"))
     for study in REFERENCE:
         assert f"{study}-claims" in blocks(f"docs/studies/{study}.md"), study
     # every study page exists for the studies the README lists
@@ -127,13 +128,25 @@ def test_results_table_holds_exactly_the_reference_claims() -> None:
         assert base in ref, f"row {r['id']} judges no reference claim"
         want = ref[base]
         assert math.isclose(float(r["paper"]), float(want["paper"])), r["id"]
-        assert r["verdict"] in ("reproduced", "not_reproduced", "back_solved"), r["id"]
-        if r["id"] == base:  # the reference row itself: its text and unit, a qualifier at most
+        assert r["verdict"] in VERDICTS, r["id"]
+        assert r["scope"] in SCOPES, f"{r['id']}: scope {r['scope']!r} is not one of {SCOPES}"
+        if r["id"] == base:  # the reference row itself: its text, unit and scope
             claim = str(want["claim"])
             assert r["claim"] == claim or r["claim"].startswith(claim + " ["), (
                 f"{r['id']}: claim text differs from data/reference: {r['claim']!r}"
             )
             assert r["unit"] == want["unit"], r["id"]
+            assert r["scope"] == want["scope"], r["id"]
+
+
+def test_no_claim_row_has_an_empty_scope() -> None:
+    """Every reference row and every row of docs/results.md names one of the scopes."""
+    for study, df in REFERENCE.items():
+        bad = df.loc[~df["scope"].isin(SCOPES), "id"].tolist()
+        assert not bad, f"data/reference/claims_{study}.csv: rows {bad} have no scope of {SCOPES}"
+    bad = [r["id"] for r in results_rows() if r["scope"] not in SCOPES]
+    assert not bad, f"docs/results.md: rows {bad} have no scope"
+    assert {r["scope"] for r in results_rows()} == set(SCOPES)  # every scope holds rows
 
 
 def test_results_counts_agree_with_their_rows() -> None:
@@ -159,18 +172,63 @@ def test_results_counts_agree_with_their_rows() -> None:
     assert studies == docgen.study_order(REFERENCE)
 
 
-def test_readme_headline_agrees_with_the_results_table() -> None:
-    headline = docgen.parse_tables(blocks("README.md")["claims-headline"].body)[0]
-    by_number: dict[str, list[str]] = {}
+def _results_frame() -> pd.DataFrame:
+    return pd.DataFrame(results_rows(), columns=docgen.CLAIM_COLUMNS)
+
+
+def test_readme_headline_counts_are_computed_from_the_rows() -> None:
+    """The front page's counts by scope, and its sentence on the rows that test the paper's
+    stated inputs, are those of the rows of docs/results.md, recounted here."""
+    body = blocks("README.md")["claims-headline"].body
+    rows = _results_frame()
+    shown = {r["scope"]: r for r in docgen.parse_tables(body)[0]}
+    assert list(shown) == [*SCOPES, "all"] and len(shown) <= 8
+    for scope in SCOPES:
+        mine = rows[rows["scope"] == scope]
+        assert int(shown[scope]["rows"]) == len(mine), scope
+        for verdict in VERDICTS:
+            assert int(shown[scope][verdict]) == int((mine["verdict"] == verdict).sum()), (
+                scope,
+                verdict,
+            )
+    assert int(shown["all"]["rows"]) == len(rows)
+    lead = docgen.HEADLINE.search(body)
+    rep = rows[rows["scope"] == "replication"]
+    assert lead, "README.md: no sentence on the rows that test the paper's stated inputs"
+    assert int(lead["rows"]) == len(rep)
+    assert int(lead["reproduced"]) == int((rep["verdict"] == "reproduced").sum())
+    for cid in rep.loc[rep["verdict"] == "not_reproduced", "id"]:
+        assert cid in body, f"README.md headline does not name the replication miss {cid}"
+    # the headline is exactly what the renderer makes of these rows, on both pages
+    assert body.strip() == docgen.render_claims_headline(rows, REFERENCE).strip()
+    scopes = blocks("docs/results.md")["claims-scopes"].body.strip()
+    assert scopes == docgen.render_claims_headline(rows, REFERENCE, results_link="#the-table")
+
+
+def test_the_headline_check_catches_a_changed_count() -> None:
+    rows = _results_frame()
+    moved = rows.copy()
+    i = moved.index[moved["scope"] == "replication"][0]
+    moved.loc[i, "scope"] = "reading"
+    assert docgen.render_claims_headline(moved, REFERENCE) != docgen.render_claims_headline(
+        rows, REFERENCE
+    )
+    with pytest.raises(InputError, match="no scope"):
+        docgen.render_claims_headline(rows.assign(scope=""), REFERENCE)
+
+
+def test_per_claim_table_agrees_with_the_results_table() -> None:
+    per = docgen.parse_tables(blocks("docs/results.md")["claims-by-claim"].body)[0]
+    by_number: dict[str, list[dict[str, str]]] = {}
     for r in results_rows():
-        by_number.setdefault(str(docgen.claim_number(r["id"])), []).append(r["verdict"])
-    shown = {row["claim"]: row for row in headline}
+        by_number.setdefault(str(docgen.claim_number(r["id"])), []).append(r)
+    shown = {row["claim"]: row for row in per}
     assert set(shown) == {*by_number, "all"}
-    every = [v for vs in by_number.values() for v in vs]
-    for number, verdicts in [*by_number.items(), ("all", every)]:
+    every = [r for rs in by_number.values() for r in rs]
+    for number, rs in [*by_number.items(), ("all", every)]:
         row = shown[number]
-        assert int(row["rows"]) == len(verdicts), number
-        for verdict, n in docgen.verdict_counts(verdicts).items():
+        assert int(row["rows"]) == len(rs), number
+        for verdict, n in docgen.verdict_counts(r["verdict"] for r in rs).items():
             assert int(row[verdict]) == n, (number, verdict)
 
 
@@ -182,7 +240,7 @@ def test_study_pages_show_the_rows_of_the_results_table(study: str) -> None:
     want = [r for r in results_rows() if names[docgen.claim_base(r["id"])] == study]
     assert [r["id"] for r in shown] == [r["id"] for r in want], page
     for got, row in zip(shown, want, strict=True):
-        for key in ("paper", "ours", "unit", "verdict", "note"):
+        for key in ("paper", "ours", "unit", "verdict", "scope", "note"):
             assert got[key] == row[key], (page, row["id"], key)
 
 
@@ -314,6 +372,7 @@ def synthetic_claims() -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
                 "paper": ["2.5", "40"],
                 "unit": ["s", "%"],
                 "tolerance": ["time", "fraction"],
+                "scope": ["replication", "reading"],
             }
         ),
         "beta": pd.DataFrame(
@@ -323,6 +382,7 @@ def synthetic_claims() -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
                 "paper": ["1"],
                 "unit": ["predicate"],
                 "tolerance": ["predicate"],
+                "scope": ["extension"],
             }
         ),
     }
@@ -339,10 +399,11 @@ def synthetic_claims() -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
             "ours": ["2.51", "3", "none", "1"],
             "unit": ["s", "s", "%", "predicate"],
             "tolerance": ["rel=0.05", "rel=0.05", "rel=0.05", "exact"],
-            "verdict": ["reproduced", "not_reproduced", "back_solved", "reproduced"],
+            "verdict": ["reproduced", "not_reproduced", "back_solved", "conditional"],
+            "scope": ["replication", "other-hardware", "reading", "extension"],
             "note": ["", "a `note` with \\ backslash", "solved", "true"],
         }
-    )
+    )[docgen.CLAIM_COLUMNS]
     return claims, reference
 
 
@@ -363,11 +424,15 @@ def test_render_and_splice_a_synthetic_claims_table(tmp_path: Path) -> None:
         ),
         "claims-headline": docgen.Fragment(
             ("results/claims.csv",),
-            docgen.render_claims_headline(claims, reference, {1: "one", 2: "two"}),
+            docgen.render_claims_headline(claims, reference),
+        ),
+        "claims-by-claim": docgen.Fragment(
+            ("results/claims.csv",),
+            docgen.render_claims_by_claim(claims, reference, {1: "one", 2: "two"}),
         ),
     }
     page = tmp_path / "page.md"
-    page.write_text(page_with("claims-table", "claims-headline"))
+    page.write_text(page_with("claims-table", "claims-headline", "claims-by-claim"))
     assert docgen.splice_file(page, fragments) is True
     once = page.read_text()
     mtime = page.stat().st_mtime_ns
@@ -384,18 +449,27 @@ def test_render_and_splice_a_synthetic_claims_table(tmp_path: Path) -> None:
     assert [r["id"] for r in rows] == list(claims["id"])
     for got, (_, want) in zip(rows, claims.iterrows(), strict=True):
         assert got == {c: " ".join(str(want[c]).split()) for c in docgen.CLAIM_COLUMNS}
-    headline = docgen.parse_tables(docgen.find_blocks(once, "page")[1].body)[0]
-    assert [(r["claim"], r["rows"], r["reproduced"], r["back_solved"]) for r in headline] == [
-        ("1", "3", "1", "1"),
-        ("2", "1", "1", "0"),
-        ("all", "4", "2", "1"),
+    found = docgen.find_blocks(once, "page")
+    per = docgen.parse_tables(found[2].body)[0]
+    assert [
+        (r["claim"], r["rows"], r["reproduced"], r["conditional"], r["back_solved"], r["scopes"])
+        for r in per
+    ] == [
+        ("1", "3", "1", "0", "1", "replication: 1, reading: 1, other-hardware: 1"),
+        ("2", "1", "0", "1", "0", "extension: 1"),
+        ("all", "4", "1", "1", "1", ""),
     ]
+    scopes = {r["scope"]: r for r in docgen.parse_tables(found[1].body)[0]}
+    assert [scopes[s]["rows"] for s in SCOPES] == ["1", "1", "1", "1", "0"]
+    assert scopes["all"]["rows"] == "4" and scopes["replication"]["reproduced"] == "1"
+    lead = docgen.HEADLINE.search(found[1].body)
+    assert lead and (lead["rows"], lead["reproduced"]) == ("1", "1")
     assert docgen.COUNTS.search(once)["rows"] == "4"
 
 
 def test_a_row_of_no_reference_claim_is_refused() -> None:
     claims, reference = synthetic_claims()
-    claims.loc[len(claims)] = ["9z", "x", "1", "1", "s", "exact", "reproduced", ""]
+    claims.loc[len(claims)] = ["9z", "x", "1", "1", "s", "exact", "reproduced", "replication", ""]
     with pytest.raises(InputError, match="9z"):
         docgen.render_claims_table(claims, reference)
 

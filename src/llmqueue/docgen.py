@@ -446,12 +446,14 @@ def render_claims_headline(
     reference: Mapping[str, pd.DataFrame],
     titles: Mapping[int | str, str] | None = None,
     study_link: str = "docs/studies/{study}.md",
+    results_link: str = "docs/results.md",
 ) -> str:
     """The front page's headline: of the rows that test the paper's stated inputs (scope
     ``replication``) how many are reproduced, with the ids of those that are not; then one row per
     scope with its verdict counts and what a row of that scope that is not reproduced means (the
     reasons, grouped). `reference` checks that every row judges a reference claim; `titles` and
-    `study_link` belong to :func:`render_claims_by_claim`."""
+    `study_link` belong to :func:`render_claims_by_claim`; `results_link` is where the reasons
+    are (relative to the page)."""
     _claims_by_study(claims, reference)
     by_scope = scope_counts(claims)
     rep = by_scope["replication"]
@@ -462,7 +464,7 @@ def render_claims_headline(
     lead = f"Of the {n_rep} rows that test the paper's stated inputs, {rep['reproduced']} {verb} reproduced"
     lead += (
         f"; not reproduced: {', '.join(str(c) for c in missed)} "
-        "([docs/results.md](docs/results.md) gives each reason)."
+        f"([the claims table]({results_link}) gives each reason)."
         if len(missed)
         else "."
     )
