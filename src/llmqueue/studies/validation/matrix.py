@@ -7,10 +7,14 @@ table (the measured arrival times, prompt and output tokens, and for SSJF the pr
 given) under the policy the engine's settings map to (:func:`group_policy`) and a step law fitted
 on the group's **calibration iterations only** (:func:`calibration_laws`):
 
-- ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law`): the decode part piecewise linear in
-  the number of decoding sequences, prefill tokens priced apart; ``linear``: the one linear law
+- ``split`` (:func:`llmqueue.latency.fit_split_step_law`, the prediction): decode-only
+  iterations g(d) + c_ctx c with g piecewise linear in the number of decoding sequences,
+  iterations with a prefill g(0) + c_pre (d + p) + c_ctx_pre c; the form that leave-one-batch-out
+  cross-validation on the calibration batches chooses (:mod:`llmqueue.studies.validation.law_form`);
+  ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law`): one g(d) and one context price for
+  every iteration, prefill tokens priced apart; ``linear``: the one linear law
   c0 + c_tok (decode_seqs + prefill_tokens) + c_ctx context (calibration_fit.json). Config
-  ``validation.matrix_compare.law`` names the prediction; the other is reported beside it;
+  ``validation.matrix_compare.law`` names the prediction; the others are reported beside it;
 - ``paper`` (policies ``none`` and ``dynamic``): the paper's own model on the same arrivals, the
   M/G/1 of Sec. III with the per-request law S = a N + b0 (:func:`request_law`, N the tokens
   after the first) or Sec. IV's elastic batches (Eq. 26) with Eq. (18) written from the linear
@@ -22,7 +26,7 @@ on the group's **calibration iterations only** (:func:`calibration_laws`):
 - ``probe_scaled`` (groups measured with the protocol, :mod:`llmqueue.validation.protocol`): the
   prediction's law times the speed factor of the probe served right before the run
   (:mod:`llmqueue.studies.validation.protocol`): information available before the run starts;
-- ``session_law`` (diagnosis of the calibration's noise): the shaped law fitted on the
+- ``session_law`` (diagnosis of the calibration's noise): the prediction's law fitted on the
   calibration rounds of the run's own engine session only;
 - ``run_speed`` (diagnosis, never the result): the prediction's law times the engine's speed
   over the whole run (one number per run, read from the judged run): what the calibrated shape
@@ -66,6 +70,8 @@ from llmqueue.latency import (
     batch_law_from_step,
     fit_linear_latency,
     fit_shaped_step_law,
+    fit_split_step_law,
+    fit_step_law,
 )
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
@@ -145,16 +151,27 @@ def calibration_laws(data: GroupData) -> dict[str, StepLaw]:
     """The group's step laws, both fitted on its calibration iterations only: ``linear``
     (calibration_fit.json) and ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law` on
     calibration_steps.csv's iteration times)."""
-    return {"linear": calibration_law(data.fits), "shaped": _shaped(data.calibration, data)}
+    return {
+        "linear": calibration_law(data.fits),
+        "shaped": _fitted("shaped", data.calibration, data),
+        "split": _fitted("split", data.calibration, data),
+    }
 
 
-def _shaped(cal: pd.DataFrame, data: GroupData, part: str = "") -> StepLaw:
-    """The shaped law fitted on calibration rows `cal` (all of the group's, or one session's)."""
-    return fit_shaped_step_law(
-        cal["decode_seqs"], cal["prefill_tokens"], cal["context_tokens"], cal["time_s"],
-        name=f"vllm-{data.name}-shaped{'-' + part if part else ''}",
-        source=f"{data.folder}/calibration_steps.csv{' (' + part + ')' if part else ''}",
-    )  # fmt: skip
+def _fitted(form: str, cal: pd.DataFrame, data: GroupData, part: str = "") -> StepLaw:
+    """Law `form` (``shaped`` or ``split``; ``linear`` refits the linear law) fitted on
+    calibration rows `cal` (all of the group's, or one session's)."""
+    args = (cal["decode_seqs"], cal["prefill_tokens"], cal["context_tokens"], cal["time_s"])
+    name = f"vllm-{data.name}-{form}{'-' + part if part else ''}"
+    source = f"{data.folder}/calibration_steps.csv{' (' + part + ')' if part else ''}"
+    if form == "shaped":
+        return fit_shaped_step_law(*args, name=name, source=source)
+    if form == "split":
+        return fit_split_step_law(*args, attention=False, name=name, source=source)
+    if form == "linear":
+        fit = fit_step_law(*args)
+        return StepLaw(fit.c0_s, fit.c_tok_s, fit.c_ctx_s, name=name, source=source)
+    raise InputError(f"no step-law form {form!r}")
 
 
 def request_law(data: GroupData) -> tuple[LinearLatency, dict[str, Any]]:
@@ -561,7 +578,7 @@ def compare_group(
             predicted_len = req["priority"].to_numpy(dtype=float)
         variants: list[tuple[str, Policy, Any]] = [
             ("prediction", pol, laws[cfg.law]),
-            (f"{cfg.other_law}_law", pol, laws[cfg.other_law]),
+            *((f"{o}_law", pol, laws[o]) for o in cfg.other_laws),
         ]
         paper = paper_policy(data, table, laws)
         if paper is not None:
@@ -581,7 +598,11 @@ def compare_group(
         own_cal = session_calibration(data.calibration, int(info.get("session", 1)))
         if own_cal is not None:
             variants.append(
-                ("session_law", pol, _shaped(own_cal, data, f"session{info.get('session', 1)}"))
+                (
+                    "session_law",
+                    pol,
+                    _fitted(cfg.law, own_cal, data, f"session{info.get('session', 1)}"),
+                )
             )
         variants.append(("run_speed", pol, laws[cfg.law].scaled(k_run)))
         trace = speed_trace(steps, laws[cfg.law], max_gap, cfg.speed_window_s)

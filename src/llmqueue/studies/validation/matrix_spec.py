@@ -65,8 +65,9 @@ PROBE_FILE = "probe_steps.csv"
 PROBE_COLUMNS = ("probe", "session", "run", "position", *STEP_COLUMNS)
 
 # the step laws a prediction may use (config validation.matrix_compare.law): fitted on the
-# group's calibration iterations only
-LAWS = ("shaped", "linear")
+# group's calibration iterations only; ``split`` is the form chosen by leave-one-batch-out
+# cross-validation on the calibration batches (llmqueue.studies.validation.law_form)
+LAWS = ("split", "shaped", "linear")
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,13 @@ class MatrixTargets:
 @dataclass(frozen=True)
 class MatrixCompareSettings:
     """Config ``validation.matrix_compare``: the folder of the group folders, the groups compared
-    (in order), the prediction's step law (:data:`LAWS`; the other is reported beside it), KV
+    (in order), the prediction's step law (:data:`LAWS`; the others are reported beside it), KV
     model and budget (as ``validation.compare``), batches for the batch-means CIs of the measured
     waits, the targets, the root seed, the window of the engine's speed diagnosis (s)."""
 
     dir: str
     groups: tuple[str, ...]
-    law: str = "shaped"
+    law: str = "split"
     kv_model: str = "paged"
     kv_budget: str = "usable"
     ci_batches: int = 6
@@ -109,8 +110,9 @@ class MatrixCompareSettings:
             raise InputError(f"{where}.speed_window_s must be a time in [1, 600] s")
 
     @property
-    def other_law(self) -> str:
-        return next(x for x in LAWS if x != self.law)
+    def other_laws(self) -> tuple[str, ...]:
+        """The laws reported beside the prediction's, in :data:`LAWS` order."""
+        return tuple(x for x in LAWS if x != self.law)
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], seed: int) -> MatrixCompareSettings:
@@ -124,7 +126,7 @@ class MatrixCompareSettings:
         return cls(
             str(section["dir"]),
             tuple(str(g) for g in section["groups"]),
-            str(section.get("law", "shaped")),
+            str(section.get("law", "split")),
             str(section.get("kv_model", "paged")),
             str(section.get("kv_budget", "usable")),
             int(section.get("ci_batches", 6)),
