@@ -76,9 +76,14 @@ DOC_BLOCKS = {
         targets=dict(VMX.get("targets") or {}),
     ),
     # docs/results.md
-    "claims-scopes": doc_block("claims_headline", DOC_CLAIMS, results_link="#the-table"),
+    "claims-scopes": doc_block(
+        "claims_headline", DOC_CLAIMS, results_link="#the-table"
+    ),
     "claims-by-claim": doc_block(
-        "claims_by_claim", DOC_CLAIMS, titles=CLAIM_TITLES, study_link="studies/{study}.md"
+        "claims_by_claim",
+        DOC_CLAIMS,
+        titles=CLAIM_TITLES,
+        study_link="studies/{study}.md",
     ),
     "claims-table": doc_block("claims_table", DOC_CLAIMS),
     # docs/reproduce.md

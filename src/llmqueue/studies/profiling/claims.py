@@ -187,7 +187,7 @@ def kv_limit_claims(book: ClaimBook, kv: pd.DataFrame) -> list[ClaimRow]:
     (cid,) = book.ids("2")
     paper = book.paper(cid)
 
-    def text(rid: str, k: Mapping[str, Any]) -> str:
+    def text(rid: str, k: Mapping[Any, Any]) -> str:
         return (
             f"{rid}: {k['gpu']} ({k['memory_gib']:g} GiB), weights {k['weights_dtype']} "
             f"({k['weight_bytes'] / 1e9:.2f} GB), KV {k['kv_dtype']} "

@@ -310,7 +310,8 @@ def sweep_reading(sweep: pd.DataFrame, policy: str = "SSJF+guard") -> tuple[dict
     then the means over the batch sizes before the ratio (``jct_reduction_pct``,
     ``throughput_ratio``, %, x); with a text of the reading at each batch size."""
     each = {
-        int(b): rate_reading(runs, policy) for b, runs in sweep.groupby("batch_size", sort=True)
+        int(str(b)): rate_reading(runs, policy)
+        for b, runs in sweep.groupby("batch_size", sort=True)
     }
     if not each:
         raise InputError("the batch-size sweep of SSJF's inputs has no runs")
