@@ -39,7 +39,7 @@ def plot(inputs: dict, params: dict):
                 color=style.color(i),
                 alpha=0.6 if fit_only else 1.0,
                 label=(
-                    f"{pol}: Eq. (16) with fitted alpha, tau0: a fit, not a bound (below exact)"
+                    f"{pol}: Eq. (16), fitted alpha, tau0: a fit, not a bound"
                     if fit_only
                     else f"{pol}: bound (16), fitted alpha, tau0"
                 ),
