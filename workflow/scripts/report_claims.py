@@ -11,11 +11,16 @@ from pathlib import Path
 
 import pandas as pd
 
+from llmqueue.claims import CLAIM_COLUMNS as COLUMNS
 from llmqueue.io import write_text
 
 sm = snakemake  # noqa: F821
-COLUMNS = ["id", "claim", "paper", "ours", "unit", "tolerance", "verdict", "note"]
-COLOURS = {"reproduced": "#d8f0d8", "not_reproduced": "#f6d5d5", "back_solved": "#f8ecc8"}
+COLOURS = {
+    "reproduced": "#d8f0d8",
+    "not_reproduced": "#f6d5d5",
+    "conditional": "#dde8f6",
+    "back_solved": "#f8ecc8",
+}
 
 
 def claim_number(claim_id: str) -> int | None:
@@ -49,7 +54,9 @@ verdicts = claims["verdict"].value_counts() if "verdict" in claims else pd.Serie
 counts = ", ".join(f"{n} {v}" for v, n in verdicts.items()) or "no rows yet"
 
 # Per-figure verdict snippets.
-short = [c for c in ["id", "claim", "paper", "ours", "unit", "verdict", "note"] if c in columns]
+short = [
+    c for c in ["id", "claim", "paper", "ours", "unit", "verdict", "scope", "note"] if c in columns
+]
 for stem, numbers in sm.params.figure_claims.items():
     out = next(p for p in sm.output.verdicts if Path(p).name == f"verdict_{stem}.rst")
     rows = claims[claims["_number"].isin(numbers)]
