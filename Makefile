@@ -33,18 +33,14 @@ unlock: $(STAMP)
 # job's old outputs when it starts it) are asked for by name beside the target, else Snakemake
 # would leave them missing while the files made from them are still there
 # (workflow/scripts/resume_targets.py lists them from `snakemake --summary`, only after a run that
-# did not finish: the mark below, set while Snakemake runs, or Snakemake's own incomplete marks).
+# did not finish: its mark .snakemake/llmqueue-unfinished, set while Snakemake runs, or
+# Snakemake's own incomplete marks; then it runs the Snakemake command with them added).
 RESUME := $(BIN)/python workflow/scripts/resume_targets.py --snakemake $(BIN)/snakemake
-UNFINISHED := .snakemake/llmqueue-unfinished
-# $(call run_resumed,TARGET): the target and whatever a killed run removed from its DAG
-run_resumed = removed="$$($(RESUME) $(1))" || exit $$?; \
-	mkdir -p .snakemake && touch $(UNFINISHED) && echo "$(SNAKEMAKE) $(1)" $$removed && \
-	$(SNAKEMAKE) $(1) $$removed && rm -f $(UNFINISHED)
 
 # The whole study, then the HTML report (rewritten only when an output or caption changed, so a
 # run with nothing to do stays fast).
 reproduce: $(STAMP) unlock
-	@$(call run_resumed,all)
+	@$(RESUME) all -- $(SNAKEMAKE) all
 	@$(MAKE) --no-print-directory report-if-stale
 
 # One self-contained HTML file: every figure with its caption, the claims, the notebooks and the
@@ -77,10 +73,10 @@ test-slurm:
 	$(BIN)/python profiles/slurm/local_slurm.py
 
 fig%: $(STAMP) unlock
-	@$(call run_resumed,$@)
+	@$(RESUME) $@ -- $(SNAKEMAKE) $@
 
 table%: $(STAMP) unlock
-	@$(call run_resumed,$@)
+	@$(RESUME) $@ -- $(SNAKEMAKE) $@
 
 figures: $(STAMP) unlock
 	@$(BIN)/snakemake --cores 1 results/figures.tsv --quiet all

@@ -16,8 +16,11 @@ Snakemake itself leaves marks in .snakemake/incomplete/ when it is killed outrig
 by hand). With neither, nothing is listed.
 
 Usage: python workflow/scripts/resume_targets.py [--snakemake .venv/bin/snakemake] [--dir .]
-           [TARGET ...]
-Exit status: Snakemake's when it cannot list the DAG (its message on stderr), else 0.
+           TARGET ... [-- COMMAND ...]
+Without a COMMAND it prints the files; with one (the Makefile's: `-- .venv/bin/snakemake --cores
+all ... TARGET`) it sets the mark, runs COMMAND with the files added to its targets (the line
+printed first), and clears the mark when COMMAND succeeds. Exit status: Snakemake's when it
+cannot list the DAG (its message on stderr), else COMMAND's (0 without one).
 """
 
 from __future__ import annotations
@@ -59,32 +62,57 @@ def removed(summary: str) -> list[str]:
 
 
 def main(args: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if args is None else list(args)
+    command: list[str] = []
+    if "--" in argv:
+        k = argv.index("--")
+        argv, command = argv[:k], argv[k + 1 :]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--snakemake", default=".venv/bin/snakemake")
     parser.add_argument("--dir", default=".")
     parser.add_argument("targets", nargs="*")
-    opts = parser.parse_args(args)
-    if not unfinished(Path(opts.dir)):
+    opts = parser.parse_args(argv)
+    workdir = Path(opts.dir)
+    files: list[str] = []
+    if unfinished(workdir):
+        done = subprocess.run(
+            [opts.snakemake, "--summary", "--rerun-incomplete", *opts.targets],
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr or done.stdout)
+            return done.returncode
+        try:
+            files = removed(done.stdout)
+        except ValueError as err:
+            sys.stderr.write(f"resume_targets: {err}\n{done.stdout[-2000:]}")
+            return 1
+        if files:
+            print(f"rebuilding {len(files)} result file(s) a killed run removed", file=sys.stderr)
+    if not command:
+        for f in files:
+            print(f)
         return 0
-    done = subprocess.run(
-        [opts.snakemake, "--summary", "--rerun-incomplete", *opts.targets],
-        cwd=Path(opts.dir),
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        sys.stderr.write(done.stderr or done.stdout)
-        return done.returncode
+    return run(command + files, workdir)
+
+
+def run(command: list[str], workdir: Path) -> int:
+    """`command` in `workdir` under make's mark (module docstring): set before, cleared when it
+    succeeds; its exit status (a Ctrl-C reaches it too: its own status, at least 130)."""
+    mark = workdir / UNFINISHED
+    mark.parent.mkdir(parents=True, exist_ok=True)
+    mark.touch()
+    print(" ".join(command), flush=True)
+    proc = subprocess.Popen(command, cwd=workdir)
     try:
-        files = removed(done.stdout)
-    except ValueError as err:
-        sys.stderr.write(f"resume_targets: {err}\n{done.stdout[-2000:]}")
-        return 1
-    for f in files:
-        print(f)
-    if files:
-        print(f"rebuilding {len(files)} result file(s) a killed run removed", file=sys.stderr)
-    return 0
+        code = proc.wait()
+    except KeyboardInterrupt:
+        code = proc.wait() or 130
+    if code == 0:
+        mark.unlink(missing_ok=True)
+    return code
 
 
 if __name__ == "__main__":
