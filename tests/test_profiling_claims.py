@@ -26,7 +26,7 @@ from llmqueue.studies.profiling.claims import (
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = Tolerance("rel", 0.05)
-# the tolerance classes data/reference/claims_profiling.csv names (claims 1a-1h: time; 2: count)
+# the tolerance classes data/reference/claims_profiling.csv names (claim 1: time; 2: count)
 TOLS = {"time": {"kind": "rel", "value": 0.05}, "count": {"kind": "exact"}}
 
 

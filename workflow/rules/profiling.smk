@@ -169,7 +169,9 @@ rule profiling_figure_data:
 
 
 rule profiling_claims:
-    """Claims 1a-1h (Table I) and 2a-2c (KV-cache limit) against data/reference/claims_profiling.csv."""
+    """Claim 1 (Table I: a row per distinct cell, the roofline bounds, the linear law's slope and
+    intercept) and claim 2 (the KV-cache limit and its bound) against
+    data/reference/claims_profiling.csv."""
     input:
         reference="data/reference/claims_profiling.csv",
         table1=config["data"]["table1"],
