@@ -45,7 +45,10 @@ VARIANT_LABELS = {
     "shaped_law": "shaped step law",
     "paper": "paper's model",
     "warmup_speed": "law at the warm-up's speed",
+    "probe_scaled": "law at the probe's speed before the run",
+    "session_law": "law of the run's own session (diagnosis)",
     "run_speed": "law at the run's speed (diagnosis)",
+    "window_speed": "law at each window's speed (diagnosis)",
     "in_situ_law": "in-situ law (diagnosis)",
 }
 
