@@ -360,6 +360,12 @@ def test_claim8_bound_rows_under_paper_k8() -> None:
     (r,) = rows
     assert r.id == "8d" and r.ours == pytest.approx(19.85, abs=0.01)
     assert r.verdict == "not_reproduced" and "about 125 s" in r.note
+    # Eq. (16) reaches 125 s only with an output cap m2 of about 6061 tokens (99.3% quantile)
+    assert "only at m2 = 6061 tokens, the 99.3% quantile" in r.note
+    from llmqueue.studies.batching.claims import m2_for_bound
+
+    assert m2_for_bound(K8, 0.43, 125.0) == pytest.approx(6061.1, abs=0.1)
+    assert m2_for_bound(K8, 0.43, 1e-3) is None  # below any m2's bound
 
 
 def fig6b_frame(v_inf_lo: float, inf_unstable_hi: bool) -> pd.DataFrame:

@@ -21,7 +21,7 @@ from llmqueue.studies.batching.spec import ChainSettings
 from llmqueue.studies.batching.tables import NAN
 from llmqueue.tokens import TokenLaw, parse_law
 
-__all__ = ["claims_rows", "feasibility_rows", "peak_of_mu"]
+__all__ = ["claims_rows", "feasibility_rows", "m2_for_bound", "peak_of_mu"]
 
 
 # ---- claims 6-9 -------------------------------------------------------------------------------
@@ -400,6 +400,27 @@ def feasibility_rows(
     return rows
 
 
+def m2_for_bound(profile: BatchLatency, rate: float, target: float) -> float | None:
+    """The output cap m2 (tokens) at which Eq. (16), with Eq. (20)'s alpha_b = k1 + k3 m2 and
+    tau0 = k2 + k4 m2, gives `target` seconds at `rate` (requests/s); None when no m2 below
+    the stability limit lambda alpha_b < 1 reaches it."""
+    from scipy.optimize import brentq
+
+    def gap(m2: float) -> float:
+        return inoue.bound(rate, *bt.uniform_linear_bound(profile, m2)) - target
+
+    top = (1.0 / rate - profile.k1) / profile.k3 if profile.k3 > 0 else 1e9
+    if top <= 1.0:
+        return None
+    hi = min(top * (1.0 - 1e-6), 1e9)
+    try:
+        if gap(1.0) > 0 or gap(hi) < 0:
+            return None
+    except UnstableError:
+        return None
+    return float(brentq(gap, 1.0, hi, xtol=1e-6))
+
+
 def _bound_readings(
     profile: BatchLatency, law: TokenLaw, rate: float, fit_ranges: Sequence[Sequence[int]]
 ) -> list[tuple[str, float, float, float]]:
@@ -451,6 +472,14 @@ def claim8_bound_rows(
             except UnstableError as err:
                 note += f"; exact chain (b_max = inf): {err}"
             note += f"; ours = the reading closest to {target:g} s"
+            m2 = m2_for_bound(prof, rate_per_s, target)
+            if m2 is not None:
+                note += (
+                    f"; Eq. (16) with Eq. (20)'s alpha_b = k1 + k3 m2, tau0 = k2 + k4 m2 gives "
+                    f"{target:g} s only at m2 = {m2:.0f} tokens, the "
+                    f"{100 * float(law.prob_below(m2)):.1f}% quantile of {law.spec}: a maximum "
+                    "output the paper does not state"
+                )
         miss = (
             f"no reading of Eq. (16) gives about {target:g} s (docs/equations.md: natural "
             "readings give 18-23 s)"
