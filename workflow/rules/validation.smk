@@ -214,6 +214,7 @@ declare_figure(
         "table": "figures/table_vllm_matrix.csv",
         "summary": "results/validation/matrix/summary.csv",
         "reductions": "results/validation/matrix/reductions.csv",
+        "blocks": "results/validation/matrix/block_summary.csv",
     },
     params=dict(targets=dict(VMX["targets"]), law=VMX["law"]),
     category=VAL_CATEGORY,

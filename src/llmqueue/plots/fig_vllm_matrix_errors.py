@@ -136,24 +136,39 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     # bottom right: SJF / SSJF reductions
     ax = mosaic["r"]
     # a repeat is set against the FCFS run of the first engine session; drawn only when it falls
-    # inside the range of the first session's runs, else named in the corner
-    same = red[red["session"] == 1]
-    if len(same):
-        for i, (_, r) in enumerate(same.iterrows()):
-            mk = "s" if r["priority"] == "sjf" else "D"
-            x, y = 100 * r["measured_reduction"], 100 * r["predicted_reduction"]
-            ax.plot(x, y, mk, ms=4, mfc="none", mew=0.9, color=style.color(i))
-            ax.annotate(str(r["run"]), (x, y), fontsize=5.5, xytext=(3, -3),
-                        textcoords="offset points")  # fmt: skip
-        vals = 100 * same[["measured_reduction", "predicted_reduction"]].to_numpy(dtype=float)
+    # inside the range of the first session's runs, else named in the corner; orders measured in
+    # alternating blocks (the protocol) as the mean over their rounds with the measured 95% CI
+    same = red[red["session"] == 1] if len(red) else red
+    points: list[tuple[str, float, float, float, str, str | None]] = [
+        (str(r["run"]), 100 * r["measured_reduction"], 100 * r["predicted_reduction"], 0.0,
+         "s" if r["priority"] == "sjf" else "D", "none")
+        for _, r in same.iterrows()
+    ]  # fmt: skip
+    blocks = inputs.get("blocks")
+    if blocks is not None and len(blocks):
+        for _, r in blocks[blocks["variant"].isin(["prediction", "probe_scaled"])].iterrows():
+            probe = r["variant"] == "probe_scaled"
+            points.append((
+                f"{r['priority']} blocks{' (probe)' if probe else ''}",
+                100 * r["measured_reduction"], 100 * r["predicted_reduction"],
+                100 * float(r["measured_reduction_ci95"]) if np.isfinite(r["measured_reduction_ci95"]) else 0.0,
+                "s" if r["priority"] == "sjf" else "D", "none" if probe else None,
+            ))  # fmt: skip
+    if points:
+        for i, (label, px, py, pe, mk, mfc) in enumerate(points):
+            c = style.color(i)
+            ax.errorbar(px, py, xerr=pe or None, fmt=mk, ms=4, mew=0.9, color=c,
+                        mfc=c if mfc is None else mfc, elinewidth=0.7, capsize=1.5)  # fmt: skip
+            ax.annotate(label, (px, py), fontsize=5.5, xytext=(3, -3), textcoords="offset points")
+        xs_all = np.array([[x - e, x + e, y] for _, x, y, e, _, _ in points], dtype=float)
         pp = float(targets["ssjf_reduction_pp"])
-        lo, hi = min(0.0, float(vals.min())) - pp - 2, float(vals.max()) + pp + 2
+        lo, hi = min(0.0, float(xs_all.min())) - pp - 2, float(xs_all.max()) + pp + 2
         xs = np.array([lo, hi])
         ax.fill_between(xs, xs - pp, xs + pp, color="0.88", lw=0, zorder=0)
         ax.plot(xs, xs, "-", color="0.3", lw=0.7)
         ax.set_xlim(lo, hi)
         ax.set_ylim(lo, hi)
-        other = red[red["session"] != 1]
+        other = red[red["session"] != 1] if len(red) else red
         if len(other):
             ax.text(0.03, 0.97, "\n".join(
                 f"{r['run']} (session {int(r['session'])}): measured "
