@@ -1103,6 +1103,41 @@ def render_validation_matrix_spread(spread: pd.DataFrame) -> str:
     return md_table(header, rows)
 
 
+def render_validation_matrix_noise(floor: pd.DataFrame, in_sigma: pd.DataFrame) -> str:
+    """The repeats' noise floor: per configuration served in several engine sessions the spread
+    (SD of the log) of the measured mean JCT, of the prediction's error, and of the error with
+    each session predicted by its own session's calibration; then the pooled sigma the runs are
+    judged in, the median and largest |error| in its units per group, and the groups whose
+    repeats all err beyond 2 sigma on one side."""
+    rows = [
+        [
+            md_cell(f"{r['group']} / {r['config_run']}"),
+            fmt_int(r["sessions"]),
+            fmt(r["sigma_measured"], 3),
+            fmt(r["sigma_prediction"], 3),
+            fmt(r["sigma_session_law"], 3),
+        ]
+        for _, r in floor.iterrows()
+    ]
+    head = ["configuration", "sessions", "sigma, measured", "sigma, prediction error",
+            "sigma, error with its session's calibration"]  # fmt: skip
+    sigma = _float(in_sigma["sigma"].iloc[0]) if len(in_sigma) else math.nan
+    z = in_sigma.assign(a=num(in_sigma["error_sigma"]).abs())
+    rows2 = [
+        [md_cell(str(g)), fmt_int(len(part)), fmt(float(part["a"].median()), 3),
+         fmt(float(part["a"].max()), 3),
+         "yes" if bool(part["defect_group"].astype(str).str.lower().eq("true").any()) else "no"]
+        for g, part in z.groupby("group", sort=False)
+    ]  # fmt: skip
+    head2 = ["group", "judged runs", "median abs. error (sigma)", "largest (sigma)",
+             "repeats beyond 2 sigma on one side"]  # fmt: skip
+    return (
+        md_table(head, rows)
+        + f"\n\nPooled sigma (log scale): {fmt(sigma, 3)}; each run's mean-JCT error in its units:\n\n"
+        + md_table(head2, rows2)
+    )
+
+
 def render_validation_machine_speed(
     summary: pd.DataFrame, cycles: pd.DataFrame, meta: Mapping[str, Any]
 ) -> str:
@@ -1510,6 +1545,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "validation_matrix_headline": render_validation_matrix_headline,
     "validation_matrix_reductions": render_validation_matrix_reductions,
     "validation_matrix_spread": render_validation_matrix_spread,
+    "validation_matrix_noise": render_validation_matrix_noise,
     "validation_matrix_groups": render_validation_matrix_groups,
     "validation_machine_speed": render_validation_machine_speed,
     "profiling_fits": render_profiling_fits,

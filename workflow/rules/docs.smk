@@ -159,6 +159,13 @@ DOC_BLOCKS = {
         "validation_matrix_reductions",
         dict(reductions="results/validation/matrix/reductions.csv"),
     ),
+    "validation-matrix-noise": doc_block(
+        "validation_matrix_noise",
+        dict(
+            floor="results/validation/matrix/noise_floor.csv",
+            in_sigma="results/validation/matrix/errors_in_sigma.csv",
+        ),
+    ),
     "validation-matrix-spread": doc_block(
         "validation_matrix_spread", dict(spread="results/validation/matrix/spread.csv")
     ),
