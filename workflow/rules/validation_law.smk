@@ -7,8 +7,8 @@
 rule validation_law_forms:
     """Each form of llmqueue.studies.validation.law_form fitted on every group's calibration
     batches but one and priced on the held-out batch; fitted on all of them and priced on the
-    judged runs' iterations and replayed on their requests; the chosen form (one-standard-error
-    rule over the held-out batches)."""
+    judged runs' iterations and replayed on their requests; the chosen form (the simplest within
+    one standard error of the best over the held-out batches)."""
     input:
         data=[f for g in VMX_GROUPS for f in matrix_group_files(VMX["dir"], g)],
         code=script_code("validation_law_forms.py"),
