@@ -939,6 +939,10 @@ def test_a_replay_is_described_by_its_formats_own_columns(
         code, out, err, _ = run_cli(*argv, "--requests", "400", "--warmup", "40", "--json")
         assert code == 0, err
         assert f"t:{names}" in json.loads(out)["workload"], json.loads(out)["workload"]
+        # the library's replay describes it the same way
+        from llmqueue.sim.workload import ReplayWorkload
+
+        assert f"t:{names}" in ReplayWorkload.from_csv(path, trace_format=given_fmt).describe()
 
 
 @given(

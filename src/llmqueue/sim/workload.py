@@ -47,6 +47,7 @@ from llmqueue.traces import (
     TraceColumns,
     TraceRows,
     detect_format,
+    format_columns,
     read_token_columns,
     read_trace,
 )
@@ -503,16 +504,19 @@ class ReplayWorkload(Workload):
         """Replay a trace (:func:`llmqueue.traces.read_trace`, format `trace_format`); timestamps
         may be numbers (s) or date-times; `rate_per_s` rescales time so the mean rate is that
         (None: the trace's own)."""
-        rows = read_trace(
-            path, TraceColumns(timestamp_column, prompt_column, output_column), format=trace_format
-        )
+        columns = TraceColumns(timestamp_column, prompt_column, output_column)
+        if trace_format == "auto":
+            trace_format = detect_format(path, columns)
+        rows = read_trace(path, columns, format=trace_format)
+        # the description names the columns the format read (its own, or the named CSV columns)
+        named = ",".join(format_columns(trace_format, columns))
         w = cls(
             rows.arrival_s,
             rows.prompt_tokens,
             rows.output_tokens,
             1.0,
             predictor or Oracle(),
-            f"{Path(path).name}:{timestamp_column},{prompt_column},{output_column}",
+            f"{Path(path).name}:{named}" + ("" if trace_format == "csv" else f" ({trace_format})"),
             rows.time_of_day_s,
         )
         return w if rate_per_s is None else w.at_rate(rate_per_s)
