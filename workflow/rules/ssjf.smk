@@ -245,6 +245,7 @@ rule ssjf_official:
         protocol=SSJF["protocol"],
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
+        sweep=False,
     script:
         "../scripts/ssjf_official.py"
 
@@ -255,7 +256,7 @@ rule ssjf_official_sweep:
     input:
         predictions=SSJF_OFFICIAL_FILES[SSJF_OFFICIAL["ssjf_predictor"]],
         fits=SSJF_FITS,
-        code=script_code("ssjf_official_sweep.py"),
+        code=script_code("ssjf_official.py"),
     output:
         "results/ssjf/official_sweep.csv",
     log:
@@ -270,8 +271,9 @@ rule ssjf_official_sweep:
         protocol=SSJF["protocol"],
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
+        sweep=True,
     script:
-        "../scripts/ssjf_official_sweep.py"
+        "../scripts/ssjf_official.py"
 
 
 rule ssjf_groups:
