@@ -43,16 +43,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.latency import StepLaw, fit_shaped_step_law, fit_split_step_law
+from llmqueue.latency import StepLaw
 from llmqueue.studies.validation.matrix_spec import GroupData
-from llmqueue.studies.validation.tables import steplaw_check
+from llmqueue.studies.validation.tables import fit_form, steplaw_check
 
 __all__ = [
     "FORMS",
@@ -69,14 +69,9 @@ __all__ = [
     "markdown_law_forms",
 ]
 
-Fit = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str], StepLaw]
-
-# the forms compared, in the order of the table: name -> fit(d, p, c, time_s, law name)
-FORMS: Mapping[str, Fit] = {
-    "shaped": lambda d, p, c, y, nm: fit_shaped_step_law(d, p, c, y, name=nm),
-    "split": lambda d, p, c, y, nm: fit_split_step_law(d, p, c, y, attention=False, name=nm),
-    "split_attention": lambda d, p, c, y, nm: fit_split_step_law(d, p, c, y, name=nm),
-}
+# the forms compared, in the order of the table (simplest first: the one-standard-error rule
+# takes the first within one standard error of the best), each fitted by fit_form
+FORMS = ("shaped", "split", "split_attention")
 
 # an iteration whose context per running sequence (context_tokens / (decode_seqs +
 # prefill_reqs)) reaches this many tokens counts as long-context (the code trace's prompts)
@@ -110,15 +105,6 @@ _COLS = ("decode_seqs", "prefill_tokens", "context_tokens")
 
 def _arrays(rows: pd.DataFrame) -> tuple[np.ndarray, ...]:
     return tuple(rows[k].to_numpy(dtype=float) for k in (*_COLS, "time_s"))
-
-
-def fit_form(form: str, cal: pd.DataFrame, name: str = "") -> StepLaw:
-    """Form `form` (:data:`FORMS`) fitted on calibration rows `cal` (decode_seqs,
-    prefill_tokens, context_tokens, time_s in s)."""
-    if form not in FORMS:
-        raise InputError(f"step-law form {form!r}: one of {', '.join(FORMS)}")
-    d, p, c, y = _arrays(cal)
-    return FORMS[form](d, p, c, y, name or form)
 
 
 def batch_labels(cal: pd.DataFrame) -> np.ndarray:

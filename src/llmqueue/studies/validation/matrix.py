@@ -69,9 +69,6 @@ from llmqueue.latency import (
     StepLaw,
     batch_law_from_step,
     fit_linear_latency,
-    fit_shaped_step_law,
-    fit_split_step_law,
-    fit_step_law,
 )
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
@@ -85,6 +82,7 @@ from llmqueue.studies.validation.protocol import (
 from llmqueue.studies.validation.tables import (
     calibration_law,
     engine_policy,
+    fit_form,
     in_situ_law,
     simulate_table,
     steplaw_check,
@@ -148,9 +146,9 @@ ERROR_METRICS = ("jct_mean", "jct_p50", "jct_p90", "jct_p99", "ttft_mean", "ttft
 
 # ---- laws and policies ------------------------------------------------------------------------
 def calibration_laws(data: GroupData) -> dict[str, StepLaw]:
-    """The group's step laws, both fitted on its calibration iterations only: ``linear``
-    (calibration_fit.json) and ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law` on
-    calibration_steps.csv's iteration times)."""
+    """The group's step laws, all fitted on its calibration iterations only: ``linear``
+    (calibration_fit.json), ``shaped`` and ``split`` (:func:`_fitted` on calibration_steps.csv's
+    iteration times)."""
     return {
         "linear": calibration_law(data.fits),
         "shaped": _fitted("shaped", data.calibration, data),
@@ -159,19 +157,12 @@ def calibration_laws(data: GroupData) -> dict[str, StepLaw]:
 
 
 def _fitted(form: str, cal: pd.DataFrame, data: GroupData, part: str = "") -> StepLaw:
-    """Law `form` (``shaped`` or ``split``; ``linear`` refits the linear law) fitted on
-    calibration rows `cal` (all of the group's, or one session's)."""
-    args = (cal["decode_seqs"], cal["prefill_tokens"], cal["context_tokens"], cal["time_s"])
-    name = f"vllm-{data.name}-{form}{'-' + part if part else ''}"
-    source = f"{data.folder}/calibration_steps.csv{' (' + part + ')' if part else ''}"
-    if form == "shaped":
-        return fit_shaped_step_law(*args, name=name, source=source)
-    if form == "split":
-        return fit_split_step_law(*args, attention=False, name=name, source=source)
-    if form == "linear":
-        fit = fit_step_law(*args)
-        return StepLaw(fit.c0_s, fit.c_tok_s, fit.c_ctx_s, name=name, source=source)
-    raise InputError(f"no step-law form {form!r}")
+    """Law `form` (:func:`llmqueue.studies.validation.tables.fit_form`) fitted on calibration rows
+    `cal` (all of the group's, or one session's: `part` names it)."""
+    return fit_form(
+        form, cal, name=f"vllm-{data.name}-{form}{'-' + part if part else ''}",
+        source=f"{data.folder}/calibration_steps.csv{' (' + part + ')' if part else ''}",
+    )  # fmt: skip
 
 
 def request_law(data: GroupData) -> tuple[LinearLatency, dict[str, Any]]:
@@ -566,6 +557,7 @@ def compare_group(
     rows, preds, closed = [], [], []
     engine = data.settings
     factors = probe_factors(data.probes, laws[cfg.law], data.max_gap_s)
+    session_laws: dict[int, StepLaw | None] = {}
     for table in data.judged:
         req = data.requests[table]
         info = data.run_meta(table)
@@ -595,15 +587,14 @@ def compare_group(
             variants.append(
                 ("probe_scaled", pol, laws[cfg.law].scaled(probed["probe_before_factor"]))
             )
-        own_cal = session_calibration(data.calibration, int(info.get("session", 1)))
-        if own_cal is not None:
-            variants.append(
-                (
-                    "session_law",
-                    pol,
-                    _fitted(cfg.law, own_cal, data, f"session{info.get('session', 1)}"),
-                )
+        session = int(info.get("session", 1))
+        if session not in session_laws:  # one fit per engine session, shared by its runs
+            own_cal = session_calibration(data.calibration, session)
+            session_laws[session] = (
+                None if own_cal is None else _fitted(cfg.law, own_cal, data, f"session{session}")
             )
+        if session_laws[session] is not None:
+            variants.append(("session_law", pol, session_laws[session]))
         variants.append(("run_speed", pol, laws[cfg.law].scaled(k_run)))
         trace = speed_trace(steps, laws[cfg.law], max_gap, cfg.speed_window_s)
         own = in_situ_law(data.fits, table)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.latency import StepLaw
+from llmqueue.latency import StepLaw, fit_shaped_step_law, fit_split_step_law, fit_step_law
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.spec import (
@@ -152,6 +152,30 @@ def replay(requests: pd.DataFrame, predicted: np.ndarray | None = None) -> Any:
         source="vllm request table",
         row_pred=None if predicted is None else np.asarray(predicted, dtype=float),
     )
+
+
+# the step-law forms a group's calibration iterations can be fitted with (:func:`fit_form`)
+STEP_LAW_FORMS = ("linear", "shaped", "split", "split_attention")
+
+
+def fit_form(form: str, cal: pd.DataFrame, name: str = "", source: str | None = None) -> StepLaw:
+    """Step-law form `form` (:data:`STEP_LAW_FORMS`) fitted on calibration rows `cal`
+    (decode_seqs, prefill_tokens, context_tokens, time_s in s): ``linear``
+    (:func:`llmqueue.latency.fit_step_law`), ``shaped`` (:func:`~llmqueue.latency.fit_shaped_step_law`),
+    ``split`` and ``split_attention`` (:func:`~llmqueue.latency.fit_split_step_law` without and
+    with the prefill-attention term). `name` defaults to the form, `source` to the fitter's."""
+    if form not in STEP_LAW_FORMS:
+        raise InputError(f"step-law form {form!r}: one of {', '.join(STEP_LAW_FORMS)}")
+    d, p, c, y = (
+        cal[k].to_numpy(dtype=float)
+        for k in ("decode_seqs", "prefill_tokens", "context_tokens", "time_s")
+    )
+    kw: dict[str, Any] = {"name": name or form, **({"source": source} if source else {})}
+    if form == "linear":
+        return fit_step_law(d, p, c, y).law(**kw)
+    if form == "shaped":
+        return fit_shaped_step_law(d, p, c, y, **kw)
+    return fit_split_step_law(d, p, c, y, attention=form == "split_attention", **kw)
 
 
 def simulate_table(
