@@ -129,6 +129,28 @@ class EngineSettings:
         check_binding(str(s.omp_threads_bind), str(s.host_cpus_bind))
         return s
 
+    def check_batch(
+        self, batch: int, prompt_tokens: int, output_tokens: int, where: str,
+        engine: str = "the engine's",
+    ) -> None:  # fmt: skip
+        """A controlled batch (`batch` requests of `prompt_tokens` asking `output_tokens`) that
+        this engine serves whole: each request within max_model_len and the batch's KV blocks
+        within the cache (one block is vLLM's null block), else an InputError naming `where` (the
+        config key) and `engine` (whose settings)."""
+        n = prompt_tokens + output_tokens
+        if n > self.max_model_len:
+            raise InputError(
+                f"{where}: prompt_tokens + output_tokens ({n}) exceed {engine} max_model_len "
+                f"{self.max_model_len}"
+            )
+        blocks = batch * -(-n // self.block_size)
+        if blocks > self.kv_blocks - 1:
+            raise InputError(
+                f"{where}: batch x ceil((prompt_tokens + output_tokens) / block_size) = {blocks} "
+                f"KV blocks exceed {engine} {self.kv_blocks - 1} usable "
+                "(validation.vllm.engine.kv_blocks - 1): the batch would be preempted"
+            )
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -539,11 +539,7 @@ def group_from_summary(d: Any, where: str) -> GroupSpec:
     if policy not in POLICIES:
         raise InputError(f"{where}: policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     mc = d["model_config"]
-    if not isinstance(mc, Mapping):
-        raise InputError(f"{where}: model_config must be an object")
-    model = _model(str(d["model"]), mc) if str(d["model"]) == "default" else ModelSpec(
-        str(d["model"]), str(mc["dir"]), str(mc["dtype"]), int(mc["seed"]), dict(mc["shape"])
-    )  # fmt: skip
+    model = _model(str(d["model"]), mc)
     tr = d["trace"]
     tkeys = {f for f in TraceSpec.__dataclass_fields__}
     if not isinstance(tr, Mapping) or set(tr) - tkeys or {"name", "file", "scale"} - set(tr):
@@ -581,18 +577,10 @@ def _check_protocol(p: ProtocolSpec, groups: Sequence[GroupSpec], where: str) ->
     for g in groups:
         s = EngineSettings.from_config(g.engine)
         probe = group_probe(g, p)
-        if probe.prompt_tokens + probe.output_tokens > s.max_model_len:
-            raise InputError(
-                f"{where}.probe: prompt_tokens + output_tokens = "
-                f"{probe.prompt_tokens + probe.output_tokens} exceed group {g.name}'s max_model_len "
-                f"{s.max_model_len}"
-            )
-        blocks = probe.batch * -(-(probe.prompt_tokens + probe.output_tokens) // s.block_size)
-        if blocks > s.kv_blocks - 1:
-            raise InputError(
-                f"{where}.probe: {blocks} KV blocks exceed group {g.name}'s {s.kv_blocks - 1} usable "
-                "(the probe would be preempted)"
-            )
+        s.check_batch(
+            probe.batch, probe.prompt_tokens, probe.output_tokens, f"{where}.probe",
+            f"group {g.name}'s",
+        )  # fmt: skip
         if g.alternate and g.repeat:
             raise InputError(
                 f"validation.vllm.matrix.groups.{g.name}.repeat: an alternating group repeats its "

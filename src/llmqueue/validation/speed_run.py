@@ -61,19 +61,9 @@ def check_machine_speed(
             f"validation.vllm.machine_speed.batch: {ms['batch']} exceeds the engine's "
             f"max_num_seqs {settings.max_num_seqs} (allowed: 1..{settings.max_num_seqs})"
         )
-    if ms["prompt_tokens"] + ms["output_tokens"] > settings.max_model_len:
-        raise InputError(
-            "validation.vllm.machine_speed: prompt_tokens + output_tokens "
-            f"({ms['prompt_tokens'] + ms['output_tokens']}) exceed max_model_len "
-            f"{settings.max_model_len}"
-        )
-    blocks = ms["batch"] * -(-(ms["prompt_tokens"] + ms["output_tokens"]) // settings.block_size)
-    if blocks > settings.kv_blocks - 1:  # one block is vLLM's null block
-        raise InputError(
-            f"validation.vllm.machine_speed: batch x ceil((prompt_tokens + output_tokens) / "
-            f"block_size) = {blocks} KV blocks exceed the {settings.kv_blocks - 1} usable "
-            "(validation.vllm.engine.kv_blocks - 1): the batch would be preempted"
-        )
+    settings.check_batch(
+        ms["batch"], ms["prompt_tokens"], ms["output_tokens"], "validation.vllm.machine_speed"
+    )
     return ms, settings, over
 
 
