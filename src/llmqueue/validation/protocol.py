@@ -216,7 +216,7 @@ def session_plan(g: Any, protocol: ProtocolSpec | None, *, seed: int) -> list[li
     sessions: list[list[Step]] = []
     for s in range(1, n_sessions + 1):
         mine = [r for r in rounds if r.session == s]
-        work = _work(g, protocol, s)
+        work = _work(g, probe, protocol.alternate_rounds, s)
         steps: list[Step] = [mine[0]]
         if s == 1:
             steps += [
@@ -252,19 +252,19 @@ def _probed(
     ]  # fmt: skip
 
 
-def _work(g: Any, protocol: ProtocolSpec, session: int) -> list[list[Step]]:
-    """The judged runs of one session, each with its probes: session 1 serves every run (an
-    alternating group in rounds of blocks), a repeat session its repeated runs."""
-    p = group_probe(g, protocol)
+def _work(g: Any, p: ProbeSpec, alternate_rounds: int, session: int) -> list[list[Step]]:
+    """The judged runs of one session, each between its probes `p`: session 1 serves every run
+    (an alternating group in `alternate_rounds` rounds of blocks), a repeat session its repeated
+    runs."""
     if session > 1:
         return [
             _probed(repeat_name(name, session), name, g.run(name).table, session, p, 0)
             for name in g.repeat
         ]
-    if not getattr(g, "alternate", False):
+    if not g.alternate:
         return [_probed(r.name, r.name, r.table, 1, p, 0) for r in g.runs]
     work = []
-    for k in range(1, protocol.alternate_rounds + 1):
+    for k in range(1, alternate_rounds + 1):
         for r in g.runs:
             work.append(_probed(block_name(r.name, k), r.name, f"{r.table}_b{k}", 1, p, k))
     return work
