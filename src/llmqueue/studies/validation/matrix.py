@@ -77,6 +77,7 @@ from llmqueue.studies.validation.protocol import (
     probe_factors,
     reductions_against,
     session_calibration,
+    speed_factor,
     variants_for,
 )
 from llmqueue.studies.validation.tables import (
@@ -371,23 +372,6 @@ def speed_windows(
         "speed_window_max": max(meds),
         "speed_spread": max(meds) / min(meds) - 1.0,
     }
-
-
-def speed_factor(
-    steps: pd.DataFrame, law: Any, max_gap_s: float, until_s: float | None = None
-) -> tuple[float, int]:
-    """How much slower the engine ran than `law` says: the measured total time of the run's
-    iterations (as the calibration counts them) over the law's, for the iterations that ended
-    before `until_s` (s on the run's clock) when given, else all; returns (factor, iterations),
-    factor NaN when no iteration qualifies. ``law.scaled(factor)`` then prices that speed."""
-    t, f = measured_and_law(steps, law, max_gap_s)
-    keep = np.ones(t.size, dtype=bool)
-    if until_s is not None:
-        keep = steps["t_done_s"].to_numpy(dtype=float) < float(until_s)
-    n = int(keep.sum())
-    if n == 0:
-        return math.nan, 0
-    return float(t[keep].sum() / f[keep].sum()), n
 
 
 def speed_timeline(data: GroupData, law: Any, max_gap_s: float, window_s: float) -> pd.DataFrame:

@@ -42,6 +42,7 @@ import pandas as pd
 from llmqueue.validation.calibration import measured_and_law
 
 __all__ = [
+    "speed_factor",
     "probe_factors",
     "run_probe_factors",
     "calibration_rounds",
@@ -64,13 +65,21 @@ def _t95(n: int) -> float:
     return float(stats.t.ppf(0.975, n - 1)) if n >= 2 else math.nan
 
 
-def _ratio(steps: pd.DataFrame, law: Any, max_gap_s: float) -> tuple[float, int]:
-    """Measured over law-priced total time of these iterations, and how many there were."""
-    if len(steps) == 0:
-        return math.nan, 0
+def speed_factor(
+    steps: pd.DataFrame, law: Any, max_gap_s: float, until_s: float | None = None
+) -> tuple[float, int]:
+    """How much slower the engine ran than `law` says: the measured total time of the run's
+    iterations (as the calibration counts them) over the law's, for the iterations that ended
+    before `until_s` (s on the run's clock) when given, else all; returns (factor, iterations),
+    factor NaN when no iteration qualifies. ``law.scaled(factor)`` then prices that speed."""
     t, f = measured_and_law(steps, law, max_gap_s)
-    total = float(f.sum())
-    return (float(t.sum()) / total if total > 0 else math.nan), int(t.size)
+    keep = np.ones(t.size, dtype=bool)
+    if until_s is not None:
+        keep = steps["t_done_s"].to_numpy(dtype=float) < float(until_s)
+    n = int(keep.sum())
+    if n == 0:
+        return math.nan, 0
+    return float(t[keep].sum() / f[keep].sum()), n
 
 
 def probe_factors(probes: pd.DataFrame | None, law: Any, max_gap_s: float) -> pd.DataFrame:
@@ -81,7 +90,7 @@ def probe_factors(probes: pd.DataFrame | None, law: Any, max_gap_s: float) -> pd
         return pd.DataFrame(columns=cols)
     out = []
     for name, p in probes.groupby("probe", sort=False):
-        k, n = _ratio(p.reset_index(drop=True), law, max_gap_s)
+        k, n = speed_factor(p.reset_index(drop=True), law, max_gap_s)
         out.append({
             "probe": name, "session": int(p["session"].iloc[0]), "run": str(p["run"].iloc[0]),
             "position": str(p["position"].iloc[0]), "iterations": n, "factor": k,
