@@ -42,28 +42,15 @@ from typing import Any
 from llmqueue.cli import add_command
 from llmqueue.errors import InputError
 
-_OVERRIDE_FLAGS = {
-    # flag -> (smallest allowed, what it counts)
-    "requests": (20, "requests per run"),
-    "warmup_requests": (0, "warm-up requests per run"),
-    "capacity_requests": (10, "requests of a capacity burst"),
-    "calibration_batches": (1, "calibration batches"),
-    "repeat_sessions": (0, "fresh-engine repeat sessions"),
-}
-
 
 def _given(args: argparse.Namespace) -> dict[str, int | None]:
-    """The override flags the command has, each checked against its lower bound (one line
-    naming the flag); None where not given."""
-    given: dict[str, int | None] = {}
-    for key, (lo, what) in _OVERRIDE_FLAGS.items():
-        if not hasattr(args, key):
-            continue
-        val = getattr(args, key)
-        if val is not None and val < lo:
-            flag = "--" + key.replace("_", "-")
-            raise InputError(f"{flag} ({what}) must be >= {lo}, got {val}")
-        given[key] = val
+    """The smoke-run override flags this command has (None where not given), checked against
+    their bounds (:func:`llmqueue.validation.matrix_run.checked_overrides`, one line naming the
+    flag) before the config is read."""
+    from llmqueue.validation.matrix_run import OVERRIDES, checked_overrides
+
+    given = {key: getattr(args, key) for key in OVERRIDES if hasattr(args, key)}
+    checked_overrides(given)
     return given
 
 
@@ -94,11 +81,12 @@ def cmd_model(args: argparse.Namespace) -> None:
 def cmd_measure(args: argparse.Namespace) -> None:
     from llmqueue.checks.validation import check_validation_section
     from llmqueue.validation.environment import require_engine
+    from llmqueue.validation.matrix_run import checked_overrides
     from llmqueue.validation.single_run import measure_single
 
     given = _given(args)
     cfg, sec = _config(args)
-    over = {k: int(v) for k, v in given.items() if v is not None}
+    over = checked_overrides(given)
     if "requests" in over:
         sec["requests"] = over["requests"]
     if "warmup_requests" in over:

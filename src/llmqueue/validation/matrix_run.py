@@ -47,6 +47,7 @@ from llmqueue.validation.record import (
 
 __all__ = [
     "OVERRIDES",
+    "checked_overrides",
     "matrix_spec",
     "apply_overrides",
     "read_predictions",
@@ -55,10 +56,31 @@ __all__ = [
     "assemble_group",
 ]
 
-# the smoke-run overrides of ``llmqueue validate matrix`` (flags --requests, ...)
-OVERRIDES = (
-    "requests", "warmup_requests", "capacity_requests", "calibration_batches", "repeat_sessions",
-)  # fmt: skip
+# the smoke-run overrides of ``llmqueue validate`` (flags --requests, ...; ``measure`` has the
+# first three): key -> (smallest allowed, what it counts)
+OVERRIDES: Mapping[str, tuple[int, str]] = {
+    "requests": (20, "requests per run"),
+    "warmup_requests": (0, "warm-up requests per run"),
+    "capacity_requests": (10, "requests of a capacity burst"),
+    "calibration_batches": (1, "calibration batches"),
+    "repeat_sessions": (0, "fresh-engine repeat sessions"),
+}
+
+
+def checked_overrides(given: Mapping[str, int | None]) -> dict[str, int]:
+    """The overrides given (None: not given), each checked against its smallest value in
+    :data:`OVERRIDES` (an InputError naming the flag); an unknown key is an error."""
+    over: dict[str, int] = {}
+    for key, val in given.items():
+        if key not in OVERRIDES:
+            raise InputError(f"unknown override {key!r}; known: {list(OVERRIDES)}")
+        if val is None:
+            continue
+        lo, what = OVERRIDES[key]
+        if val < lo:
+            raise InputError(f"--{key.replace('_', '-')} ({what}) must be >= {lo}, got {val}")
+        over[key] = int(val)
+    return over
 
 
 def matrix_spec(cfg: Mapping[str, Any], sec: Mapping[str, Any]) -> MatrixSpec:
@@ -72,16 +94,9 @@ def apply_overrides(
     groups: Sequence[GroupSpec], given: Mapping[str, int | None]
 ) -> tuple[list[GroupSpec], dict[str, int]]:
     """The groups with the smoke-run overrides `given` applied (:data:`OVERRIDES`: fewer
-    requests, calibration batches, repeat sessions; None: not given); returns them and the
-    overrides that were given."""
-
-    over: dict[str, int] = {}
-    for key in OVERRIDES:
-        val = given.get(key)
-        if val is not None:
-            if int(val) < (0 if key in ("warmup_requests", "repeat_sessions") else 1):
-                raise InputError(f"--{key.replace('_', '-')} must be >= 1, got {val}")
-            over[key] = int(val)
+    requests, calibration batches, repeat sessions; None: not given; checked by
+    :func:`checked_overrides`); returns them and the overrides that were given."""
+    over = checked_overrides(given)
     out = []
     for g in groups:
         runs = []
