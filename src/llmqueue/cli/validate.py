@@ -40,7 +40,6 @@ from collections.abc import Callable
 from typing import Any
 
 from llmqueue.cli import add_command
-from llmqueue.errors import InputError
 
 
 def _given(args: argparse.Namespace) -> dict[str, int | None]:
@@ -121,10 +120,8 @@ def cmd_machine_speed(args: argparse.Namespace) -> None:
     from llmqueue.validation.environment import require_engine
     from llmqueue.validation.speed_run import check_machine_speed, measure_machine_speed
 
-    if args.cycles is not None and not 3 <= args.cycles <= 1000:
-        raise InputError(f"--cycles must be in 3..1000, got {args.cycles}")
     cfg, sec = _config(args)
-    check_machine_speed(sec, cycles=args.cycles)
+    check_machine_speed(sec, cycles=args.cycles)  # the flag and the section, before the engine
     require_engine("machine-speed")
     measure_machine_speed(cfg, sec, cycles=args.cycles, out=args.out)
 
