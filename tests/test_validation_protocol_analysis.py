@@ -22,10 +22,10 @@ from llmqueue.studies.validation.protocol import (
     judged_in_sigma,
     noise_floor,
     pooled_sigma,
+    probe_columns,
     probe_factors,
     run_probe_factors,
     session_calibration,
-    variants_for,
 )
 
 LAW = StepLaw(0.010, 0.002, 1e-6, name="test")
@@ -67,14 +67,14 @@ def test_probe_factor_reads_the_speed_against_the_law() -> None:
     # the last iteration of each probe is counted as its busy time plus the median gap (0)
     assert before == pytest.approx(1.2, rel=1e-9)
     assert after == pytest.approx(0.9, rel=1e-9)
-    v = variants_for(f, "a")
+    v = probe_columns(f, "a")
     assert v["probe_drift"] == pytest.approx(0.9 / 1.2 - 1.0)
     assert all(math.isnan(x) for x in run_probe_factors(f, "b"))
 
 
 def test_no_probes_no_rows() -> None:
     assert probe_factors(None, LAW, GAP).empty
-    assert math.isnan(variants_for(probe_factors(None, LAW, GAP), "a")["probe_before_factor"])
+    assert math.isnan(probe_columns(probe_factors(None, LAW, GAP), "a")["probe_before_factor"])
 
 
 def rounds_table(speeds: list[float], sessions: list[int]) -> pd.DataFrame:

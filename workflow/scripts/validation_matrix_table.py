@@ -3,6 +3,8 @@ summaries: median and largest |error| per metric, SJF/SSJF reductions, run-to-ru
 forms (llmqueue.studies.validation.matrix); the protocol's alternating blocks, the repeats' noise
 floor and every run's error in units of it (llmqueue.studies.validation.protocol)."""
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -38,7 +40,7 @@ floor = noise_floor(comparison)
 # the repeats' sigma with the calibration's noise where each session calibrated on its own, else
 # (a matrix measured without the protocol) the spread of the errors over the repeats
 sigma = pooled_sigma(floor, "sigma_session_law")
-if sigma != sigma:
+if math.isnan(sigma):
     sigma = pooled_sigma(floor, "sigma_prediction")
 in_sigma, defects = judged_in_sigma(comparison, sigma)
 in_sigma["sigma"] = sigma

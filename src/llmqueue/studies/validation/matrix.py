@@ -74,11 +74,11 @@ from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
 from llmqueue.studies.validation.protocol import (
+    probe_columns,
     probe_factors,
     reductions_against,
     session_calibration,
     speed_factor,
-    variants_for,
 )
 from llmqueue.studies.validation.tables import (
     calibration_law,
@@ -566,7 +566,7 @@ def compare_group(
         k_run, _ = speed_factor(steps, laws[cfg.law], max_gap)
         if n_warm:
             variants.append(("warmup_speed", pol, laws[cfg.law].scaled(k_warm)))
-        probed = variants_for(factors, table)
+        probed = probe_columns(factors, table)
         if math.isfinite(probed["probe_before_factor"]):
             variants.append(
                 ("probe_scaled", pol, laws[cfg.law].scaled(probed["probe_before_factor"]))

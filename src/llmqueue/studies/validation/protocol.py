@@ -49,7 +49,7 @@ __all__ = [
     "calibration_knots",
     "calibration_noise",
     "pooled_sigma",
-    "variants_for",
+    "probe_columns",
     "session_calibration",
     "block_reductions",
     "reductions_against",
@@ -278,7 +278,7 @@ def judged_in_sigma(
     return c[["group", "run", "config_run", "session", "error_sigma"]], sorted(set(defects))
 
 
-def variants_for(factors: pd.DataFrame, run: str) -> Mapping[str, float]:
+def probe_columns(factors: pd.DataFrame, run: str) -> Mapping[str, float]:
     """The probe factors of a judged run as the error table's columns."""
     before, after = run_probe_factors(factors, run)
     drift = after / before - 1.0 if math.isfinite(before) and math.isfinite(after) else math.nan
