@@ -197,7 +197,8 @@ def _run_row(
     requests replayed with `law` and with `law` at the run's speed (module docstring).
     `settings`: ``kv_model``, ``kv_budget`` (as config validation.matrix_compare) and ``seed``."""
     from llmqueue.seeds import seed_sequence
-    from llmqueue.studies.validation.matrix import group_policy
+    from llmqueue.studies.validation.matrix import group_policy, request_metrics
+    from llmqueue.studies.validation.protocol import speed_factor
     from llmqueue.studies.validation.tables import simulate_table
     from llmqueue.validation.calibration import measured_and_law
 
@@ -206,10 +207,10 @@ def _run_row(
     t, f = measured_and_law(steps, law, data.max_gap_s)
     long = _per_seq_context(steps) >= LONG_CONTEXT_TOKENS
     dec, mix = check["law_decode_rel_error"], check["law_prefill_rel_error"]
-    factor = float(t.sum() / f.sum())
+    factor = speed_factor(steps, law, data.max_gap_s)[0]
     req = data.requests[table]
     keep = ~req["warmup"].to_numpy(dtype=bool)
-    measured = (req["finish_s"] - req["arrival_s"]).to_numpy(dtype=float)[keep].mean()
+    measured = request_metrics(req)["jct"][keep].mean()
     pol = group_policy(
         data,
         table,
@@ -222,7 +223,7 @@ def _run_row(
         seed = seed_sequence(int(settings.get("seed", 0)), "validation", "law_form", data.name,
                              table, form, variant)  # fmt: skip
         sim = simulate_table(req, pol, lw, seed=seed, predicted=predicted_len)
-        pred = (sim["finish_s"].to_numpy() - req["arrival_s"].to_numpy(dtype=float))[keep].mean()
+        pred = request_metrics(req, sim)["jct"][keep].mean()
         jct[variant] = float(pred / measured - 1.0)
     return {
         "iterations": int(check["iterations"]),
