@@ -977,15 +977,30 @@ def render_validation_matrix_summary(
     )
 
 
-def render_validation_matrix_headline(summary: pd.DataFrame, targets: Mapping[str, float]) -> str:
-    """The matrix in a few rows (README): per metric the judged runs, the median and largest
-    |error| of the prediction and whether the target holds."""
-    full = render_validation_matrix_summary(summary, pd.DataFrame(columns=["simulator"]), targets)
-    table = full.split("\n\n")[0].split("\n")
-    header = split_row(table[0])
-    keep = [i for i, h in enumerate(header) if not h.startswith("median, ")]
-    rows = [split_row(line) for line in table[2:]]
-    return md_table([header[i] for i in keep], [[r[i] for i in keep] for r in rows])
+_VERDICT_VARIANTS = {
+    "prediction": "prediction (calibration only)",
+    "probe_scaled": "probe-scaled prediction",
+    "run_speed": "law at the run's speed (diagnosis)",
+}
+
+
+def render_validation_matrix_targets(targets: pd.DataFrame) -> str:
+    """Every target of the matrix (llmqueue.studies.validation.verdict): what is judged, on which
+    variant, the statistic, its value against the limit, the detail and the verdict."""
+    rows = []
+    for _, r in targets.iterrows():
+        unit = str(r["unit"])
+        if unit == "fraction":
+            value, limit = _abs_pct(r["value"]), f"{100 * _float(r['limit']):g}%"
+        elif unit == "pp":
+            value, limit = f"{_float(r['value']):.1f} pp", f"{_float(r['limit']):.1f} pp"
+        else:
+            value, limit = fmt_int(r["value"]), fmt_int(r["limit"])
+        variant = _VERDICT_VARIANTS.get(str(r["variant"]), str(r["variant"]))
+        rows.append([md_cell(r["target"]), md_cell(variant), md_cell(r["statistic"]), value,
+                     limit, md_cell(r["detail"] if isinstance(r["detail"], str) and r["detail"] else "-"),
+                     md_cell(r["verdict"])])  # fmt: skip
+    return md_table(["target", "variant", "statistic", "value", "limit", "detail", "verdict"], rows)
 
 
 def render_validation_matrix_speed(table: pd.DataFrame, window_s: float) -> str:
@@ -1542,10 +1557,10 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "validation_matrix_closed": render_validation_matrix_closed,
     "validation_matrix_laws": render_validation_matrix_laws,
     "validation_matrix_speed": render_validation_matrix_speed,
-    "validation_matrix_headline": render_validation_matrix_headline,
     "validation_matrix_reductions": render_validation_matrix_reductions,
     "validation_matrix_spread": render_validation_matrix_spread,
     "validation_matrix_noise": render_validation_matrix_noise,
+    "validation_matrix_targets": render_validation_matrix_targets,
     "validation_matrix_groups": render_validation_matrix_groups,
     "validation_machine_speed": render_validation_machine_speed,
     "profiling_fits": render_profiling_fits,

@@ -71,9 +71,8 @@ DOC_BLOCKS = {
         study_link="docs/studies/{study}.md",
     ),
     "validation-matrix-headline": doc_block(
-        "validation_matrix_headline",
-        dict(summary="results/validation/matrix/summary.csv"),
-        targets=dict(VMX.get("targets") or {}),
+        "validation_matrix_targets",
+        dict(targets="results/validation/matrix/targets.csv"),
     ),
     # docs/results.md
     "claims-scopes": doc_block(
@@ -158,6 +157,10 @@ DOC_BLOCKS = {
     "validation-matrix-reductions": doc_block(
         "validation_matrix_reductions",
         dict(reductions="results/validation/matrix/reductions.csv"),
+    ),
+    "validation-matrix-targets": doc_block(
+        "validation_matrix_targets",
+        dict(targets="results/validation/matrix/targets.csv"),
     ),
     "validation-matrix-noise": doc_block(
         "validation_matrix_noise",

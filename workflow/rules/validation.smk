@@ -138,7 +138,7 @@ rule validation_matrix_group:
 rule validation_matrix_table:
     """The matrix's error table and summaries (figures/table_vllm_matrix.{csv,md}); the queue
     orders' gains in alternating blocks, the repeats' noise floor and every run's error in units
-    of it."""
+    of it; every target met or missed (targets.csv)."""
     input:
         comparisons=expand(
             "results/validation/matrix/{vgroup}/comparison.csv", vgroup=VMX_GROUPS
@@ -166,6 +166,7 @@ rule validation_matrix_table:
         block_summary="results/validation/matrix/block_summary.csv",
         noise="results/validation/matrix/noise_floor.csv",
         sigma="results/validation/matrix/errors_in_sigma.csv",
+        targets="results/validation/matrix/targets.csv",
     log:
         "logs/validation/matrix_table.log",
     benchmark:

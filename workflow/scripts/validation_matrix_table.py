@@ -1,7 +1,8 @@
 """The error table of the held-out validation matrix (figures/table_vllm_matrix.{csv,md}) and its
 summaries: median and largest |error| per metric, SJF/SSJF reductions, run-to-run spread, closed
 forms (llmqueue.studies.validation.matrix); the protocol's alternating blocks, the repeats' noise
-floor and every run's error in units of it (llmqueue.studies.validation.protocol)."""
+floor and every run's error in units of it (llmqueue.studies.validation.protocol); every target
+met or missed (llmqueue.studies.validation.verdict)."""
 
 import math
 
@@ -24,6 +25,7 @@ from llmqueue.studies.validation.protocol import (
     noise_floor,
     pooled_sigma,
 )
+from llmqueue.studies.validation.verdict import judge_targets
 
 sm = snakemake  # noqa: F821
 cfg = MatrixCompareSettings.from_config(sm.params.compare, sm.params.seed)
@@ -60,6 +62,8 @@ write_csv(spread, sm.output.spread)
 write_csv(closed, sm.output.closed)
 write_text(markdown_matrix(comparison, summary, reductions, spread, closed, cfg), sm.output.md)
 write_csv(blocks, sm.output.blocks)
-write_csv(block_summary(blocks), sm.output.block_summary)
+blocks_summary = block_summary(blocks)
+write_csv(blocks_summary, sm.output.block_summary)
+write_csv(judge_targets(summary, blocks_summary, reductions, defects, cfg.targets), sm.output.targets)
 write_csv(floor, sm.output.noise)
 write_csv(in_sigma, sm.output.sigma)

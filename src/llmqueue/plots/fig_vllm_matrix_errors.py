@@ -161,7 +161,7 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
                         mfc=c if mfc is None else mfc, elinewidth=0.7, capsize=1.5)  # fmt: skip
             ax.annotate(label, (px, py), fontsize=5.5, xytext=(3, -3), textcoords="offset points")
         xs_all = np.array([[x - e, x + e, y] for _, x, y, e, _, _ in points], dtype=float)
-        pp = float(targets["ssjf_reduction_pp"])
+        pp = float(targets["reduction_pp"])
         lo, hi = min(0.0, float(xs_all.min())) - pp - 2, float(xs_all.max()) + pp + 2
         xs = np.array([lo, hi])
         ax.fill_between(xs, xs - pp, xs + pp, color="0.88", lw=0, zorder=0)

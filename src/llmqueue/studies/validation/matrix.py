@@ -803,7 +803,7 @@ def markdown_matrix(
         )
     if len(reductions):
         out += ["", "## Queue order: mean-JCT reduction against FCFS on the same arrivals", "",
-                f"| run | priority | measured | predicted | error (pp; target {t.ssjf_reduction_pp:g}) |",
+                f"| run | priority | measured | predicted | error (pp; target {t.reduction_pp:g}) |",
                 "|---|---|---|---|---|"]  # fmt: skip
         for _, r in reductions.iterrows():
             out.append(
