@@ -15,7 +15,7 @@ REPORT := results/report.html
 # Figures and tables are declared once, in the study rule files (declare_figure in
 # workflow/rules/common.smk): `make fig4d` or `make table1` forwards to the Snakemake target rule
 # of that name, which rebuilds that figure only; `make figures` lists them all.
-.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-vllm-speed validate-predictions test-slurm
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-vllm-speed validate-predictions validate-transformers test-slurm
 
 install: $(STAMP)
 
@@ -119,6 +119,26 @@ validate-vllm: $(VLLM_STAMP)
 	@$(VLLM_RUN) matrix $(GROUPS_FLAG) --check
 	@$(MAKE) --no-print-directory validate-predictions GROUPS="$(GROUPS)"
 	$(VLLM_RUN) matrix $(GROUPS_FLAG) $(if $(filter 1,$(REDO)),--redo)
+
+# The second engine: Hugging Face transformers' continuous batching in its own environment
+# .venv-transformers (envs/transformers-cpu.txt, the whole pinned closure), one run of the single
+# FCFS configuration (calibration, capacity, the loads of validation.vllm) with the settings of
+# validation.transformers.engine into data/validation/transformers-cpu-<hardware-id>/. Not part
+# of `reproduce`.
+HF_VENV := .venv-transformers
+HF_BIN := $(HF_VENV)/bin
+HF_STAMP := $(HF_VENV)/.llmqueue-installed
+
+$(HF_STAMP): envs/transformers-cpu.txt
+	@test -x $(HF_BIN)/python || $(PYTHON) -m venv $(HF_VENV) || { \
+	  echo "make validate-transformers: could not create $(HF_VENV) with $(PYTHON) -m venv" >&2; exit 1; }
+	@echo "installing envs/transformers-cpu.txt into $(HF_VENV) (a few minutes the first time)"
+	@$(HF_BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r envs/transformers-cpu.txt || { \
+	  echo "make validate-transformers: installing envs/transformers-cpu.txt into $(HF_VENV) failed (pip's message above)" >&2; exit 1; }
+	@touch $(HF_STAMP)
+
+validate-transformers: $(HF_STAMP)
+	PYTHONPATH=src $(HF_BIN)/python -m llmqueue validate measure --engine transformers
 
 # Does the engine's speed follow the machine's? One engine start: decode batches with two fixed
 # kernels (memory-bound, compute-bound) timed between them (config validation.vllm.machine_speed),

@@ -310,6 +310,20 @@ def test_cpu_bf16_reads_the_flags(tmp_path: Path) -> None:
     assert cpu_bf16(str(tmp_path / "missing")) is None
 
 
+def test_dtype_auto_is_bfloat16_only_with_bfloat16_matrix_instructions() -> None:
+    from llmqueue.validation.model import resolve_dtype
+
+    assert resolve_dtype("auto", True) == "bfloat16"
+    assert resolve_dtype("auto", False) == "float32"
+    assert resolve_dtype("float32", True) == "float32"
+    assert resolve_dtype("bfloat16", False) == "bfloat16"  # a named dtype is kept
+    shape = config_section()["model"]["shape"]
+    assert kv_bytes_per_token(shape, "auto") in (
+        kv_bytes_per_token(shape, "bfloat16"), kv_bytes_per_token(shape, "float32"))  # fmt: skip
+    with pytest.raises(InputError, match="dtype must be one of"):
+        resolve_dtype("int8")
+
+
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="needs Linux CPU affinity")
 def test_cpus_the_machine_lacks_are_refused_before_the_engine_starts() -> None:
     from llmqueue.validation.engine import require_cpus

@@ -81,7 +81,7 @@ def cmd_measure(args: argparse.Namespace) -> None:
     from llmqueue.checks.validation import check_validation_section
     from llmqueue.validation.environment import require_engine
     from llmqueue.validation.matrix_run import checked_overrides
-    from llmqueue.validation.single_run import measure_single
+    from llmqueue.validation.single_run import engine_settings, measure_single
 
     given = _given(args)
     cfg, sec = _config(args)
@@ -93,8 +93,9 @@ def cmd_measure(args: argparse.Namespace) -> None:
     if "capacity_requests" in over:
         sec["capacity"]["requests"] = over["capacity_requests"]
     check_validation_section(sec)
-    require_engine("measure")
-    measure_single(cfg, sec, over, args.out)
+    engine_settings(cfg, sec, args.engine)  # bad settings refused by key before any model is built
+    require_engine("measure", engine=args.engine)
+    measure_single(cfg, sec, over, args.out, engine=args.engine)
 
 
 def cmd_matrix(args: argparse.Namespace) -> None:
@@ -154,8 +155,13 @@ def register(subparsers: Any) -> None:
     p_model.add_argument("--config", default="config/config.yaml")
     p_meas = sub.add_parser("measure", help="calibration, capacity and the Poisson loads")
     p_meas.add_argument("--config", default="config/config.yaml")
+    from llmqueue.validation.environment import ENGINE_ENVS
+
+    p_meas.add_argument("--engine", default="vllm", choices=list(ENGINE_ENVS),
+                        help="the engine measured (default vllm; transformers: its continuous "
+                        "batching, settings validation.transformers.engine)")  # fmt: skip
     p_meas.add_argument(
-        "--out", default=None, help="run folder (default: <out>/vllm-cpu-<hardware-id>)"
+        "--out", default=None, help="run folder (default: <out>/<engine>-cpu-<hardware-id>)"
     )
     p_meas.add_argument("--requests", type=int, default=None, help="requests per load (trial runs)")
     p_meas.add_argument("--warmup-requests", type=int, default=None)

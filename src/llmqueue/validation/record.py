@@ -182,7 +182,7 @@ def write_run_folder(out: str | os.PathLike[str], files: Mapping[str, Any]) -> P
 
 def log(msg: str) -> None:
     """One progress line of ``llmqueue validate`` on standard output, with the wall-clock time."""
-    print(f"[validate-vllm {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+    print(f"[llmqueue validate {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 # what a name that becomes part of a path may hold (hardware ids, group and run names)

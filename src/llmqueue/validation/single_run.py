@@ -1,10 +1,14 @@
-"""The single vLLM run (``llmqueue validate measure``): one engine start for warm-up batches,
-calibration batches, a capacity burst and one Poisson run per load.
+"""The single run (``llmqueue validate measure``): one engine start for warm-up batches,
+calibration batches, a capacity burst and one Poisson run per load, on vLLM's CPU build
+(``--engine vllm``, the default) or on Hugging Face transformers' continuous batching
+(``--engine transformers``, :mod:`llmqueue.validation.hf_engine`, settings
+``validation.transformers.engine``); the workload (model, trace, calibration, capacity, loads) is
+``validation.vllm``'s for both.
 
 The rates are the configured loads times the capacity the burst measured. The run folder
-(``<validation.vllm.out>/vllm-cpu-<hardware-id>/``, :mod:`llmqueue.validation.record`) is
+(``<validation.vllm.out>/<engine>-cpu-<hardware-id>/``, :mod:`llmqueue.validation.record`) is
 assembled from the client's records and the engine's step log once the engine has stopped, and
-written whole. vLLM is imported only when a run starts.
+written whole. The engine's package is imported only when a run starts.
 """
 
 from __future__ import annotations
@@ -29,37 +33,65 @@ from llmqueue.validation.record import (
     write_run_folder,
 )
 
-__all__ = ["measure_single"]
+__all__ = ["ENGINES", "engine_settings", "measure_single"]
+
+# the engines a single run may measure (``llmqueue validate measure --engine``)
+ENGINES = ("vllm", "transformers")
+
+
+def engine_settings(cfg: dict[str, Any], sec: dict[str, Any], engine: str) -> Any:
+    """The checked settings of `engine`: ``validation.vllm.engine`` (vLLM) or
+    ``validation.transformers.engine``; one-line InputError naming the key."""
+    if engine == "vllm":
+        from llmqueue.validation.engine import EngineSettings
+
+        return EngineSettings.from_config(sec["engine"])
+    if engine == "transformers":
+        from llmqueue.validation.hf_engine import HFEngineSettings
+
+        hf = (cfg.get("validation") or {}).get("transformers")
+        if not isinstance(hf, dict) or "engine" not in hf:
+            raise InputError("validation.transformers.engine: missing (the transformers engine's settings)")
+        return HFEngineSettings.from_config(hf["engine"])
+    raise InputError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+
+
+def _request_cap(settings: Any) -> int:
+    return int(getattr(settings, "max_num_seqs", 0) or settings.max_requests_per_batch)
 
 
 def measure_single(
-    cfg: dict[str, Any], sec: dict[str, Any], over: dict[str, int], out: Path | None = None
-) -> Path:
-    """The single run (module docstring) into `out` (default ``<out>/vllm-cpu-<hardware-id>``);
-    `sec` is the checked ``validation.vllm`` section with the overrides `over` applied."""
+    cfg: dict[str, Any], sec: dict[str, Any], over: dict[str, int], out: Path | None = None,
+    engine: str = "vllm",
+) -> Path:  # fmt: skip
+    """The single run (module docstring) on `engine` into `out` (default
+    ``<out>/<engine>-cpu-<hardware-id>``); `sec` is the checked ``validation.vllm`` section with
+    the overrides `over` applied."""
     import numpy as np
 
     from llmqueue.validation.calibration import calibration_batches
-    from llmqueue.validation.engine import EngineSettings, require_cpus
     from llmqueue.validation.model import make_model
     from llmqueue.validation.requests import read_trace_lengths
     from llmqueue.validation.steplog import core_facts_path
 
-    settings = EngineSettings.from_config(sec["engine"])
-    require_cpus(settings)
+    settings = engine_settings(cfg, sec, engine)
+    if engine == "vllm":
+        from llmqueue.validation.engine import require_cpus
+
+        require_cpus(settings)
     hw = resolve_hardware_id(sec)
-    out = Path(out) if out else child_folder(sec["out"], f"vllm-cpu-{hw}", "validation.vllm.out")
+    out = Path(out) if out else child_folder(sec["out"], f"{engine}-cpu-{hw}", "validation.vllm.out")
     prompt, output = read_trace_lengths(
         cfg["data"]["azure_trace"], sec["trace"]["input_column"], sec["trace"]["output_column"]
     )
     plan = {
         "warmup": calibration_batches(
-            sec["warmup_batches"], settings.max_model_len, settings.max_num_seqs
+            sec["warmup_batches"], settings.max_model_len, _request_cap(settings)
         )
         if sec["warmup_batches"]
         else [],
         "calibration": calibration_batches(
-            sec["calibration"]["batches"], settings.max_model_len, settings.max_num_seqs
+            sec["calibration"]["batches"], settings.max_model_len, _request_cap(settings)
         ),
     }
     m = sec["model"]
@@ -78,13 +110,14 @@ def measure_single(
     try:
         session = asyncio.run(
             _session(
-                sec, settings, model_dir, step_log, plan, prompt, output, int(cfg.get("seed", 0))
+                sec, settings, model_dir, step_log, plan, prompt, output, int(cfg.get("seed", 0)),
+                engine,
             )
-        )
+        )  # fmt: skip
         meta["finished"] = now_utc()
         meta["load_after"] = loadavg()
         meta["wall_s"] = round(time.monotonic() - t_start, 1)
-        files = _assemble(sec, settings, session, step_log, meta, cfg, np)
+        files = _assemble(sec, settings, session, step_log, meta, cfg, np, engine)
         write_run_folder(out, files)
     finally:
         step_log.unlink(missing_ok=True)
@@ -102,22 +135,16 @@ async def _session(
     prompt: Any,
     output: Any,
     root_seed: int,
+    engine: str = "vllm",
 ) -> dict[str, Any]:
-    """Start vLLM once and run warm-up, calibration, capacity and the loads; returns the client
-    records and clock marks of every phase (the step log is read after the engine stops)."""
+    """Start the engine once and run warm-up, calibration, capacity and the loads; returns the
+    client records and clock marks of every phase (the step log is read after the engine stops)."""
     import numpy as np
     import pandas as pd
 
     from llmqueue.seeds import seed_sequence
     from llmqueue.validation.calibration import saturation_capacity
     from llmqueue.validation.client import check_complete, run_open_loop
-    from llmqueue.validation.engine import (
-        bind_host,
-        close_engine,
-        make_stream,
-        open_async_engine,
-        read_settings,
-    )
     from llmqueue.validation.requests import build_request_table, table_prompts
 
     vocab = int(sec["model"]["shape"]["vocab_size"])
@@ -127,19 +154,12 @@ async def _session(
         rng = np.random.default_rng(seed_sequence(root_seed, "validation", "prompts", key))
         return table_prompts(table, vocab, rng)
 
-    log(f"starting vLLM on {model_dir} (engine core in a child process)")
     t = time.monotonic()
-    engine = open_async_engine(
-        model_dir, sec["model"]["shape"], sec["model"]["dtype"], settings, step_log
-    )
+    stream, read_back, close = _open_engine(engine, sec, settings, model_dir, step_log)
     res: dict[str, Any] = {"startup_s": round(time.monotonic() - t, 1), "phases": {}}
     try:
-        from vllm.v1.core.sched.scheduler import Scheduler
-
-        res["settings"] = read_settings(engine.vllm_config, Scheduler)
-        res["settings"]["placement"] = bind_host(settings)
+        res["settings"] = read_back
         log(f"engine up in {res['startup_s']} s: {res['settings']}")
-        stream = make_stream(engine)
 
         async def batches(name: str, items: list[Any]) -> None:
             res["phases"][name] = await run_batches(stream, name, items, prompts_for, "", log=log)
@@ -207,8 +227,68 @@ async def _session(
                 f"{run}: done in {time.monotonic() - t_a:.1f} s (client lateness <= {1e3 * late:.1f} ms)"
             )
     finally:
-        close_engine(engine)
+        close()
     return res
+
+
+_ENGINE_NOTE = {
+    "vllm": "vLLM (CPU build), V1 engine, AsyncLLM in the client's process, engine core in a child process",
+    "transformers": "Hugging Face transformers, continuous batching (ContinuousBatchingManager): its "
+    "generation thread and the client in one process",
+}
+
+
+def _environment(engine: str, settings: Any) -> dict[str, Any]:
+    """The engine's environment as the run folder records it."""
+    if engine == "transformers":
+        return {"torch_threads": int(settings.threads)}
+    return {
+        "VLLM_CPU_OMP_THREADS_BIND": settings.omp_threads_bind,
+        "VLLM_CPU_KVCACHE_SPACE": "unset (KV cache sized by num_gpu_blocks_override and kv_cache_memory_bytes)",
+        "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get(
+            "VLLM_ENABLE_V1_MULTIPROCESSING", "1 (default)"
+        ),
+    }
+
+
+def _open_engine(
+    engine: str, sec: dict[str, Any], settings: Any, model_dir: Path, step_log: Path
+) -> tuple[Any, dict[str, Any], Any]:
+    """Start `engine`; returns the client's ``stream``, the settings read back from it and the
+    function that stops it. The engine's scheduler facts (usable KV blocks, block size) are
+    written beside the step log (:func:`llmqueue.validation.steplog.core_facts_path`): vLLM's
+    engine core writes them itself; the transformers engine's KV is all usable."""
+    if engine == "transformers":
+        from llmqueue.validation.hf_engine import open_hf_engine
+        from llmqueue.validation.steplog import core_facts_path, write_core_facts
+
+        log(f"starting transformers' continuous batching on {model_dir} (in this process)")
+        hf = open_hf_engine(model_dir, sec["model"]["dtype"], settings, step_log)
+        read_back = hf.read_settings()
+        write_core_facts(core_facts_path(step_log), {
+            "kv_blocks_free_at_start": read_back["num_kv_blocks"],
+            "block_size": read_back["block_size"],
+        })  # fmt: skip
+        return hf.stream, read_back, hf.close
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    from llmqueue.validation.engine import (
+        bind_host,
+        close_engine,
+        make_stream,
+        open_async_engine,
+        read_settings,
+    )
+
+    log(f"starting vLLM on {model_dir} (engine core in a child process)")
+    vllm = open_async_engine(model_dir, sec["model"]["shape"], sec["model"]["dtype"], settings, step_log)
+    try:
+        read_back = read_settings(vllm.vllm_config, Scheduler)
+        read_back["placement"] = bind_host(settings)
+    except BaseException:
+        close_engine(vllm)
+        raise
+    return make_stream(vllm), read_back, lambda: close_engine(vllm)
 
 
 def _assemble(
@@ -219,13 +299,14 @@ def _assemble(
     meta: dict[str, Any],
     cfg: dict[str, Any],
     np: Any,
+    engine: str = "vllm",
 ) -> dict[str, Any]:
     """The run folder's files from the session and the engine's step log."""
     import pandas as pd
 
     from llmqueue.latency import fit_step_law
     from llmqueue.validation.calibration import fit_calibration, fit_summary, slice_steps
-    from llmqueue.validation.model import kv_bytes_per_token, param_count
+    from llmqueue.validation.model import kv_bytes_per_token, param_count, resolve_dtype
     from llmqueue.validation.record import cpu_name, package_versions, request_rows
     from llmqueue.validation.steplog import core_facts_path
 
@@ -300,10 +381,10 @@ def _assemble(
     files["settings.json"] = settings_read
 
     shape = sec["model"]["shape"]
-    dtype = sec["model"]["dtype"]
+    dtype = resolve_dtype(sec["model"]["dtype"])
     meta.update(
         {
-            "engine": "vLLM (CPU build), V1 engine, AsyncLLM in the client's process, engine core in a child process",
+            "engine": _ENGINE_NOTE[engine],
             "versions": {"python": platform.python_version(), **package_versions()},
             "cpu": cpu_name(),
             "cores": os.cpu_count(),
@@ -318,13 +399,7 @@ def _assemble(
                 "kv_bytes_per_token": kv_bytes_per_token(shape, dtype),
             },
             "engine_settings": session["settings"],
-            "environment_variables": {
-                "VLLM_CPU_OMP_THREADS_BIND": settings.omp_threads_bind,
-                "VLLM_CPU_KVCACHE_SPACE": "unset (KV cache sized by num_gpu_blocks_override and kv_cache_memory_bytes)",
-                "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get(
-                    "VLLM_ENABLE_V1_MULTIPROCESSING", "1 (default)"
-                ),
-            },
+            "environment_variables": _environment(engine, settings),
             "trace": {
                 "file": cfg["data"]["azure_trace"],
                 "scale": sec["trace"]["scale"],
