@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from reference_engine import RefPolicy, Req, run_continuous, run_multibin, run_static
 
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, ShapedStepLaw, StepLaw
+from llmqueue.latency import BatchLatency, PackedStepLaw, ShapedStepLaw, StepLaw
 from llmqueue.policy import Policy, parse_policy
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
@@ -212,6 +212,11 @@ def _shaped() -> ShapedStepLaw:
     )  # fmt: skip
 
 
+def _packed() -> PackedStepLaw:
+    """Attention over the step's tokens x its context (transformers' packed sdpa on a CPU)."""
+    return PackedStepLaw(0.011, 0.00037, 0.000013, "packed", c_qk_s=2e-7)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**6),
@@ -221,19 +226,22 @@ def _shaped() -> ShapedStepLaw:
     tokens=st.sampled_from([None, 48, 96]),
     whole=st.booleans(),
     batch_queue=st.booleans(),
-    shaped=st.booleans(),
+    law_kind=st.sampled_from(["linear", "shaped", "packed"]),
     rate=st.floats(1.0, 30.0),
     block=st.sampled_from([1, 8, 12]),
 )
 def test_matrix_options_match_reference(  # type: ignore[no-untyped-def]
-    seed, order, max_batch, kv, tokens, whole, batch_queue, shaped, rate, block
+    seed, order, max_batch, kv, tokens, whole, batch_queue, law_kind, rate, block
 ):
-    """Shaped law, whole-prompt admission (chunked prefill off) and the batch queue, alone and
-    together, with on-demand paged KV: every request's start, first token and finish agree."""
+    """Shaped or packed law, whole-prompt admission (chunked prefill off) and the batch queue,
+    alone and together, with on-demand paged KV: every request's start, first token and finish
+    agree."""
     if whole and tokens is None:
         tokens = 64
     arr, prompt, out = _table(seed, 70, rate, 60, 40)
-    law = _shaped() if shaped else StepLaw(0.011, 0.00037, 0.000013)
+    law = {"shaped": _shaped(), "packed": _packed(), "linear": StepLaw(0.011, 0.00037, 0.000013)}[
+        law_kind
+    ]
     kw = dict(kv_tokens=kv, admission="on_demand", max_batched_tokens=tokens, block_size=block)
     pol = Policy(
         "continuous", bmax=max_batch, order=order, chunked_prefill=not whole,
@@ -246,7 +254,7 @@ def test_matrix_options_match_reference(  # type: ignore[no-untyped-def]
         max_batched_tokens=math.inf if tokens is None else tokens, block_size=block,
         chunked_prefill=not whole, batch_queue=batch_queue,
     )  # fmt: skip
-    step = law.step if shaped else (law.c0_s, law.c_tok_s, law.c_ctx_s)
+    step = law.step if law_kind != "linear" else (law.c0_s, law.c_tok_s, law.c_ctx_s)
     _compare(tab, run_continuous(_ref_reqs(tab), ref, step))  # type: ignore[arg-type]
 
 
@@ -260,6 +268,7 @@ def test_the_options_change_the_schedule() -> None:
         (dict(chunked_prefill=False), law),
         (dict(batch_queue=True), law),
         ({}, _shaped()),
+        ({}, _packed()),
     ):
         _, got = _engine(arr, prompt, out, Policy("continuous", **base, **kw), lw, 3)  # type: ignore[arg-type]
         assert not np.allclose(got[:, 7], ref[:, 7]), kw

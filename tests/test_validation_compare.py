@@ -270,7 +270,8 @@ def _copy_run(tmp_path: Path) -> Path:
 
 
 def _section(**kw: object) -> dict[str, object]:
-    return {**CONFIG["validation"]["compare"], **kw}
+    """The config's compare section on the copied run alone (the others are not copied)."""
+    return {**CONFIG["validation"]["compare"], "runs": [RUN.name], "figure_run": RUN.name, **kw}
 
 
 def test_a_missing_run_folder_is_named(tmp_path: Path) -> None:

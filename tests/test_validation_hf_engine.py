@@ -115,6 +115,11 @@ def test_the_recorder_writes_one_row_per_step_with_preempted_and_finished_ids() 
     rec.planned([(_state("a", 10, 1, 11), 1)], ["a"], 2, 0.25)
     rec.done(["a"])
     rec.done(["a"])  # an update without a planned step writes nothing
+    rec.planning(["a"])
+    rec.planned([(_state("a", 10, 2, 12), 1)], ["a"], 0, 0.25)
+    rec.done([], t_done=100.0)  # stamped before the update delivered the tokens
+    assert rows.rows[-1]["t_done_s"] == 100.0 and rows.rows[-1]["step"] == 3
+    rows.rows.pop()
     assert [r["step"] for r in rows.rows] == [1, 2]
     one, two = rows.rows
     assert set(one) == set(STEP_LOG_COLUMNS)

@@ -1,6 +1,7 @@
-"""The committed vLLM measurements (data/validation/vllm-cpu-*/) are whole and self-consistent:
-the step-law fit, the engine's first-token times and every summary in meta.json are recomputed
-here from the raw CSVs by the same library code (no vLLM needed)."""
+"""The committed single-run measurements (data/validation/vllm-cpu-*/ and the transformers
+engine's transformers-cpu-*/) are whole and self-consistent: the step-law fit, the engine's
+first-token times and every summary in meta.json are recomputed here from the raw CSVs by the
+same library code (no vLLM or transformers needed)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,10 @@ from llmqueue.validation.record import engine_first_token, read_requests
 from llmqueue.validation.steplog import STEP_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = sorted(p for p in (ROOT / "data" / "validation").glob("vllm-cpu-*") if p.is_dir())
+RUNS = sorted(
+    p for pat in ("vllm-cpu-*", "transformers-cpu-*")
+    for p in (ROOT / "data" / "validation").glob(pat) if p.is_dir()
+)  # fmt: skip
 SIMULATOR_SETTINGS = (
     "max_num_seqs",
     "max_num_batched_tokens",
@@ -61,7 +65,9 @@ def test_calibration_fit_recomputes(run: Path) -> None:
     for key in ("c0_s", "c_tok_s", "c_ctx_s", "r2"):
         assert fit.to_dict()[key] == pytest.approx(stored[key], rel=1e-6, abs=1e-12), key
     assert np.allclose(rows["time_s"], steps["time_s"], rtol=1e-6)
-    assert fit.n == stored["n"] and fit.r2 > 0.9
+    # the linear law is vLLM's; transformers' packed attention bends it (its own test file)
+    engine = json.loads((run / "settings.json").read_text()).get("engine", "vllm")
+    assert fit.n == stored["n"] and fit.r2 > (0.9 if engine == "vllm" else 0.5)
 
 
 def test_request_files_are_whole(run: Path) -> None:

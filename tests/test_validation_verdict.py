@@ -16,8 +16,14 @@ from llmqueue.studies.validation.verdict import VERDICT_COLUMNS, judge_targets
 def _summary(rows: list[tuple[str, str, float, float]]) -> pd.DataFrame:
     return pd.DataFrame(
         [
-            {"variant": v, "metric": m, "runs": 12, "median_abs_rel_error": med,
-             "max_abs_rel_error": mx, "worst_run": f"g/{v}"}
+            {
+                "variant": v,
+                "metric": m,
+                "runs": 12,
+                "median_abs_rel_error": med,
+                "max_abs_rel_error": mx,
+                "worst_run": f"g/{v}",
+            }
             for v, m, med, mx in rows
         ]  # fmt: skip
     )
@@ -71,7 +77,11 @@ def test_each_target_is_read_from_its_statistic_and_judged_against_its_limit() -
     assert (spjf["value"], spjf["verdict"]) == (4.0, "missed")
     assert not t["statistic"].str.contains("back-to-back").any()
     defects = _by(t, "same-signed error beyond 2 sigma in every repeat", "prediction", "groups")
-    assert (defects["value"], defects["detail"], defects["verdict"]) == (1.0, "kvpressure", "missed")
+    assert (defects["value"], defects["detail"], defects["verdict"]) == (
+        1.0,
+        "kvpressure",
+        "missed",
+    )
 
 
 def test_a_statistic_the_matrix_lacks_is_not_applicable_never_met() -> None:

@@ -809,7 +809,20 @@ def render_validation_comparison(comparison: pd.DataFrame) -> str:
         "Pearson / Spearman",
         "target met",
     ]
-    return md_table(header, rows)
+    out = md_table(header, rows)
+    if "c_qk_s" in pred and len(pred) and _float(pred["c_qk_s"].iloc[0]) > 0:
+        r = pred.iloc[0]
+        out += (
+            f"\n\nStep law (packed, fitted on the calibration): c0 = {fmt(1e3 * _float(r['c0_s']))} ms, "
+            f"c_tok = {fmt(1e3 * _float(r['c_tok_s']))} ms/token, c_ctx = {fmt(1e6 * _float(r['c_ctx_s']))} "
+            f"us per context token, c_qk = {fmt(1e9 * _float(r['c_qk_s']))} ns per token x context token."
+        )
+    if "unmodelled_rules" in pred:
+        bound = sorted({f"{_load_label(r)}: {r['unmodelled_rules']}" for _, r in pred.iterrows()
+                        if str(r["unmodelled_rules"]) not in ("", "nan")})  # fmt: skip
+        if bound:
+            out += "\n\nUnmodelled scheduler rules that could have acted: " + "; ".join(bound) + "."
+    return out
 
 
 def render_validation_run(meta: Mapping[str, Any], fit: Mapping[str, Any]) -> str:
@@ -828,15 +841,16 @@ def render_validation_run(meta: Mapping[str, Any], fit: Mapping[str, Any]) -> st
             f"{fmt(load_b[0], 2) if load_b else '-'} / {fmt(load_a[0], 2) if load_a else '-'}",
         ],
         ["engine", md_cell(meta["engine"])],
-        ["versions", md_cell(", ".join(f"{k} {v}" for k, v in versions.items()))],
+        ["versions", md_cell(", ".join(f"{k} {v}" for k, v in versions.items() if v))],
         [
             "model",
             md_cell(
                 f"{model.get('architecture', '')}, {fmt_int(model.get('parameters'))} parameters"
+                + (f", {model['dtype']}" if model.get("dtype") else "")
             ),
         ],
         [
-            "calibration step law",
+            "linear step law on the calibration",
             md_cell(
                 f"c0 = {fmt(1e3 * float(cal['c0_s']))} ms, c_tok = {fmt(1e3 * float(cal['c_tok_s']))} "
                 f"ms/token, c_ctx = {fmt(1e6 * float(cal['c_ctx_s']))} us per context token; "

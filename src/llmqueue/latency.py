@@ -47,6 +47,8 @@ __all__ = [
     "fit_shaped_step_law",
     "SplitStepLaw",
     "fit_split_step_law",
+    "PackedStepLaw",
+    "fit_packed_step_law",
     "parse_step_law",
     "batch_law_from_step",
     "StepLawFit",
@@ -505,6 +507,11 @@ def batch_law_from_step(
     p, c = float(mean_prompt_tokens), float(mean_context_tokens)
     if not (p >= 0 and c >= 0 and math.isfinite(p) and math.isfinite(c)):
         raise InputError(f"batch_law_from_step: prompt and context must be >= 0, got {p}, {c}")
+    if float(getattr(step, "c_qk_s", 0.0)) > 0:
+        raise InputError(
+            f"batch_law_from_step: step law {step.name!r} prices tokens x context (a packed law), "
+            "which Eq. (18) cannot express"
+        )
     return BatchLatency(
         (step.c_tok_s + step.c_ctx_s) * p,
         step.c0_s,
@@ -706,3 +713,85 @@ def _reason(err: InputError) -> str:
     """The message of a law's InputError without the law's own name (a flag names it instead)."""
     text = str(err)
     return text.split(": ", 1)[1] if ": " in text else text
+
+
+# ---- the packed step law ----------------------------------------------------------------------
+# The step law of an engine whose attention runs over the whole step packed as one sequence
+# (:class:`PackedStepLaw`), and its fit.
+#
+# Hugging Face transformers' continuous batching with ``sdpa`` or ``paged|eager`` attention on a CPU
+# (``integrations/sdpa_attention.py`` with a paged cache) packs every request of a step into one
+# query of Sigma q tokens against one key set of Sigma (past + q) tokens under a dense
+# block-diagonal mask: the attention's work is proportional to (decode_seqs + prefill_tokens) x
+# context_tokens, the pairs across requests included, where a per-request kernel (vLLM's) does
+# Sigma q_i k_i. The law adds that product to :class:`llmqueue.latency.StepLaw`:
+#
+#     step(d, p, c) = c0 + c_tok (d + p) + c_ctx c + c_qk (d + p) c        (s)
+#
+# with d decoding sequences, p prefill tokens and c the context tokens the step's attention reads
+# (the step log's ``context_tokens``: each request's cached tokens after the step). A decode-only
+# iteration of b sequences at context C is then c0 + c_tok b + (c_ctx + c_qk b) C: the linear law's
+# form with a context price that grows with the batch, which is how the compiled engine prices runs
+# of decode-only iterations (:mod:`llmqueue.sim.timelaw`, flag ``PACKED``). c_qk is in s per
+# (token x cached token).
+
+
+@dataclass(frozen=True)
+class PackedStepLaw(StepLaw):
+    """:class:`llmqueue.latency.StepLaw` plus ``c_qk_s`` x (decode_seqs + prefill_tokens) x
+    context_tokens (the comment above; s per token-pair, >= 0)."""
+
+    c_qk_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        v = float(self.c_qk_s)
+        if not (np.isfinite(v) and v >= 0):
+            raise InputError(
+                f"packed step law {self.name!r}: c_qk_s must be >= 0, got {self.c_qk_s}"
+            )
+
+    def step(
+        self, decode_seqs: ArrayLike, prefill_tokens: ArrayLike, context_tokens: ArrayLike
+    ) -> Any:
+        """Seconds for one iteration."""
+        d = np.asarray(decode_seqs, dtype=float)
+        p = np.asarray(prefill_tokens, dtype=float)
+        c = np.asarray(context_tokens, dtype=float)
+        return self.c0_s + self.c_tok_s * (d + p) + self.c_ctx_s * c + self.c_qk_s * (d + p) * c
+
+    def _scaled_times(self, f: float) -> dict[str, Any]:
+        return {**super()._scaled_times(f), "c_qk_s": self.c_qk_s * f}
+
+
+def fit_packed_step_law(
+    decode_seqs: ArrayLike,
+    prefill_tokens: ArrayLike,
+    context_tokens: ArrayLike,
+    time_s: ArrayLike,
+    name: str = "packed",
+) -> PackedStepLaw:
+    """:class:`PackedStepLaw` fitted to measured iterations by non-negative least squares on
+    (1, d + p, c, (d + p) c); needs >= 5 iterations that vary in tokens and in context."""
+    from scipy.optimize import nnls
+
+    d, p, c, y = (
+        np.asarray(v, dtype=float) for v in (decode_seqs, prefill_tokens, context_tokens, time_s)
+    )
+    if not (d.shape == p.shape == c.shape == y.shape) or d.ndim != 1:
+        raise InputError("fit_packed_step_law needs four 1-D arrays of equal length")
+    tok = d + p
+    if y.size < 5 or np.ptp(tok) == 0 or np.ptp(c) == 0:
+        raise InputError(
+            f"fit_packed_step_law needs >= 5 iterations varying in tokens and in context, got {y.size}"
+        )
+    if not (np.all(np.isfinite(y)) and np.all(y > 0)):
+        raise InputError("fit_packed_step_law: iteration times must be finite and > 0 s")
+    x = np.column_stack([np.ones_like(y), tok, c, tok * c])
+    scale = np.maximum(np.abs(x).max(axis=0), 1e-300)
+    coef, _ = nnls(x / scale, y)
+    coef = coef / scale
+    if coef[0] == 0 and coef[1] == 0:
+        raise InputError("fit_packed_step_law: the fit leaves no fixed or per-token cost")
+    return PackedStepLaw(float(coef[0]), float(coef[1]), float(coef[2]), name,
+                         "non-negative least squares", "measured", c_qk_s=float(coef[3]))  # fmt: skip

@@ -123,6 +123,26 @@ DOC_BLOCKS = {
     "validation-comparison": doc_block(
         "validation_comparison", dict(comparison=DOC_VALIDATION)
     ),
+    # every other compared run (another engine or machine) beside the figure's
+    **{
+        f"validation-comparison-{run}": doc_block(
+            "validation_comparison",
+            dict(comparison=f"results/validation/{run}/comparison.csv"),
+        )
+        for run in VAL_RUNS
+        if run != VAL["figure_run"]
+    },
+    **{
+        f"validation-run-{run}": doc_block(
+            "validation_run",
+            dict(
+                meta=f"{VAL['dir']}/{run}/meta.json",
+                fit=f"{VAL['dir']}/{run}/calibration_fit.json",
+            ),
+        )
+        for run in VAL_RUNS
+        if run != VAL["figure_run"]
+    },
     "validation-run": doc_block(
         "validation_run",
         dict(

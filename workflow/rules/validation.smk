@@ -13,6 +13,7 @@ VAL_FILES = [
     "settings.json",
     "calibration_fit.json",
     "meta.json",
+    "calibration_steps.csv",
     *(f"{kind}_{t}.csv" for t in VAL["tables"] for kind in ("requests", "steps")),
 ]
 

@@ -64,6 +64,8 @@ write_text(markdown_matrix(comparison, summary, reductions, spread, closed, cfg)
 write_csv(blocks, sm.output.blocks)
 blocks_summary = block_summary(blocks)
 write_csv(blocks_summary, sm.output.block_summary)
-write_csv(judge_targets(summary, blocks_summary, reductions, defects, cfg.targets), sm.output.targets)
+write_csv(
+    judge_targets(summary, blocks_summary, reductions, defects, cfg.targets), sm.output.targets
+)
 write_csv(floor, sm.output.noise)
 write_csv(in_sigma, sm.output.sigma)

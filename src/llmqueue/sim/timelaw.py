@@ -27,6 +27,12 @@ two more numbers after the table, ``(c0, c_tok, c_ctx, SPLIT, c_pre, m, g(0), ..
 c_ctx_pre, c_attn)``: decode-only iterations (and so :func:`decode_run_time`) as the shaped law,
 an iteration with prefill tokens at g(0) + c_pre*(decode_seqs + prefill_tokens) +
 c_ctx_pre*context_tokens + c_attn*prefill_tokens*context_tokens.
+
+A packed step law (:class:`llmqueue.latency.PackedStepLaw`: attention over the whole step packed
+as one sequence) is ``(c0, c_tok, c_ctx, PACKED, c_qk)``: every iteration
+c0 + c_tok*(decode_seqs + prefill_tokens) + c_ctx*context_tokens
++ c_qk*(decode_seqs + prefill_tokens)*context_tokens, so a run of decode-only iterations of B
+sequences is the linear law's with the context priced at c_ctx + c_qk*B (:func:`context_price`).
 """
 
 from __future__ import annotations
@@ -39,7 +45,14 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, LinearLatency, ShapedStepLaw, SplitStepLaw, StepLaw
+from llmqueue.latency import (
+    BatchLatency,
+    LinearLatency,
+    PackedStepLaw,
+    ShapedStepLaw,
+    SplitStepLaw,
+    StepLaw,
+)
 from llmqueue.policy import Policy
 
 __all__ = [
@@ -47,12 +60,14 @@ __all__ = [
     "TABLE",
     "SHAPED",
     "SPLIT",
+    "PACKED",
     "StaticLaw",
     "static_law",
     "static_settings",
     "step_coefficients",
     "batch_time",
     "decode_part",
+    "context_price",
     "step_time",
     "decode_run_time",
     "iterations_until",
@@ -61,6 +76,7 @@ __all__ = [
 EQ18, TABLE = 0, 1
 SHAPED = 1.0  # c[3] of a shaped step law's coefficient array
 SPLIT = 2.0  # c[3] of a split step law's (a shaped one that prices prefill iterations apart)
+PACKED = 3.0  # c[3] of a packed step law's (attention over the step's tokens x its context)
 
 
 @dataclass(frozen=True)
@@ -109,6 +125,8 @@ def step_coefficients(latency: Any, batch_time_table: np.ndarray | None) -> np.n
     if batch_time_table is not None:
         raise InputError("a fixed batch-time table applies to static batches only")
     head = np.array([latency.c0_s, latency.c_tok_s, latency.c_ctx_s], dtype=float)
+    if isinstance(latency, PackedStepLaw):
+        return np.concatenate([head, [PACKED, latency.c_qk_s]])
     if isinstance(latency, SplitStepLaw):
         g = latency.table()
         tail = [latency.c_ctx_pre_s, latency.c_attn_s]
@@ -162,7 +180,7 @@ def batch_time(kind, k, table, lengths, b, elastic, comp, idx):  # type: ignore[
 def decode_part(c, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """The fixed and per-sequence part of an iteration decoding b sequences (s): c0 + c_tok*b,
     or a shaped (or split) law's g(b) (its table, then slope c_tok beyond it)."""
-    if c.size > 3 and c[3] >= 1.0:
+    if c.size > 3 and (c[3] == 1.0 or c[3] == 2.0):
         m = np.int64(c[5])
         bi = np.int64(b)
         if bi < m:
@@ -175,6 +193,9 @@ def decode_part(c, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
 def step_time(c, decode_seqs, prefill_tokens, context_tokens):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """One iteration (s): c = (c0, c_tok, c_ctx), or a shaped or split law's array (module
     docstring)."""
+    if c.size > 3 and c[3] == 3.0:
+        n = decode_seqs + prefill_tokens
+        return c[0] + c[1] * n + c[2] * context_tokens + c[4] * n * context_tokens
     if c.size > 3 and c[3] == 2.0 and prefill_tokens > 0.0:
         m = np.int64(c[5])
         return (
@@ -183,15 +204,25 @@ def step_time(c, decode_seqs, prefill_tokens, context_tokens):  # type: ignore[n
             + c[6 + m] * context_tokens
             + c[7 + m] * prefill_tokens * context_tokens
         )
-    if c.size > 3 and c[3] >= 1.0:
+    if c.size > 3 and (c[3] == 1.0 or c[3] == 2.0):
         return decode_part(c, decode_seqs) + c[4] * prefill_tokens + c[2] * context_tokens
     return c[0] + c[1] * (decode_seqs + prefill_tokens) + c[2] * context_tokens
 
 
 @njit(cache=True, nogil=True, inline="always")
+def context_price(c, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The price (s) of one context token in a decode-only iteration of b sequences: c_ctx, or a
+    packed law's c_ctx + c_qk*b."""
+    if c.size > 3 and c[3] == 3.0:
+        return c[2] + c[4] * b
+    return c[2]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def decode_run_time(c, b, ctx, m):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Total time (s) of m decode-only iterations of b sequences starting at total context ctx."""
-    return m * (decode_part(c, b) + c[2] * ctx) + c[2] * b * (m * (m - 1.0) * 0.5)
+    cp = context_price(c, b)
+    return m * (decode_part(c, b) + cp * ctx) + cp * b * (m * (m - 1.0) * 0.5)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -202,8 +233,9 @@ def iterations_until(c, b, ctx, span, m_max):  # type: ignore[no-untyped-def]  #
         return 1
     if decode_run_time(c, b, ctx, m_max) < span:
         return m_max
-    a = c[2] * b * 0.5
-    lin = decode_part(c, b) + c[2] * ctx - a
+    cp = context_price(c, b)
+    a = cp * b * 0.5
+    lin = decode_part(c, b) + cp * ctx - a
     if a > 0.0:
         m = (-lin + math.sqrt(lin * lin + 4.0 * a * span)) / (2.0 * a)
     else:

@@ -177,13 +177,20 @@ class StepRecorder:
             "kv_usage": float(kv_usage), "active": active,
         }  # fmt: skip
 
-    def done(self, active_ids: Iterable[str]) -> None:
+    def now(self) -> float:
+        return self._clock()
+
+    def done(self, active_ids: Iterable[str], t_done: float | None = None) -> None:
+        """The step's output is in (at `t_done`, the clock now when None; the wrapper stamps it
+        before ``update_batch`` delivers the tokens, which an in-process client may otherwise
+        see first); `active_ids` after the update."""
         p = self._pending
         if p is None:
             return
         self._pending = None
         row = step_row(
-            self._step, self._t_sched, self._t_planned, self._clock(), p["requests"],
+            self._step, self._t_sched, self._t_planned,
+            self._clock() if t_done is None else float(t_done), p["requests"],
             p["running"], p["waiting"], len(p["preempted"]), p["kv_usage"],
             preempted_ids=p["preempted"], finished_ids=sorted(self._finished),
         )  # fmt: skip
@@ -221,14 +228,15 @@ def _install_hooks() -> None:
             return bool(ok)
 
         def update_batch(self: Any) -> None:
-            update(self)
             rec = getattr(self, _RECORDER, None)
+            t_done = rec.now() if rec is not None else 0.0  # the forward's output is in
+            update(self)
             if rec is not None:
-                rec.done(self.scheduler.active_requests)
+                rec.done(self.scheduler.active_requests, t_done)
 
-        cls.prepare_next_batch = prepare_next_batch
-        cls.update_batch = update_batch
-        cls._llmqueue_hooked = True
+        setattr(cls, "prepare_next_batch", prepare_next_batch)  # noqa: B010
+        setattr(cls, "update_batch", update_batch)  # noqa: B010
+        setattr(cls, "_llmqueue_hooked", True)  # noqa: B010
 
 
 class HFEngine:
@@ -336,13 +344,14 @@ def open_hf_engine(
     ).eval()  # fmt: skip
     _install_hooks()
     gen = GenerationConfig(do_sample=False, eos_token_id=-1, max_new_tokens=1)
-    cb = ContinuousBatchingConfig(
+    cb_settings: dict[str, Any] = dict(
         page_size=settings.page_size, num_blocks=settings.num_blocks,
         max_batch_tokens=settings.max_batch_tokens,
         max_requests_per_batch=settings.max_requests_per_batch,
         scheduler_type=settings.scheduler_type, allow_block_sharing=False,
         auto_switch_to_flash=False, cpu_offload_space=0.0, seed=settings.seed,
     )  # fmt: skip
+    cb = ContinuousBatchingConfig(**cb_settings)
     manager = model.init_continuous_batching(generation_config=gen, continuous_batching_config=cb)
     manager.warmup()  # creates the cache and the batch processor before the thread starts
     writer = StepLogWriter(step_log)

@@ -51,7 +51,9 @@ def engine_settings(cfg: dict[str, Any], sec: dict[str, Any], engine: str) -> An
 
         hf = (cfg.get("validation") or {}).get("transformers")
         if not isinstance(hf, dict) or "engine" not in hf:
-            raise InputError("validation.transformers.engine: missing (the transformers engine's settings)")
+            raise InputError(
+                "validation.transformers.engine: missing (the transformers engine's settings)"
+            )
         return HFEngineSettings.from_config(hf["engine"])
     raise InputError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
 
@@ -80,7 +82,9 @@ def measure_single(
 
         require_cpus(settings)
     hw = resolve_hardware_id(sec)
-    out = Path(out) if out else child_folder(sec["out"], f"{engine}-cpu-{hw}", "validation.vllm.out")
+    out = (
+        Path(out) if out else child_folder(sec["out"], f"{engine}-cpu-{hw}", "validation.vllm.out")
+    )
     prompt, output = read_trace_lengths(
         cfg["data"]["azure_trace"], sec["trace"]["input_column"], sec["trace"]["output_column"]
     )
@@ -281,7 +285,9 @@ def _open_engine(
     )
 
     log(f"starting vLLM on {model_dir} (engine core in a child process)")
-    vllm = open_async_engine(model_dir, sec["model"]["shape"], sec["model"]["dtype"], settings, step_log)
+    vllm = open_async_engine(
+        model_dir, sec["model"]["shape"], sec["model"]["dtype"], settings, step_log
+    )
     try:
         read_back = read_settings(vllm.vllm_config, Scheduler)
         read_back["placement"] = bind_host(settings)

@@ -23,6 +23,7 @@ __all__ = [
     "SETTINGS_KEYS",
     "PREDICTION_COLUMNS",
     "COMPARISON_COLUMNS",
+    "STEP_LAW_FORMS",
     "VARIANTS",
     "KV_MODELS",
     "CompareSettings",
@@ -98,7 +99,15 @@ COMPARISON_COLUMNS = (
     "c0_s",
     "c_tok_s",
     "c_ctx_s",
+    "c_qk_s",
+    "engine",
+    "unmodelled_rules",
 )
+
+
+# the forms a step law may take (llmqueue.studies.validation.tables.fit_form); config
+# validation.compare.laws names one per engine
+STEP_LAW_FORMS = ("linear", "shaped", "split", "split_attention", "packed")
 
 
 # the prediction, then the diagnostic variants (config validation.compare.diagnostics)
@@ -116,7 +125,10 @@ class CompareSettings:
     """Config ``validation.compare`` (the simulator side): which request tables of a run folder,
     KV model (``paged``: whole blocks, ``tokens``: token-granular), KV budget (``usable``: the
     blocks vLLM can hand out, its null block left out; ``all``), the diagnostic variants, the
-    issue's targets (relative errors of mean and p90 JCT), the root seed."""
+    issue's targets (relative errors of mean and p90 JCT), the root seed, and per engine
+    (``settings.json``'s ``engine``, vLLM where absent) the step law's form (``linear``: the run
+    folder's own calibration fit; any other :data:`STEP_LAW_FORMS` entry: fitted here on its
+    ``calibration_steps.csv``)."""
 
     tables: tuple[str, ...]
     kv_model: str = "paged"
@@ -125,9 +137,15 @@ class CompareSettings:
     target_mean: float = 0.10
     target_p90: float = 0.15
     seed: int = 0
+    laws: tuple[tuple[str, str], ...] = (("vllm", "linear"),)
 
     def __post_init__(self) -> None:
         where = "validation.compare"
+        for engine, form in self.laws:
+            if form not in STEP_LAW_FORMS:
+                raise InputError(
+                    f"{where}.laws.{engine} must be one of {list(STEP_LAW_FORMS)}, got {form!r}"
+                )
         if not self.tables or len(set(self.tables)) != len(self.tables):
             raise InputError(f"{where}.tables: one or more distinct run names, got {self.tables}")
         if self.kv_model not in KV_MODELS:
@@ -154,7 +172,12 @@ class CompareSettings:
             float(t.get("jct_mean", 0.10)),
             float(t.get("jct_p90", 0.15)),
             int(seed),
+            tuple((str(k), str(v)) for k, v in (section.get("laws") or {"vllm": "linear"}).items()),
         )
+
+    def law_form(self, engine: str) -> str:
+        """The step law's form for runs of `engine` (``linear`` where the config names none)."""
+        return dict(self.laws).get(engine, "linear")
 
 
 @dataclass(frozen=True)
@@ -167,6 +190,7 @@ class RunData:
     meta: Mapping[str, Any]
     requests: Mapping[str, pd.DataFrame]
     steps: Mapping[str, pd.DataFrame]
+    calibration: pd.DataFrame | None = None  # calibration_steps.csv, where the folder has one
 
 
 # ---- reading ----------------------------------------------------------------------------------
@@ -231,4 +255,7 @@ def read_run(folder: str | Path, tables: Sequence[str]) -> RunData:
         json.loads((p / "meta.json").read_text()),
         requests,
         steps,
+        pd.read_csv(p / "calibration_steps.csv")
+        if (p / "calibration_steps.csv").is_file()
+        else None,
     )

@@ -13,7 +13,13 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.latency import StepLaw, fit_shaped_step_law, fit_split_step_law, fit_step_law
+from llmqueue.latency import (
+    StepLaw,
+    fit_packed_step_law,
+    fit_shaped_step_law,
+    fit_split_step_law,
+    fit_step_law,
+)
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.spec import (
@@ -24,6 +30,7 @@ from llmqueue.studies.validation.spec import (
     PREDICTION_COLUMNS,
     SETTINGS_KEYS,
     STATS,
+    STEP_LAW_FORMS,
     VARIANTS,
     CompareSettings,
     RunData,
@@ -31,6 +38,7 @@ from llmqueue.studies.validation.spec import (
 
 __all__ = [
     "engine_policy",
+    "unmodelled_rules",
     "calibration_law",
     "in_situ_law",
     "replay",
@@ -67,6 +75,16 @@ def engine_policy(
     Settings the model does not have are refused with an InputError naming them: prefix
     caching, swap preemption, admission on the first chunk only, a watermark, a per-request
     prefill cap, asynchronous scheduling.
+
+    Hugging Face transformers' continuous batching (``engine: transformers``,
+    :mod:`llmqueue.validation.hf_engine`) maps onto the same policy: its request cap, token budget,
+    pages (blocks), decodes before prompt chunks, chunked prompts and FCFS admission are the
+    model's. Three rules of its scheduler are not: KV pages taken chunk by chunk with no
+    whole-prompt rule at admission (a waiting request that does not fit is skipped), no prompt
+    chunk once the free KV falls under its safety margin, and a preempted request re-queued at the
+    back with admissions paused until a request finishes. None of them acts while the KV stays
+    below 1 - safety margin and nothing is preempted; :func:`unmodelled_rules` names the runs where
+    one could have.
     """
     if kv_model not in KV_MODELS or kv_budget not in KV_BUDGETS:
         raise InputError(f"kv_model in {KV_MODELS}, kv_budget in {KV_BUDGETS}")
@@ -83,6 +101,9 @@ def engine_policy(
     rule = str((settings.get("engine_core") or {}).get("admission_rule", "vllm"))
     if rule not in ("vllm", "batch_queue"):
         raise InputError(f"engine admission rule {rule!r} is not in the serving model")
+    engine = str(settings.get("engine", "vllm"))
+    if engine not in ("vllm", "transformers"):
+        raise InputError(f"engine {engine!r} is not in the serving model (vllm, transformers)")
     unmodelled = {
         "enable_prefix_caching": (settings["enable_prefix_caching"], False),
         "preemption_mode": (settings["preemption_mode"], "recompute"),
@@ -91,6 +112,8 @@ def engine_policy(
         "long_prefill_token_threshold": (int(settings.get("long_prefill_token_threshold", 0)), 0),
         "async_scheduling": (bool(settings.get("async_scheduling", False)), False),
     }
+    if engine == "transformers":  # allocation per chunk: the docstring's unmodelled rules
+        del unmodelled["reserve_full_prompt_on_admission"]
     for key, (got, modelled) in unmodelled.items():
         if got != modelled:
             raise InputError(
@@ -112,6 +135,22 @@ def engine_policy(
         chunked_prefill=bool(settings["enable_chunked_prefill"]),
         batch_queue=rule == "batch_queue",
     )
+
+
+def unmodelled_rules(steps: pd.DataFrame, settings: Mapping[str, Any]) -> str:
+    """Which of the transformers scheduler's rules the serving model lacks could have acted in a
+    run (:func:`engine_policy`), from its step log: ``kv_margin`` when the KV's used share
+    reached 1 - safety margin, ``preempted`` when a request was preempted; comma-joined, empty
+    when neither (then the run's schedule is the model's) or for a vLLM run."""
+    if str(settings.get("engine", "vllm")) != "transformers" or steps.empty:
+        return ""
+    out = []
+    margin = float(settings.get("safety_margin", 0.0))
+    if float(steps["kv_usage"].max()) >= 1.0 - margin:
+        out.append("kv_margin")
+    if int(steps["preempted"].sum()) > 0:
+        out.append("preempted")
+    return ",".join(out)
 
 
 def _law(fit: Mapping[str, Any], name: str, where: str) -> StepLaw:
@@ -155,7 +194,6 @@ def replay(requests: pd.DataFrame, predicted: np.ndarray | None = None) -> Any:
 
 
 # the step-law forms a group's calibration iterations can be fitted with (:func:`fit_form`)
-STEP_LAW_FORMS = ("linear", "shaped", "split", "split_attention")
 
 
 def fit_form(form: str, cal: pd.DataFrame, name: str = "", source: str | None = None) -> StepLaw:
@@ -163,7 +201,8 @@ def fit_form(form: str, cal: pd.DataFrame, name: str = "", source: str | None = 
     (decode_seqs, prefill_tokens, context_tokens, time_s in s): ``linear``
     (:func:`llmqueue.latency.fit_step_law`), ``shaped`` (:func:`~llmqueue.latency.fit_shaped_step_law`),
     ``split`` and ``split_attention`` (:func:`~llmqueue.latency.fit_split_step_law` without and
-    with the prefill-attention term). `name` defaults to the form, `source` to the fitter's."""
+    with the prefill-attention term), ``packed`` (:func:`~llmqueue.latency.fit_packed_step_law`).
+    `name` defaults to the form, `source` to the fitter's."""
     if form not in STEP_LAW_FORMS:
         raise InputError(f"step-law form {form!r}: one of {', '.join(STEP_LAW_FORMS)}")
     d, p, c, y = (
@@ -175,6 +214,8 @@ def fit_form(form: str, cal: pd.DataFrame, name: str = "", source: str | None = 
         return fit_step_law(d, p, c, y).law(**kw)
     if form == "shaped":
         return fit_shaped_step_law(d, p, c, y, **kw)
+    if form == "packed":
+        return fit_packed_step_law(d, p, c, y, name=kw["name"])
     return fit_split_step_law(d, p, c, y, attention=form == "split_attention", **kw)
 
 
@@ -292,11 +333,35 @@ def steplaw_check(steps: pd.DataFrame, law: StepLaw, max_gap_s: float) -> dict[s
     }
 
 
+def _own_law(form: str, steps: pd.DataFrame, max_gap_s: float, table: str) -> StepLaw | None:
+    """The `form` law fitted on a run's own iterations (diagnosis only; None when the run has
+    too few iterations to fit it)."""
+    from llmqueue.validation.calibration import iteration_times
+
+    rows = steps.assign(time_s=iteration_times(steps, max_gap_s).to_numpy(dtype=float))
+    rows = rows[np.isfinite(rows["time_s"]) & (rows["time_s"] > 0)]
+    try:
+        return fit_form(form, rows, f"in situ ({table})", f"{table} iterations (diagnostic only)")
+    except InputError:
+        return None
+
+
 def compare_run(data: RunData, cfg: CompareSettings) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The comparison (:data:`COMPARISON_COLUMNS`, one row per table x variant x metric) and the
     per-request predictions (:data:`PREDICTION_COLUMNS`) of one run folder."""
-    cal = calibration_law(data.fits)
+    engine = str(data.settings.get("engine", "vllm"))
+    form = cfg.law_form(engine)
     max_gap = float(data.meta.get("calibration", {}).get("max_gap_s", 0.002))
+    if form == "linear":
+        cal = calibration_law(data.fits)
+    elif data.calibration is None:
+        raise InputError(
+            f"run folder {data.run_id!r} has no calibration_steps.csv to fit a {form} law on"
+        )
+    else:
+        cal = fit_form(
+            form, data.calibration, "calibration", "calibration batches (used for prediction)"
+        )
     runs_meta = data.meta.get("runs", {})
     rows, preds = [], []
     for table in cfg.tables:
@@ -310,7 +375,11 @@ def compare_run(data: RunData, cfg: CompareSettings) -> tuple[pd.DataFrame, pd.D
                 ("token_kv", engine_policy(data.settings, "tokens", cfg.kv_budget), cal)
             )
         if "in_situ_law" in cfg.diagnostics:
-            own = in_situ_law(data.fits, table)
+            own = (
+                in_situ_law(data.fits, table)
+                if form == "linear"
+                else _own_law(form, data.steps[table], max_gap, table)
+            )
             if own is not None:
                 pol = engine_policy(data.settings, cfg.kv_model, cfg.kv_budget)
                 variants.append(("in_situ_law", pol, own))
@@ -340,6 +409,9 @@ def compare_run(data: RunData, cfg: CompareSettings) -> tuple[pd.DataFrame, pd.D
                         "c0_s": law.c0_s,
                         "c_tok_s": law.c_tok_s,
                         "c_ctx_s": law.c_ctx_s,
+                        "c_qk_s": float(getattr(law, "c_qk_s", 0.0)),
+                        "engine": engine,
+                        "unmodelled_rules": unmodelled_rules(data.steps[table], data.settings),
                     }
                 )
             p.insert(0, "variant", variant)
@@ -350,13 +422,20 @@ def compare_run(data: RunData, cfg: CompareSettings) -> tuple[pd.DataFrame, pd.D
 
 
 # ---- the table --------------------------------------------------------------------------------
+_ENGINE_NAMES = {
+    "vllm": "vLLM",
+    "transformers": "transformers (request cap and token budget as vLLM's)",
+}
+
+
 def settings_note(
     run_id: str, settings: Mapping[str, Any], kv_model: str = "paged", kv_budget: str = "usable"
 ) -> str:
     """One line: the engine settings of a run and the policy they map to (:func:`engine_policy`)."""
     pol = engine_policy(settings, kv_model, kv_budget)
     return (
-        f"- `{run_id}`: vLLM max_num_seqs {settings['max_num_seqs']}, max_num_batched_tokens "
+        f"- `{run_id}`: {_ENGINE_NAMES.get(str(settings.get('engine', 'vllm')), 'vLLM')} "
+        f"max_num_seqs {settings['max_num_seqs']}, max_num_batched_tokens "
         f"{settings['max_num_batched_tokens']}, {settings['usable_kv_tokens']} usable KV tokens in "
         f"blocks of {settings['block_size']}, chunked prefill, {settings['preemption_mode']} "
         f"preemption, {settings['scheduling_policy']}; simulated as `{pol.label()}`."

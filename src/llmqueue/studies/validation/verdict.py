@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import pandas as pd
 
 from llmqueue.studies.validation.matrix_spec import MatrixTargets
@@ -25,7 +26,9 @@ __all__ = ["VERDICT_COLUMNS", "judge_targets"]
 VERDICT_COLUMNS = ("target", "variant", "statistic", "value", "limit", "unit", "detail", "verdict")
 
 
-def _summary_value(summary: pd.DataFrame, variant: str, metric: str, column: str) -> tuple[float, str]:
+def _summary_value(
+    summary: pd.DataFrame, variant: str, metric: str, column: str
+) -> tuple[float, str]:
     row = summary[(summary["variant"] == variant) & (summary["metric"] == metric)]
     if row.empty:
         return math.nan, ""
@@ -86,10 +89,17 @@ def judge_targets(
                 targets.reduction_pp, "pp", f"{r['group']}: {int(r['rounds'])} rounds")  # fmt: skip
     elif len(reductions):
         for prio, g in reductions.groupby("priority", sort=False):
-            worst = g.loc[g["error_pp"].abs().idxmax()]
+            worst = g.iloc[int(np.argmax(g["error_pp"].abs().to_numpy(dtype=float)))]
             add(f"{prio} reduction against FCFS", "prediction",
                 "largest abs. error over back-to-back runs", abs(float(worst["error_pp"])),
                 targets.reduction_pp, "pp", f"{worst['group']}/{worst['run']}")  # fmt: skip
-    add("same-signed error beyond 2 sigma in every repeat", "prediction", "groups",
-        float(len(defects)), 0.0, "groups", ", ".join(defects) or "none")
+    add(
+        "same-signed error beyond 2 sigma in every repeat",
+        "prediction",
+        "groups",
+        float(len(defects)),
+        0.0,
+        "groups",
+        ", ".join(defects) or "none",
+    )
     return pd.DataFrame(rows, columns=list(VERDICT_COLUMNS))
