@@ -145,3 +145,33 @@ def test_a_missing_package_is_refused_in_one_line_naming_the_environment_file(
     assert "envs/transformers-cpu.txt" in msg and ".venv-transformers" in msg and "\n" not in msg
     with pytest.raises(InputError, match="--engine must be one of"):
         require_engine("measure", engine="tgi")
+
+
+def test_the_cli_refuses_bad_engine_settings_by_key_before_any_model(tmp_path: Path) -> None:
+    """``llmqueue validate measure --engine transformers`` with a bad setting: exit 2, one line
+    naming the key, nothing written (the config is checked before the environment and the
+    model)."""
+    import contextlib
+    import io
+    import os
+
+    from llmqueue.cli import main
+
+    cfg = copy.deepcopy(CONFIG)
+    cfg["validation"]["vllm"]["model"]["dir"] = str(tmp_path / "model")
+    cfg["validation"]["vllm"]["out"] = str(tmp_path / "out")
+    cfg["validation"]["transformers"]["engine"]["scheduler_type"] = "sjf"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    err = io.StringIO()
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = main(["validate", "measure", "--engine", "transformers", "--config", str(path)])
+    finally:
+        os.chdir(cwd)
+    lines = [x for x in err.getvalue().splitlines() if x.strip()]
+    assert code == 2 and len(lines) == 1, err.getvalue()
+    assert "scheduler_type" in lines[0] and "Traceback" not in err.getvalue()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.yaml"]
