@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llmqueue.errors import InputError
@@ -48,6 +48,7 @@ __all__ = [
     "integer",
     "interval",
     "product",
+    "section_keys",
 ]
 
 MAX_TOKENS = 1e9
@@ -148,3 +149,19 @@ def product(
 def _count(x: float) -> str:
     """A count as text: 4,194,304 (exact below 1e15), else 5.6e+14."""
     return f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:.3g}"
+
+
+def section_keys(
+    section: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()
+) -> None:
+    """A config section `where` is a mapping holding every key of `required`, any of `optional`
+    and nothing else; else one InputError naming the missing and unknown keys and the allowed
+    ones."""
+    if not isinstance(section, Mapping):
+        raise InputError(f"{where} must be a mapping, got {type(section).__name__}")
+    missing = [k for k in required if k not in section]
+    extra = sorted(set(section) - set(required) - set(optional))
+    if missing or extra:
+        raise InputError(
+            f"{where}: missing {missing}, unknown {extra}; keys are {[*required, *optional]}"
+        )

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.limits import section_keys
 from llmqueue.validation.model import kv_bytes_per_token, resolve_dtype
 from llmqueue.validation.placement import (
     bind_host_processes,
@@ -86,12 +87,7 @@ class EngineSettings:
     @classmethod
     def from_config(cls, section: Mapping[str, Any]) -> EngineSettings:
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in section]
-        extra = sorted(set(section) - set(names))
-        if missing or extra:
-            raise InputError(
-                f"validation.vllm.engine: missing {missing}, unknown {extra}; keys are {names}"
-            )
+        section_keys(section, "validation.vllm.engine", names)
         s = cls(**{n: section[n] for n in names})
         for key in (
             "max_model_len",

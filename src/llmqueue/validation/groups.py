@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.limits import section_keys
 from llmqueue.validation.protocol import (
     ProtocolSpec,
     capacity_name,
@@ -235,20 +236,9 @@ def _int(x: Any, where: str, lo: int = 1) -> int:
     return int(x)
 
 
-def _keys(sec: Any, where: str, required: Sequence[str], optional: Sequence[str] = ()) -> None:
-    if not isinstance(sec, Mapping):
-        raise InputError(f"{where} must be a mapping, got {type(sec).__name__}")
-    missing = [k for k in required if k not in sec]
-    extra = sorted(set(sec) - set(required) - set(optional))
-    if missing or extra:
-        raise InputError(
-            f"{where}: missing {missing}, unknown {extra}; keys are {[*required, *optional]}"
-        )
-
-
 def _trace(name: str, sec: Any, train_fraction: float) -> TraceSpec:
     where = f"validation.vllm.matrix.traces.{name}"
-    _keys(sec, where, ("file", "input_column", "output_column", "scale"))
+    section_keys(sec, where, ("file", "input_column", "output_column", "scale"))
     scale = float(sec["scale"])
     if not (0 < scale <= 1):
         raise InputError(f"{where}.scale must be in (0, 1], got {sec['scale']!r}")
@@ -262,7 +252,7 @@ def _model(name: str, sec: Any) -> ModelSpec:
     where = (
         "validation.vllm.model" if name == "default" else f"validation.vllm.matrix.models.{name}"
     )
-    _keys(sec, where, ("dir", "dtype", "seed", "shape"))
+    section_keys(sec, where, ("dir", "dtype", "seed", "shape"))
     shape = sec["shape"]
     if not isinstance(shape, Mapping):
         raise InputError(f"{where}.shape must be a mapping")
@@ -279,7 +269,9 @@ def _model(name: str, sec: Any) -> ModelSpec:
 
 def _run(group: str, k: int, sec: Any) -> RunSpec:
     where = f"validation.vllm.matrix.groups.{group}.runs[{k}]"
-    _keys(sec, where, ("name", "load", "requests"), ("warmup", "table", "token_limit", "priority"))
+    section_keys(
+        sec, where, ("name", "load", "requests"), ("warmup", "table", "token_limit", "priority")
+    )
     name = str(sec["name"])
     if not _RUN.match(name):
         raise InputError(f"{where}.name must be lower-case letters and digits, got {name!r}")
@@ -311,7 +303,7 @@ def _group(
     where = f"validation.vllm.matrix.groups.{name}"
     if not _NAME.match(name):
         raise InputError(f"{where}: a group name is lower-case letters and digits")
-    _keys(
+    section_keys(
         sec, where, ("policy", "runs"),
         ("model", "trace", "prompt_tokens", "rows", "engine", "calibration", "capacity_requests",
          "repeat", "repeat_sessions", "description", "alternate"),
@@ -465,7 +457,7 @@ def read_matrix(
     if "matrix" not in vllm:
         raise InputError(f"{where}: missing (the run groups of make validate-vllm)")
     sec = vllm["matrix"]
-    _keys(
+    section_keys(
         sec,
         where,
         ("out", "groups"),
@@ -503,7 +495,7 @@ def read_matrix(
             raise InputError(f"{where}.contention.{k} must be a fraction in (0, 1), got {v!r}")
     pred = sec.get("predictor") or {}
     if pred:
-        _keys(pred, f"{where}.predictor", ("model", "file"))
+        section_keys(pred, f"{where}.predictor", ("model", "file"))
     gate = _gate(sec.get("batch_queue_gate"), groups, f"{where}.batch_queue_gate")
     protocol = read_protocol(sec.get("protocol"), f"{where}.protocol")
     if protocol is not None:
@@ -598,7 +590,7 @@ def _gate(sec: Any, groups: Sequence[GroupSpec], where: str) -> BatchQueueGate |
                 "{prompt_tokens, lead_s} (a whole batch admitted at each controlled batch)"
             )
         return None
-    _keys(sec, where, ("prompt_tokens", "lead_s"))
+    section_keys(sec, where, ("prompt_tokens", "lead_s"))
     tokens = _int(sec["prompt_tokens"], f"{where}.prompt_tokens")
     lead = sec["lead_s"]
     if isinstance(lead, bool) or not isinstance(lead, (int, float)) or not (0 < lead <= 1):

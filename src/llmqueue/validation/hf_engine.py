@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.limits import section_keys
 from llmqueue.validation.environment import require_engine
 from llmqueue.validation.steplog import ScheduledRequest, StepLogWriter, step_row
 
@@ -79,12 +80,7 @@ class HFEngineSettings:
     def from_config(cls, section: Mapping[str, Any]) -> HFEngineSettings:
         """Checked settings; one-line :class:`InputError` naming the key and its allowed range."""
         names = [f.name for f in fields(cls)]
-        if not isinstance(section, Mapping):
-            raise InputError(f"{_WHERE} must be a mapping with keys {names}")
-        missing = [n for n in names if n not in section]
-        extra = sorted(set(section) - set(names))
-        if missing or extra:
-            raise InputError(f"{_WHERE}: missing {missing}, unknown {extra}; keys are {names}")
+        section_keys(section, _WHERE, names)
         s = cls(**{n: section[n] for n in names})
         for key in ("num_blocks", "page_size", "max_batch_tokens", "max_requests_per_batch",
                     "threads", "max_model_len", "seed"):  # fmt: skip
@@ -106,6 +102,11 @@ class HFEngineSettings:
                 f"one request of max_model_len = {s.max_model_len}"
             )
         return s
+
+    @property
+    def max_num_seqs(self) -> int:
+        """The request cap under vLLM's name (the single run's harness reads either engine's)."""
+        return self.max_requests_per_batch
 
     @property
     def kv_tokens(self) -> int:
@@ -287,8 +288,7 @@ class HFEngine:
         page = int(self.settings.page_size)
         return {
             "engine": "transformers",
-            "max_num_seqs": int(bp.max_requests_per_batch if hasattr(bp, "max_requests_per_batch")
-                                else self.settings.max_requests_per_batch),
+            "max_num_seqs": int(sched.max_requests_per_batch),  # the cap the scheduler applies
             "max_num_batched_tokens": int(bp.max_batch_tokens),
             "enable_chunked_prefill": True,
             "reserve_full_prompt_on_admission": False,

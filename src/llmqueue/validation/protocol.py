@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from llmqueue.errors import InputError
+from llmqueue.limits import section_keys
 from llmqueue.seeds import seed_sequence
 
 __all__ = [
@@ -149,13 +150,9 @@ def read_protocol(sec: Any, where: str = "validation.vllm.matrix.protocol") -> P
     type and range, one line naming the key."""
     if sec is None:
         return None
-    if not isinstance(sec, Mapping):
-        raise InputError(f"{where} must be a mapping")
-    keys = ("calibration_rounds", "calibration_min_span_s", "probe", "alternate_rounds")
-    missing = [k for k in keys if k not in sec]
-    extra = sorted(set(sec) - set(keys))
-    if missing or extra:
-        raise InputError(f"{where}: missing {missing}, unknown {extra}; keys are {list(keys)}")
+    section_keys(
+        sec, where, ("calibration_rounds", "calibration_min_span_s", "probe", "alternate_rounds")
+    )
     rounds = _int(sec["calibration_rounds"], f"{where}.calibration_rounds", 5, 50)
     span = sec["calibration_min_span_s"]
     if (
