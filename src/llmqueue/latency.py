@@ -745,20 +745,15 @@ class PackedStepLaw(StepLaw):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        v = float(self.c_qk_s)
-        if not (np.isfinite(v) and v >= 0):
-            raise InputError(
-                f"packed step law {self.name!r}: c_qk_s must be >= 0, got {self.c_qk_s}"
-            )
+        _check_times("packed step law", self, ("c_qk_s",))
 
     def step(
         self, decode_seqs: ArrayLike, prefill_tokens: ArrayLike, context_tokens: ArrayLike
     ) -> Any:
-        """Seconds for one iteration."""
-        d = np.asarray(decode_seqs, dtype=float)
-        p = np.asarray(prefill_tokens, dtype=float)
+        """Seconds for one iteration: the linear law's plus the packed attention's."""
+        n = np.asarray(decode_seqs, dtype=float) + np.asarray(prefill_tokens, dtype=float)
         c = np.asarray(context_tokens, dtype=float)
-        return self.c0_s + self.c_tok_s * (d + p) + self.c_ctx_s * c + self.c_qk_s * (d + p) * c
+        return super().step(decode_seqs, prefill_tokens, context_tokens) + self.c_qk_s * n * c
 
     def _scaled_times(self, f: float) -> dict[str, Any]:
         return {**super()._scaled_times(f), "c_qk_s": self.c_qk_s * f}

@@ -24,7 +24,7 @@ from typing import Any
 from llmqueue.errors import InputError
 from llmqueue.profiling.meta import loadavg, now_utc
 from llmqueue.validation.batches import run_batches
-from llmqueue.validation.environment import cpu_bf16
+from llmqueue.validation.environment import ENGINE_ENVS, cpu_bf16
 from llmqueue.validation.record import (
     child_folder,
     log,
@@ -36,7 +36,7 @@ from llmqueue.validation.record import (
 __all__ = ["ENGINES", "engine_settings", "measure_single"]
 
 # the engines a single run may measure (``llmqueue validate measure --engine``)
-ENGINES = ("vllm", "transformers")
+ENGINES = tuple(ENGINE_ENVS)
 
 
 def engine_settings(cfg: dict[str, Any], sec: dict[str, Any], engine: str) -> Any:
@@ -56,10 +56,6 @@ def engine_settings(cfg: dict[str, Any], sec: dict[str, Any], engine: str) -> An
             )
         return HFEngineSettings.from_config(hf["engine"])
     raise InputError(f"--engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-
-
-def _request_cap(settings: Any) -> int:
-    return int(getattr(settings, "max_num_seqs", 0) or settings.max_requests_per_batch)
 
 
 def measure_single(
@@ -90,12 +86,12 @@ def measure_single(
     )
     plan = {
         "warmup": calibration_batches(
-            sec["warmup_batches"], settings.max_model_len, _request_cap(settings)
+            sec["warmup_batches"], settings.max_model_len, settings.max_num_seqs
         )
         if sec["warmup_batches"]
         else [],
         "calibration": calibration_batches(
-            sec["calibration"]["batches"], settings.max_model_len, _request_cap(settings)
+            sec["calibration"]["batches"], settings.max_model_len, settings.max_num_seqs
         ),
     }
     m = sec["model"]

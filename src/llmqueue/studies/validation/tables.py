@@ -35,6 +35,7 @@ from llmqueue.studies.validation.spec import (
     CompareSettings,
     RunData,
 )
+from llmqueue.validation.environment import ENGINE_ENVS
 
 __all__ = [
     "engine_policy",
@@ -102,8 +103,10 @@ def engine_policy(
     if rule not in ("vllm", "batch_queue"):
         raise InputError(f"engine admission rule {rule!r} is not in the serving model")
     engine = str(settings.get("engine", "vllm"))
-    if engine not in ("vllm", "transformers"):
-        raise InputError(f"engine {engine!r} is not in the serving model (vllm, transformers)")
+    if engine not in ENGINE_ENVS:
+        raise InputError(
+            f"engine {engine!r} is not in the serving model ({', '.join(ENGINE_ENVS)})"
+        )
     unmodelled = {
         "enable_prefix_caching": (settings["enable_prefix_caching"], False),
         "preemption_mode": (settings["preemption_mode"], "recompute"),
@@ -191,9 +194,6 @@ def replay(requests: pd.DataFrame, predicted: np.ndarray | None = None) -> Any:
         source="vllm request table",
         row_pred=None if predicted is None else np.asarray(predicted, dtype=float),
     )
-
-
-# the step-law forms a group's calibration iterations can be fitted with (:func:`fit_form`)
 
 
 def fit_form(form: str, cal: pd.DataFrame, name: str = "", source: str | None = None) -> StepLaw:
