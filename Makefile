@@ -15,7 +15,7 @@ REPORT := results/report.html
 # Figures and tables are declared once, in the study rule files (declare_figure in
 # workflow/rules/common.smk): `make fig4d` or `make table1` forwards to the Snakemake target rule
 # of that name, which rebuilds that figure only; `make figures` lists them all.
-.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-vllm-speed validate-predictions validate-transformers test-slurm
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-vllm-speed validate-predictions validate-transformers validate-transformers-matrix test-slurm
 
 install: $(STAMP)
 
@@ -141,6 +141,14 @@ $(HF_STAMP): envs/transformers-cpu.txt
 
 validate-transformers: $(HF_STAMP)
 	PYTHONPATH=src $(HF_BIN)/python -m llmqueue validate measure --engine transformers
+
+# Its protocol matrix: the groups of validation.transformers.matrix (FCFS at three loads, a binding
+# request cap, KV pressure, no batching with a token limit; repeats on fresh engines), measured
+# with the vLLM matrix's protocol into data/validation/matrix-transformers-<hardware-id>/<group>/;
+# resumes group by group as validate-vllm does (GROUPS=a,b, REDO=1). Not part of `reproduce`.
+validate-transformers-matrix: $(HF_STAMP)
+	@PYTHONPATH=src $(HF_BIN)/python -m llmqueue validate matrix --engine transformers $(GROUPS_FLAG) --check
+	PYTHONPATH=src $(HF_BIN)/python -m llmqueue validate matrix --engine transformers $(GROUPS_FLAG) $(if $(filter 1,$(REDO)),--redo)
 
 # Does the engine's speed follow the machine's? One engine start: decode batches with two fixed
 # kernels (memory-bound, compute-bound) timed between them (config validation.vllm.machine_speed),

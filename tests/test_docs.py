@@ -330,6 +330,8 @@ FREE = {
     "validation.vllm.matrix.traces",
     "validation.vllm.matrix.groups",
     "validation.vllm.matrix.groups.<name>.engine",
+    "validation.transformers.matrix.groups",
+    "validation.transformers.matrix.groups.<name>.engine",
 }
 
 

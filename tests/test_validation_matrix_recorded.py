@@ -108,14 +108,24 @@ def test_one_request_at_a_time_and_the_token_limits() -> None:
 
 
 def test_priorities_reached_the_engine_on_the_same_arrivals() -> None:
+    """Within each block (the whole group when it was measured without alternation) FCFS, SJF
+    and SSJF served the same arrivals with their own priorities."""
     data = read_group(FOLDER / "priority")
-    runs = {str(data.run_meta(t)["run"]): data.requests[t] for t in data.judged}
-    base = runs["fcfs"]["planned_s"].to_numpy()
-    for req in runs.values():
-        assert np.array_equal(req["planned_s"].to_numpy(), base)
-    assert (runs["fcfs"]["priority"] == 0).all()
-    assert (runs["sjf"]["priority"] == runs["sjf"]["output_tokens"]).all()
-    assert (runs["ssjf"]["priority"] == np.rint(runs["ssjf"]["predicted_tokens"])).all()
+    blocks: dict[int, dict[str, pd.DataFrame]] = {}
+    for t in data.judged:
+        m = data.run_meta(t)
+        blocks.setdefault(int(m.get("block", 0)), {})[str(m["run"])] = data.requests[t]
+    for runs in blocks.values():
+        assert set(runs) == {"fcfs", "sjf", "ssjf"}
+        base = runs["fcfs"]["planned_s"].to_numpy()
+        for req in runs.values():
+            assert np.array_equal(req["planned_s"].to_numpy(), base)
+        assert (runs["fcfs"]["priority"] == 0).all()
+        assert (runs["sjf"]["priority"] == runs["sjf"]["output_tokens"]).all()
+        assert (runs["ssjf"]["priority"] == np.rint(runs["ssjf"]["predicted_tokens"])).all()
+    if len(blocks) > 1:  # alternating blocks, each on its own arrivals
+        firsts = {float(b["fcfs"]["planned_s"].iloc[-1]) for b in blocks.values()}
+        assert len(firsts) == len(blocks)
     assert data.settings["scheduling_policy"] == "priority"
 
 

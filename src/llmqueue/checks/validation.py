@@ -115,13 +115,23 @@ def check_compare_section(section: Mapping[str, Any], base_dir: Path, seed: int 
 
 
 def check_matrix_section(config: Mapping[str, Any]) -> None:
-    """Semantic checks of ``validation.vllm.matrix`` (:func:`llmqueue.validation.groups.read_matrix`)."""
+    """Semantic checks of ``validation.vllm.matrix`` and of the second engine's
+    ``validation.transformers.matrix`` (:func:`llmqueue.validation.groups.read_matrix`)."""
     from llmqueue.validation.groups import read_matrix
 
-    vllm = (config.get("validation") or {}).get("vllm") or {}
+    validation = config.get("validation") or {}
+    vllm = validation.get("vllm") or {}
+    hf = validation.get("transformers") or {}
+    train = float((config.get("ssjf") or {}).get("train_fraction", 0.7))
     if "matrix" in vllm:
-        train = float((config.get("ssjf") or {}).get("train_fraction", 0.7))
         read_matrix(vllm, config.get("data") or {}, train)
+    if "matrix" in hf:
+        if "matrix" not in vllm:
+            raise InputError(
+                "validation.transformers.matrix: needs validation.vllm.matrix (its models, "
+                "traces, calibration grid and protocol)"
+            )
+        read_matrix(vllm, config.get("data") or {}, train, engine="transformers", transformers=hf)
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:

@@ -5,7 +5,7 @@
     PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate measure [--config FILE] [--out DIR]
         [--requests N] [--warmup-requests W] [--capacity-requests C]
     PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate matrix [--config FILE] [--groups A,B]
-        [--redo] [--out DIR] [--requests N] [--warmup-requests W] [--capacity-requests C]
+        [--engine vllm|transformers] [--redo] [--out DIR] [--requests N] [--warmup-requests W] [--capacity-requests C]
         [--calibration-batches K] [--repeat-sessions S]
     PYTHONPATH=src .venv-vllm/bin/python -m llmqueue validate machine-speed [--config FILE]
         [--out DIR] [--cycles N]
@@ -20,7 +20,9 @@ load x measured capacity); then it writes the run folder
 :mod:`llmqueue.validation.groups`), each into its own folder
 ``<matrix.out>/matrix-<hardware-id>/<group>/``, written whole when the group is done: a group
 whose folder is complete is skipped unless ``--redo``, so an interrupted matrix resumes group by
-group (:mod:`llmqueue.validation.matrix_run`). ``predictions`` (main environment: scikit-learn)
+group (:mod:`llmqueue.validation.matrix_run`). With ``--engine transformers`` (run from
+``.venv-transformers``) the groups are ``validation.transformers.matrix``'s, measured on
+transformers' continuous batching into ``matrix-transformers-<hardware-id>/``. ``predictions`` (main environment: scikit-learn)
 writes the learned predictor's prediction for every trace row that ``ssjf`` runs draw from
 (:mod:`llmqueue.validation.predictions`).
 
@@ -106,8 +108,11 @@ def cmd_matrix(args: argparse.Namespace) -> None:
     given = _given(args)
     cfg, sec = _config(args)
     if not args.check:
-        require_engine("matrix")
-    measure_matrix(cfg, sec, args.groups, given, out=args.out, redo=args.redo, check=args.check)
+        require_engine("matrix", engine=args.engine)
+    measure_matrix(
+        cfg, sec, args.groups, given, out=args.out, redo=args.redo, check=args.check,
+        engine=args.engine,
+    )  # fmt: skip
 
 
 def cmd_predictions(args: argparse.Namespace) -> None:
@@ -168,12 +173,16 @@ def register(subparsers: Any) -> None:
     p_meas.add_argument("--capacity-requests", type=int, default=None)
     p_mat = sub.add_parser("matrix", help="the run groups of the validation matrix")
     p_mat.add_argument("--config", default="config/config.yaml")
+    p_mat.add_argument("--engine", default="vllm", choices=list(ENGINE_ENVS),
+                       help="the engine measured (default vllm; transformers: the groups of "
+                       "validation.transformers.matrix)")  # fmt: skip
     p_mat.add_argument("--groups", default=None, type=_groups_arg,
                        help="comma-separated group names (default: all)")  # fmt: skip
     p_mat.add_argument("--redo", action="store_true", help="measure complete groups again")
     p_mat.add_argument("--check", action="store_true", help="check the groups and exit")
     p_mat.add_argument("--out", default=None, help="folder of the group folders (default: "
-                       "<matrix.out>/matrix-<hardware-id>)")  # fmt: skip
+                       "<matrix.out>/matrix-<hardware-id>, transformers: "
+                       "matrix-transformers-<hardware-id>)")  # fmt: skip
     p_mat.add_argument("--requests", type=int, default=None, help="requests per run (smoke runs)")
     p_mat.add_argument("--warmup-requests", type=int, default=None)
     p_mat.add_argument("--capacity-requests", type=int, default=None)

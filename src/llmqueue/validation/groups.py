@@ -1,8 +1,12 @@
 """The validation matrix: named run groups of ``make validate-vllm``, read from config
-``validation.vllm.matrix`` and checked before any engine starts.
+``validation.vllm.matrix`` and checked before any engine starts; and the second engine's matrix
+(``make validate-transformers-matrix``), whose groups are ``validation.transformers.matrix.groups``
+over ``validation.transformers.engine`` and whose models, traces, calibration grid, protocol and
+contention thresholds are the vLLM matrix's (declared once).
 
-A **group** is one engine shape (a model, a trace, vLLM's engine settings, the scheduler class)
-and everything measured on it, written to one folder ``<out>/matrix-<hardware-id>/<group>/``:
+A **group** is one engine shape (a model, a trace, the engine's settings, the scheduler class)
+and everything measured on it, written to one folder ``<out>/matrix-<hardware-id>/<group>/``
+(``<out>/matrix-transformers-<hardware-id>/<group>/`` for the second engine):
 
 - its **calibration** (``calibration``: controlled batches, default ``matrix.calibration``, from which the step law, and for ``none`` groups the
   per-request law, are fitted; the only data any prediction is fitted on);
@@ -15,13 +19,14 @@ and everything measured on it, written to one folder ``<out>/matrix-<hardware-id
 
 Group ``policy`` says what the engine does and what the serving model replays:
 
-- ``continuous``: vLLM's own scheduler (FCFS, or ``priority`` with per-request priorities);
+- ``continuous``: the engine's own scheduler (vLLM: FCFS, or ``priority`` with per-request
+  priorities; transformers: its FIFO scheduler, FCFS only);
 - ``none``: one request at a time (``max_num_seqs`` 1), the paper's Sec. III queue; a run's
   ``token_limit`` l gives every request ``max_tokens = min(n, l)``;
 - ``dynamic``: the paper's batch queue (Sec. IV) through the scheduler subclass
   :class:`llmqueue.validation.admission.BatchQueueMixin` (waiting requests are admitted only when
   nothing runs, up to ``max_num_seqs`` = b_max); chunked prefill must be off and the token budget
-  must hold b_max whole prompts, so that a batch is admitted in one iteration.
+  must hold b_max whole prompts, so that a batch is admitted in one iteration (vLLM only).
 
 Runs sharing a ``table`` key serve the same request table (same arrivals, same trace rows): SJF and
 SSJF next to FCFS, or a token limit next to none, on the same arrivals. ``priority``: ``fcfs``
@@ -52,7 +57,11 @@ from llmqueue.validation.protocol import (
 )
 
 __all__ = [
+    "ENGINE_KINDS",
     "POLICIES",
+    "engine_policies",
+    "settings_class",
+    "matrix_section",
     "PRIORITIES",
     "ROWS",
     "TraceSpec",
@@ -69,6 +78,38 @@ __all__ = [
 ]
 
 POLICIES = ("continuous", "none", "dynamic")
+# the engines a matrix measures, and the config section holding each one's matrix
+ENGINE_KINDS = ("vllm", "transformers")
+_SECTIONS = {"vllm": "validation.vllm.matrix", "transformers": "validation.transformers.matrix"}
+
+
+def matrix_section(engine: str) -> str:
+    """The config key of `engine`'s matrix (``validation.<engine>.matrix``)."""
+    if engine not in _SECTIONS:
+        raise InputError(f"--engine must be one of {', '.join(ENGINE_KINDS)}, got {engine!r}")
+    return _SECTIONS[engine]
+
+
+def engine_policies(engine: str) -> tuple[str, ...]:
+    """The group policies `engine` can serve: transformers has no batch-queue scheduler."""
+    matrix_section(engine)
+    return POLICIES if engine == "vllm" else ("continuous", "none")
+
+
+def settings_class(engine: str) -> Any:
+    """The checked settings type of `engine` (``from_config`` gives one-line errors by key):
+    :class:`llmqueue.validation.engine.EngineSettings` or
+    :class:`llmqueue.validation.hf_engine.HFEngineSettings` (both plain Python)."""
+    matrix_section(engine)
+    if engine == "vllm":
+        from llmqueue.validation.engine import EngineSettings
+
+        return EngineSettings
+    from llmqueue.validation.hf_engine import HFEngineSettings
+
+    return HFEngineSettings
+
+
 PRIORITIES = ("fcfs", "sjf", "ssjf")
 ROWS = ("all", "held_out")
 _NAME = re.compile(r"^[a-z][a-z0-9]*$")
@@ -124,7 +165,8 @@ class RunSpec:
 @dataclass(frozen=True)
 class GroupSpec:
     """One group (module docstring): its engine settings are config ``validation.vllm.engine``
-    with the group's ``engine`` overrides."""
+    (``validation.transformers.engine`` when `engine_kind` is transformers) with the group's
+    ``engine`` overrides."""
 
     name: str
     policy: str
@@ -138,11 +180,19 @@ class GroupSpec:
     repeat_sessions: int = 1
     description: str = ""
     alternate: bool = False
+    engine_kind: str = "vllm"
 
     @property
     def scheduler(self) -> str:
-        """``batch_queue`` (the dynamic-batching subclass) or ``recording`` (vLLM's own)."""
+        """vLLM: ``batch_queue`` (the dynamic-batching subclass) or ``recording`` (vLLM's own);
+        transformers: its ``scheduler_type`` (``fifo``)."""
+        if self.engine_kind == "transformers":
+            return str(self.engine.get("scheduler_type", "fifo"))
         return "batch_queue" if self.policy == "dynamic" else "recording"
+
+    def settings(self) -> Any:
+        """The group's checked engine settings (:func:`settings_class`)."""
+        return settings_class(self.engine_kind).from_config(self.engine)
 
     @property
     def token_limits(self) -> tuple[int | None, ...]:
@@ -167,6 +217,7 @@ class GroupSpec:
         """The group as run (for its folder's ``group.json``)."""
         return {
             "name": self.name,
+            "engine_kind": self.engine_kind,
             "policy": self.policy,
             "scheduler": self.scheduler,
             "description": self.description,
@@ -200,8 +251,9 @@ class BatchQueueGate:
 
 @dataclass(frozen=True)
 class MatrixSpec:
-    """Config ``validation.vllm.matrix``: where group folders go, the groups in run order, the
-    contention thresholds and the predictions file of the learned predictor."""
+    """Config ``validation.vllm.matrix`` (or ``validation.transformers.matrix`` beside it, for
+    `engine` transformers): where group folders go, the groups in run order, the contention
+    thresholds and the predictions file of the learned predictor."""
 
     out: str
     groups: tuple[GroupSpec, ...]
@@ -210,6 +262,13 @@ class MatrixSpec:
     predictor_model: str = ""
     batch_queue_gate: BatchQueueGate | None = None
     protocol: ProtocolSpec | None = None
+    engine: str = "vllm"
+
+    @property
+    def folder(self) -> str:
+        """The matrix folder's name for `hardware_id` is ``<folder>-<hardware_id>``:
+        ``matrix`` (vLLM) or ``matrix-transformers``."""
+        return "matrix" if self.engine == "vllm" else f"matrix-{self.engine}"
 
     def gate_for(self, g: GroupSpec) -> BatchQueueGate | None:
         """What group `g`'s controlled batches wait behind: the batch-queue gate for a group of
@@ -221,7 +280,7 @@ class MatrixSpec:
             if g.name == name:
                 return g
         raise InputError(
-            f"validation.vllm.matrix.groups has no group {name!r}; groups: "
+            f"{matrix_section(self.engine)}.groups has no group {name!r}; groups: "
             f"{', '.join(g.name for g in self.groups)}"
         )
 
@@ -267,8 +326,8 @@ def _model(name: str, sec: Any) -> ModelSpec:
     return ModelSpec(name, str(sec["dir"]), str(sec["dtype"]), int(sec["seed"]), dict(shape))
 
 
-def _run(group: str, k: int, sec: Any) -> RunSpec:
-    where = f"validation.vllm.matrix.groups.{group}.runs[{k}]"
+def _run(group: str, k: int, sec: Any, section: str = "validation.vllm.matrix") -> RunSpec:
+    where = f"{section}.groups.{group}.runs[{k}]"
     section_keys(
         sec, where, ("name", "load", "requests"), ("warmup", "table", "token_limit", "priority")
     )
@@ -299,8 +358,10 @@ def _group(
     traces: Mapping[str, TraceSpec],
     default_calibration: Sequence[Sequence[int]],
     default_capacity: int,
+    engine_kind: str = "vllm",
 ) -> GroupSpec:
-    where = f"validation.vllm.matrix.groups.{name}"
+    section = matrix_section(engine_kind)
+    where = f"{section}.groups.{name}"
     if not _NAME.match(name):
         raise InputError(f"{where}: a group name is lower-case letters and digits")
     section_keys(
@@ -309,8 +370,9 @@ def _group(
          "repeat", "repeat_sessions", "description", "alternate"),
     )  # fmt: skip
     policy = str(sec["policy"])
-    if policy not in POLICIES:
-        raise InputError(f"{where}.policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    allowed = engine_policies(engine_kind)
+    if policy not in allowed:
+        raise InputError(f"{where}.policy must be one of {', '.join(allowed)}, got {policy!r}")
     model = str(sec.get("model", "default"))
     if model not in models:
         raise InputError(f"{where}.model {model!r} is not one of {sorted(models)}")
@@ -335,10 +397,8 @@ def _group(
     if unknown:
         raise InputError(f"{where}.engine: unknown settings {unknown}; settings are {list(engine)}")
     eng = {**engine, **over}
-    from llmqueue.validation.engine import EngineSettings
-
     try:
-        settings = EngineSettings.from_config(eng)
+        settings = settings_class(engine_kind).from_config(eng)
     except InputError as err:
         raise InputError(f"{where}.engine: {err}") from None
     cal_items = sec.get("calibration", "default")
@@ -367,7 +427,7 @@ def _group(
     raw_runs = sec["runs"]
     if not isinstance(raw_runs, Sequence) or isinstance(raw_runs, str) or not raw_runs:
         raise InputError(f"{where}.runs must be a non-empty list of runs")
-    runs = tuple(_run(name, k, r) for k, r in enumerate(raw_runs))
+    runs = tuple(_run(name, k, r, section) for k, r in enumerate(raw_runs))
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise InputError(f"{where}.runs: run names must be distinct, got {names}")
@@ -389,7 +449,7 @@ def _group(
     spec = GroupSpec(
         name, policy, models[model], trace, eng, tuple(cal), cap, runs,
         tuple(str(r) for r in repeat), sessions,
-        str(sec.get("description", "")), alternate,
+        str(sec.get("description", "")), alternate, engine_kind,
     )  # fmt: skip
     _check_group(spec, settings, where)
     return spec
@@ -407,6 +467,11 @@ def _check_group(g: GroupSpec, s: Any, where: str) -> None:
                     "then have the same load, requests and warmup"
                 )
         same_table.setdefault(r.table, r)
+        if r.priority != "fcfs" and g.engine_kind != "vllm":
+            raise InputError(
+                f"{where}.runs.{r.name}: priority {r.priority}: the {g.engine_kind} engine serves "
+                "FCFS only (priority fcfs)"
+            )
         if r.priority in ("sjf", "ssjf") and s.scheduling_policy != "priority":
             raise InputError(
                 f"{where}.runs.{r.name}: priority {r.priority} needs engine scheduling_policy "
@@ -422,12 +487,11 @@ def _check_group(g: GroupSpec, s: Any, where: str) -> None:
             raise InputError(f"{where}.calibration: batch {b} is far above max_num_seqs")
     if g.trace.prompt_tokens is not None and g.trace.prompt_tokens >= s.max_model_len:
         raise InputError(f"{where}.prompt_tokens must be below max_model_len {s.max_model_len}")
+    cap_key = "max_num_seqs" if g.engine_kind == "vllm" else "max_requests_per_batch"
     if g.policy == "none" and s.max_num_seqs != 1:
-        raise InputError(
-            f"{where}: policy none serves one request at a time: engine max_num_seqs 1"
-        )
+        raise InputError(f"{where}: policy none serves one request at a time: engine {cap_key} 1")
     if g.policy != "none" and s.max_num_seqs == 1:
-        raise InputError(f"{where}: max_num_seqs 1 is policy none")
+        raise InputError(f"{where}: {cap_key} 1 is policy none")
     if g.policy == "dynamic":
         if s.enable_chunked_prefill:
             raise InputError(
@@ -447,16 +511,32 @@ def _check_group(g: GroupSpec, s: Any, where: str) -> None:
 
 
 def read_matrix(
-    vllm: Mapping[str, Any], data: Mapping[str, Any] | None = None, train_fraction: float = 0.7
-) -> MatrixSpec:
+    vllm: Mapping[str, Any], data: Mapping[str, Any] | None = None, train_fraction: float = 0.7,
+    *, engine: str = "vllm", transformers: Mapping[str, Any] | None = None,
+) -> MatrixSpec:  # fmt: skip
     """Config ``validation.vllm`` (with its ``matrix`` section) as a :class:`MatrixSpec`.
 
     `data`: the config's ``data`` section (``azure_trace`` is the default ``conv`` trace);
-    `train_fraction`: the learned predictor's (config ``ssjf.train_fraction``)."""
+    `train_fraction`: the learned predictor's (config ``ssjf.train_fraction``). With `engine`
+    transformers the groups and ``out`` are `transformers`'s (config ``validation.transformers``)
+    ``matrix`` section over its ``engine`` settings; everything else is the vLLM matrix's."""
     where = "validation.vllm.matrix"
     if "matrix" not in vllm:
         raise InputError(f"{where}: missing (the run groups of make validate-vllm)")
     sec = vllm["matrix"]
+    base_engine: Mapping[str, Any] = vllm["engine"]
+    out_dir, groups_sec = sec.get("out"), sec.get("groups")
+    if engine != "vllm":
+        own = matrix_section(engine)
+        if not isinstance(transformers, Mapping) or "matrix" not in transformers:
+            raise InputError(f"{own}: missing (the run groups of the {engine} engine's matrix)")
+        if "engine" not in transformers:
+            raise InputError(
+                f"validation.{engine}.engine: missing (the {engine} engine's settings)"
+            )
+        section_keys(transformers["matrix"], own, ("out", "groups"))
+        out_dir, groups_sec = transformers["matrix"]["out"], transformers["matrix"]["groups"]
+        base_engine = transformers["engine"]
     section_keys(
         sec,
         where,
@@ -478,13 +558,13 @@ def read_matrix(
         )  # fmt: skip
     for name, t in (sec.get("traces") or {}).items():
         traces[str(name)] = _trace(str(name), t, train_fraction)
-    groups_sec = sec["groups"]
     if not isinstance(groups_sec, Mapping) or not groups_sec:
-        raise InputError(f"{where}.groups must map group names to groups")
+        raise InputError(f"{matrix_section(engine)}.groups must map group names to groups")
     cal = sec.get("calibration") or vllm["calibration"]["batches"]
     cap = int(vllm["capacity"]["requests"])
     groups = tuple(
-        _group(str(n), g, vllm["engine"], models, traces, cal, cap) for n, g in groups_sec.items()
+        _group(str(n), g, base_engine, models, traces, cal, cap, engine)
+        for n, g in groups_sec.items()
     )
     cont = dict(sec.get("contention") or {})
     for k in cont:
@@ -501,8 +581,8 @@ def read_matrix(
     if protocol is not None:
         _check_protocol(protocol, groups, f"{where}.protocol")
     spec = MatrixSpec(
-        str(sec["out"]), groups, {**CONTENTION_DEFAULTS, **cont}, str(pred.get("file", "")),
-        str(pred.get("model", "")), gate, protocol,
+        str(out_dir), groups, {**CONTENTION_DEFAULTS, **cont}, str(pred.get("file", "")),
+        str(pred.get("model", "")), gate, protocol, engine,
     )  # fmt: skip
     if spec.needs_predictions and not spec.predictions:
         raise InputError(
@@ -527,9 +607,15 @@ def group_from_summary(d: Any, where: str) -> GroupSpec:
     name = str(d["name"])
     if not _NAME.match(name):
         raise InputError(f"{where}: name {name!r} is not lower-case letters and digits")
+    kind = str(d.get("engine_kind", "vllm"))  # folders measured before the second engine: vLLM
+    if kind not in ENGINE_KINDS:
+        raise InputError(
+            f"{where}: engine_kind must be one of {', '.join(ENGINE_KINDS)}, got {kind!r}"
+        )
     policy = str(d["policy"])
-    if policy not in POLICIES:
-        raise InputError(f"{where}: policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    allowed = engine_policies(kind)
+    if policy not in allowed:
+        raise InputError(f"{where}: policy must be one of {', '.join(allowed)}, got {policy!r}")
     mc = d["model_config"]
     model = _model(str(d["model"]), mc)
     tr = d["trace"]
@@ -547,7 +633,7 @@ def group_from_summary(d: Any, where: str) -> GroupSpec:
     raw_runs = d["runs"]
     if not isinstance(raw_runs, Sequence) or isinstance(raw_runs, str) or not raw_runs:
         raise InputError(f"{where}: runs must be a non-empty list")
-    runs = tuple(_run(name, k, r) for k, r in enumerate(raw_runs))
+    runs = tuple(_run(name, k, r, matrix_section(kind)) for k, r in enumerate(raw_runs))
     alternate = d.get("alternate", False)
     if not isinstance(alternate, bool):
         raise InputError(f"{where}: alternate must be true or false")
@@ -557,17 +643,15 @@ def group_from_summary(d: Any, where: str) -> GroupSpec:
         _int(d["capacity_requests"], f"{where}: capacity_requests", 1),
         runs, tuple(str(r) for r in d["repeat"]),
         _int(d["repeat_sessions"], f"{where}: repeat_sessions", 1),
-        str(d.get("description", "")), alternate,
+        str(d.get("description", "")), alternate, kind,
     )  # fmt: skip
 
 
 def _check_protocol(p: ProtocolSpec, groups: Sequence[GroupSpec], where: str) -> None:
     """The probe fits every group's engine (a request within max_model_len, the probe batch's KV
     blocks within the cache), and no alternating group repeats runs (its rounds are its repeats)."""
-    from llmqueue.validation.engine import EngineSettings
-
     for g in groups:
-        s = EngineSettings.from_config(g.engine)
+        s = g.settings()
         probe = group_probe(g, p)
         s.check_batch(
             probe.batch, probe.prompt_tokens, probe.output_tokens, f"{where}.probe",
@@ -575,7 +659,7 @@ def _check_protocol(p: ProtocolSpec, groups: Sequence[GroupSpec], where: str) ->
         )  # fmt: skip
         if g.alternate and g.repeat:
             raise InputError(
-                f"validation.vllm.matrix.groups.{g.name}.repeat: an alternating group repeats its "
+                f"{matrix_section(g.engine_kind)}.groups.{g.name}.repeat: an alternating group repeats its "
                 "runs in rounds (protocol.alternate_rounds); leave repeat empty"
             )
 
@@ -595,10 +679,8 @@ def _gate(sec: Any, groups: Sequence[GroupSpec], where: str) -> BatchQueueGate |
     lead = sec["lead_s"]
     if isinstance(lead, bool) or not isinstance(lead, (int, float)) or not (0 < lead <= 1):
         raise InputError(f"{where}.lead_s must be a time in (0, 1] s, got {lead!r}")
-    from llmqueue.validation.engine import EngineSettings
-
     for g in dynamic:
-        limit = EngineSettings.from_config(g.engine).max_model_len
+        limit = g.settings().max_model_len
         if tokens + 1 > limit:
             raise InputError(
                 f"{where}.prompt_tokens: {tokens} + 1 exceeds group {g.name}'s max_model_len {limit}"

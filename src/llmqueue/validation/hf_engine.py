@@ -46,6 +46,7 @@ from llmqueue.validation.steplog import ScheduledRequest, StepLogWriter, step_ro
 
 __all__ = [
     "SCHEDULER_TYPES",
+    "FIFO_SAFETY_MARGIN",
     "HFEngineSettings",
     "scheduled_request",
     "StepRecorder",
@@ -54,6 +55,10 @@ __all__ = [
 ]
 
 SCHEDULER_TYPES = ("fifo", "prefill_first")
+# the free share of the KV under which transformers' FIFO scheduler takes no more prompt chunks
+# once a step has something scheduled (``FIFOScheduler(safety_margin=0.15)`` in 5.23; the started
+# manager's own value is read back into settings.json)
+FIFO_SAFETY_MARGIN = 0.15
 ATTENTION = ("sdpa", "paged|eager")
 _WHERE = "validation.transformers.engine"
 
@@ -109,8 +114,46 @@ class HFEngineSettings:
         return self.max_requests_per_batch
 
     @property
+    def max_num_batched_tokens(self) -> int:
+        """The step's token budget under vLLM's name."""
+        return self.max_batch_tokens
+
+    @property
+    def scheduling_policy(self) -> str:
+        """The queue order: both schedulers serve waiting requests in arrival order."""
+        return "fcfs"
+
+    @property
+    def enable_chunked_prefill(self) -> bool:
+        """Prompts are always chunked to the step's token budget."""
+        return True
+
+    @property
     def kv_tokens(self) -> int:
         return self.num_blocks * self.page_size
+
+    def check_batch(
+        self, batch: int, prompt_tokens: int, output_tokens: int, where: str,
+        engine: str = "the engine's",
+    ) -> None:  # fmt: skip
+        """A controlled batch (`batch` requests of `prompt_tokens` asking `output_tokens`) that
+        this engine serves whole: each request within max_model_len and the batch's KV pages
+        within the cache, with the FIFO scheduler's safety share of it free (0.15: a step takes
+        no more prompt chunks below it), else an InputError naming `where` and `engine`."""
+        n = prompt_tokens + output_tokens
+        if n > self.max_model_len:
+            raise InputError(
+                f"{where}: prompt_tokens + output_tokens ({n}) exceed {engine} max_model_len "
+                f"{self.max_model_len}"
+            )
+        pages = batch * -(-n // self.page_size)
+        room = int(self.num_blocks * (1.0 - FIFO_SAFETY_MARGIN))
+        if pages > room:
+            raise InputError(
+                f"{where}: batch x ceil((prompt_tokens + output_tokens) / page_size) = {pages} "
+                f"KV pages exceed {room} ({engine} num_blocks {self.num_blocks} less the FIFO "
+                f"scheduler's safety share {FIFO_SAFETY_MARGIN}): the batch would be preempted"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,5 +1,7 @@
 """The validation matrix's measurement (``llmqueue validate matrix``): every group's engine
-sessions, then its folder assembled from the client's records and the engine's step logs.
+sessions, then its folder assembled from the client's records and the engine's step logs; on
+vLLM's CPU build (the default) or on transformers' continuous batching (``--engine transformers``,
+groups ``validation.transformers.matrix``, folder ``matrix-transformers-<hardware-id>``).
 
 Per group (:mod:`llmqueue.validation.groups`): one engine start for its warm-up batches,
 calibration, capacity bursts and judged runs, then one fresh engine start per repeat session for
@@ -83,11 +85,13 @@ def checked_overrides(given: Mapping[str, int | None]) -> dict[str, int]:
     return over
 
 
-def matrix_spec(cfg: Mapping[str, Any], sec: Mapping[str, Any]) -> MatrixSpec:
-    """Config ``validation.vllm.matrix`` read (:func:`llmqueue.validation.groups.read_matrix`) with
+def matrix_spec(cfg: Mapping[str, Any], sec: Mapping[str, Any], engine: str = "vllm") -> MatrixSpec:
+    """Config ``validation.vllm.matrix`` (with `engine` transformers: the groups of
+    ``validation.transformers.matrix``) read (:func:`llmqueue.validation.groups.read_matrix`) with
     the data section's traces and the learned predictor's training fraction."""
     train = float((cfg.get("ssjf") or {}).get("train_fraction", 0.7))
-    return read_matrix(sec, cfg.get("data") or {}, train)
+    hf = (cfg.get("validation") or {}).get("transformers")
+    return read_matrix(sec, cfg.get("data") or {}, train, engine=engine, transformers=hf)
 
 
 def apply_overrides(
@@ -146,30 +150,38 @@ def read_predictions(path: str) -> Any:
 
 def measure_matrix(
     cfg: dict[str, Any], sec: dict[str, Any], names: str, given: Mapping[str, int | None], *,
-    out: str | None = None, redo: bool = False, check: bool = False,
+    out: str | None = None, redo: bool = False, check: bool = False, engine: str = "vllm",
 ) -> Path:  # fmt: skip
-    """Measure the groups `names` of the validation matrix (module docstring) into
-    ``<out>/<group>/`` (default ``<matrix.out>/matrix-<hardware-id>``); with `check` only check
-    them. Every group's inputs are checked before the first engine starts."""
-    from llmqueue.validation.engine import EngineSettings, require_cpus
+    """Measure the groups `names` of `engine`'s validation matrix (module docstring) into
+    ``<out>/<group>/`` (default ``<matrix.out>/matrix-<hardware-id>``, or
+    ``matrix-transformers-<hardware-id>``); with `check` only check them. Every group's inputs
+    are checked before the first engine starts."""
+    from llmqueue.validation.engine import require_cpus
+    from llmqueue.validation.groups import matrix_section
     from llmqueue.validation.requests import candidate_rows, read_trace_lengths
 
-    spec = matrix_spec(cfg, sec)
+    spec = matrix_spec(cfg, sec, engine)
     groups, over = apply_overrides(select_groups(spec, names), given)
     hw = resolve_hardware_id(sec)
-    root = (
-        Path(out) if out else child_folder(spec.out, f"matrix-{hw}", "validation.vllm.matrix.out")
-    )
+    where = matrix_section(engine)
+    root = Path(out) if out else child_folder(spec.out, f"{spec.folder}-{hw}", f"{where}.out")
+
+    def check_cpus(g: GroupSpec) -> None:
+        if g.engine_kind == "vllm":  # the transformers engine is one process, not pinned
+            require_cpus(g.settings())
+
     # everything a group needs, checked before the first engine starts
     inputs: dict[str, Any] = {}
     if check:
         for g in groups:
-            require_cpus(EngineSettings.from_config(g.engine))
+            check_cpus(g)
             read_trace_lengths(g.trace.file, g.trace.input_column, g.trace.output_column)
-        print(f"validation matrix: groups {', '.join(g.name for g in groups)} OK -> {root}")
+        print(
+            f"validation matrix ({engine}): groups {', '.join(g.name for g in groups)} OK -> {root}"
+        )
         return root
     for g in groups:
-        require_cpus(EngineSettings.from_config(g.engine))
+        check_cpus(g)
         prompt, output = read_trace_lengths(
             g.trace.file, g.trace.input_column, g.trace.output_column
         )
@@ -198,7 +210,7 @@ def measure_matrix(
     for g in todo:
         t = time.monotonic()
         files = measure_group(g, spec, inputs[g.name], cfg, sec, hw, over)
-        write_run_folder(child_folder(root, g.name, "validation.vllm.matrix.groups"), files)
+        write_run_folder(child_folder(root, g.name, f"{where}.groups"), files)
         log(f"group {g.name}: done in {time.monotonic() - t:.0f} s -> {root / g.name}")
     return root
 
@@ -209,10 +221,9 @@ def measure_group(
 ) -> dict[str, Any]:  # fmt: skip
     """Every engine session of one group; returns the group folder's files."""
     from llmqueue.validation.calibration import CalibrationBatch
-    from llmqueue.validation.engine import EngineSettings
     from llmqueue.validation.model import make_model
 
-    settings = EngineSettings.from_config(g.engine)
+    settings = g.settings()
     m = g.model
     model_dir = make_model(m.shape, m.dtype, m.seed, m.dir, log=log)
     work = Path("results/validation/matrix")
@@ -275,19 +286,9 @@ async def _group_session(
     from llmqueue.validation.calibration import CalibrationBatch, saturation_capacity
     from llmqueue.validation.client import check_complete, run_open_loop
     from llmqueue.validation.contention import contention, snapshot
-    from llmqueue.validation.engine import (
-        bind_host,
-        close_engine,
-        make_stream,
-        open_async_engine,
-        read_settings,
-    )
+    from llmqueue.validation.engines import open_engine
     from llmqueue.validation.groups import planned_rate
-    from llmqueue.validation.placement import (
-        involuntary_switches,
-        parse_cpu_list,
-        preemption_rate,
-    )
+    from llmqueue.validation.placement import involuntary_switches, preemption_rate
     from llmqueue.validation.requests import group_table, run_table, table_prompts
 
     prompt, output, rows, preds = data
@@ -298,26 +299,22 @@ async def _group_session(
         rng = np.random.default_rng(seed_sequence(root_seed, "validation", g.name, "prompts", key))
         return table_prompts(table, vocab, rng)
 
-    log(
-        f"group {g.name}, session {session}: starting vLLM ({g.scheduler} scheduler) on {model_dir}"
-    )
+    log(f"group {g.name}, session {session}: starting {g.engine_kind} ({g.scheduler} scheduler)")
     t = time.monotonic()
-    engine = open_async_engine(
-        model_dir, g.model.shape, g.model.dtype, settings, step_log, scheduler=g.scheduler
-    )
+    engine = open_engine(
+        g.engine_kind, model_dir, g.model.shape, g.model.dtype, settings, step_log,
+        scheduler=g.scheduler,
+    )  # fmt: skip
     res: dict[str, Any] = {
         "session": session,
         "startup_s": round(time.monotonic() - t, 1),
         "phases": {},
     }
     try:
-        from vllm.v1.core.sched.scheduler import Scheduler
-
-        res["settings"] = read_settings(engine.vllm_config, Scheduler)
-        res["settings"]["placement"] = bind_host(settings)
+        res["settings"] = engine.settings
         log(f"engine up in {res['startup_s']} s: {res['settings']}")
-        stream = make_stream(engine)
-        model_cpus = parse_cpu_list(settings.omp_threads_bind) or frozenset()
+        stream = engine.stream
+        model_cpus = engine.model_cpus
 
         def switches() -> int | None:
             return involuntary_switches(os.getpid(), model_cpus) if model_cpus else None
@@ -413,7 +410,7 @@ async def _group_session(
                      "session": session, "block": 0},
                 )  # fmt: skip
     finally:
-        close_engine(engine)
+        engine.close()
     return res
 
 
@@ -449,6 +446,7 @@ def assemble_group(
         slice_steps,
     )  # fmt: skip
     from llmqueue.validation.contention import drift, flags
+    from llmqueue.validation.engines import ENGINE_NOTES
     from llmqueue.validation.model import kv_bytes_per_token, param_count, resolve_dtype
     from llmqueue.validation.record import (
         cpu_name,
@@ -609,7 +607,7 @@ def assemble_group(
     files["group.json"] = {**g.summary(), "judged": judged, "capacity": capacity}
     shape, dtype = g.model.shape, resolve_dtype(g.model.dtype)
     meta.update({
-        "engine": "vLLM (CPU build), V1 engine, AsyncLLM in the client's process, engine core in a child process",
+        "engine": ENGINE_NOTES[g.engine_kind],
         "versions": {"python": platform.python_version(), **package_versions()},
         "cpu": cpu_name(), "cores": os.cpu_count(), "cpu_bfloat16_instructions": cpu_bf16(),
         "platform": platform.platform(),

@@ -229,9 +229,10 @@ def session_plan(g: Any, protocol: ProtocolSpec | None, *, seed: int) -> list[li
 
 
 def group_probe(g: Any, protocol: ProtocolSpec) -> ProbeSpec:
-    """The probe of group `g`: the protocol's, its batch capped at the group's ``max_num_seqs``
-    (a one-at-a-time group probes with one sequence)."""
-    cap = int(g.engine["max_num_seqs"])
+    """The probe of group `g`: the protocol's, its batch capped at the group's request cap
+    (``max_num_seqs``; transformers' ``max_requests_per_batch``): a one-at-a-time group probes
+    with one sequence."""
+    cap = int(g.settings().max_num_seqs)
     p = protocol.probe
     return ProbeSpec(min(p.batch, cap), p.prompt_tokens, p.output_tokens)
 

@@ -154,11 +154,16 @@ async def _session(
         rng = np.random.default_rng(seed_sequence(root_seed, "validation", "prompts", key))
         return table_prompts(table, vocab, rng)
 
+    from llmqueue.validation.engines import open_engine
+
     t = time.monotonic()
-    stream, read_back, close = _open_engine(engine, sec, settings, model_dir, step_log)
+    opened = open_engine(
+        engine, model_dir, sec["model"]["shape"], sec["model"]["dtype"], settings, step_log
+    )
+    stream = opened.stream
     res: dict[str, Any] = {"startup_s": round(time.monotonic() - t, 1), "phases": {}}
     try:
-        res["settings"] = read_back
+        res["settings"] = opened.settings
         log(f"engine up in {res['startup_s']} s: {res['settings']}")
 
         async def batches(name: str, items: list[Any]) -> None:
@@ -227,70 +232,8 @@ async def _session(
                 f"{run}: done in {time.monotonic() - t_a:.1f} s (client lateness <= {1e3 * late:.1f} ms)"
             )
     finally:
-        close()
+        opened.close()
     return res
-
-
-_ENGINE_NOTE = {
-    "vllm": "vLLM (CPU build), V1 engine, AsyncLLM in the client's process, engine core in a child process",
-    "transformers": "Hugging Face transformers, continuous batching (ContinuousBatchingManager): its "
-    "generation thread and the client in one process",
-}
-
-
-def _environment(engine: str, settings: Any) -> dict[str, Any]:
-    """The engine's environment as the run folder records it."""
-    if engine == "transformers":
-        return {"torch_threads": int(settings.threads)}
-    return {
-        "VLLM_CPU_OMP_THREADS_BIND": settings.omp_threads_bind,
-        "VLLM_CPU_KVCACHE_SPACE": "unset (KV cache sized by num_gpu_blocks_override and kv_cache_memory_bytes)",
-        "VLLM_ENABLE_V1_MULTIPROCESSING": os.environ.get(
-            "VLLM_ENABLE_V1_MULTIPROCESSING", "1 (default)"
-        ),
-    }
-
-
-def _open_engine(
-    engine: str, sec: dict[str, Any], settings: Any, model_dir: Path, step_log: Path
-) -> tuple[Any, dict[str, Any], Any]:
-    """Start `engine`; returns the client's ``stream``, the settings read back from it and the
-    function that stops it. The engine's scheduler facts (usable KV blocks, block size) are
-    written beside the step log (:func:`llmqueue.validation.steplog.core_facts_path`): vLLM's
-    engine core writes them itself; the transformers engine's KV is all usable."""
-    if engine == "transformers":
-        from llmqueue.validation.hf_engine import open_hf_engine
-        from llmqueue.validation.steplog import core_facts_path, write_core_facts
-
-        log(f"starting transformers' continuous batching on {model_dir} (in this process)")
-        hf = open_hf_engine(model_dir, sec["model"]["dtype"], settings, step_log)
-        read_back = hf.read_settings()
-        write_core_facts(core_facts_path(step_log), {
-            "kv_blocks_free_at_start": read_back["num_kv_blocks"],
-            "block_size": read_back["block_size"],
-        })  # fmt: skip
-        return hf.stream, read_back, hf.close
-    from vllm.v1.core.sched.scheduler import Scheduler
-
-    from llmqueue.validation.engine import (
-        bind_host,
-        close_engine,
-        make_stream,
-        open_async_engine,
-        read_settings,
-    )
-
-    log(f"starting vLLM on {model_dir} (engine core in a child process)")
-    vllm = open_async_engine(
-        model_dir, sec["model"]["shape"], sec["model"]["dtype"], settings, step_log
-    )
-    try:
-        read_back = read_settings(vllm.vllm_config, Scheduler)
-        read_back["placement"] = bind_host(settings)
-    except BaseException:
-        close_engine(vllm)
-        raise
-    return make_stream(vllm), read_back, lambda: close_engine(vllm)
 
 
 def _assemble(
@@ -308,6 +251,7 @@ def _assemble(
 
     from llmqueue.latency import fit_step_law
     from llmqueue.validation.calibration import fit_calibration, fit_summary, slice_steps
+    from llmqueue.validation.engines import ENGINE_NOTES, engine_environment_record
     from llmqueue.validation.model import kv_bytes_per_token, param_count, resolve_dtype
     from llmqueue.validation.record import cpu_name, package_versions, request_rows
     from llmqueue.validation.steplog import core_facts_path
@@ -386,7 +330,7 @@ def _assemble(
     dtype = resolve_dtype(sec["model"]["dtype"])
     meta.update(
         {
-            "engine": _ENGINE_NOTE[engine],
+            "engine": ENGINE_NOTES[engine],
             "versions": {"python": platform.python_version(), **package_versions()},
             "cpu": cpu_name(),
             "cores": os.cpu_count(),
@@ -401,7 +345,7 @@ def _assemble(
                 "kv_bytes_per_token": kv_bytes_per_token(shape, dtype),
             },
             "engine_settings": session["settings"],
-            "environment_variables": _environment(engine, settings),
+            "environment_variables": engine_environment_record(engine, settings),
             "trace": {
                 "file": cfg["data"]["azure_trace"],
                 "scale": sec["trace"]["scale"],
