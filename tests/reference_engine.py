@@ -16,7 +16,31 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 DEBUG = False
+
+
+def random_table(
+    seed: int, n: int, rate: float, max_prompt: int, max_out: int, min_prompt: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A random request table: Poisson arrivals at `rate` from t = 0, prompts uniform on
+    [min_prompt, max_prompt] and outputs on [1, max_out] tokens."""
+    rng = np.random.default_rng(seed)
+    arr = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
+    prompt = rng.integers(min_prompt, max_prompt + 1, n).astype(float)
+    out = rng.integers(1, max_out + 1, n).astype(float)
+    return arr, prompt, out
+
+
+def compare_times(tab: np.ndarray, reqs: list[Req]) -> None:
+    """The engine's per-request table (start, first token, finish in columns 5-7) against the
+    reference's requests: the same requests rejected or unfinished, the same times."""
+    got = tab[:, 5:8]
+    want = np.array([[r.start, r.first, r.finish] for r in reqs])
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "rejected / unfinished requests differ"
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-9, atol=1e-9)
 
 
 @dataclass
@@ -64,6 +88,9 @@ class RefPolicy:
     guard_factor: float = math.inf
     chunked_prefill: bool = True  # False: a prompt is admitted only when it fits the budget whole
     batch_queue: bool = False  # admissions only at a boundary where nothing runs
+    kv_margin: float = (
+        0.0  # per_chunk: no prompt chunk after the first scheduled below this free share
+    )
 
 
 @dataclass
@@ -348,8 +375,11 @@ def run_continuous(
     pol: RefPolicy,
     c: tuple[float, float, float] | Callable[[int, float, float], float],
     router: RefRouter | None = None,
+    start_at: float = -math.inf,
 ) -> list[Req]:
-    """Continuous batching, one iteration at a time. KV in blocks of pol.block_size tokens: a
+    """Continuous batching, one iteration at a time (`start_at`: no server starts before that
+    time, so the requests that arrived before it meet the first iteration together, as at a
+    recorded engine's first step). KV in blocks of pol.block_size tokens: a
     sequence holding h tokens takes _slots(h) of the budget; the decodes of an iteration take
     their KV before any admission. With a router, each server has its own queue and an arrival
     goes to the one the router picks by the loads at its time (requests waiting + running,
@@ -357,7 +387,8 @@ def run_continuous(
     law's (c0, c_tok, c_ctx), or any step(decode_seqs, prefill_tokens, context_tokens) function
     (a shaped law). Chunked prefill off: admission stops at the first prompt that does not fit
     what is left of the iteration's budget whole. The batch queue: nothing is admitted at a
-    boundary where a request still runs."""
+    boundary where a request still runs. Admission ``per_chunk``: Hugging Face transformers'
+    FIFO scheduler as llmqueue.sim.engine's docstring states it (boundary_per_chunk)."""
     step = c if callable(c) else (lambda d, p, x: c[0] + c[1] * (d + p) + c[2] * x)
     nsrv = pol.servers
     t_next = [math.inf] * nsrv
@@ -371,17 +402,140 @@ def run_continuous(
     def grow(r: Req) -> float:
         return _slots(r.held + 1, bs) - _slots(r.held, bs)
 
-    def boundary(s: int, t: float) -> None:
-        q = queues[s if router is not None else 0]
-        # 1. completions
+    paused = [False] * nsrv
+    resets = [0]
+
+    def prefill(r: Req, n: float, te: float) -> None:
+        """Request r prefills n more tokens in the iteration ending at te: its last chunk gives
+        its next token (its first, unless it is recomputing), then it decodes if it needs more."""
+        r.prefilled += n
+        if r.prefilled >= r.peff:
+            r.g += 1
+            if math.isnan(r.first):
+                r.first = te
+            if r.g < r.output:
+                r.decoding = True
+
+    def complete(s: int, t: float) -> None:
+        """Free the requests of server s that have all their tokens (a finish unpauses it)."""
         keep = []
         for r in running[s]:
             if r.g >= r.output:
                 r.finish = t
                 used[s] -= _slots(r.held, bs)
+                paused[s] = False
             else:
                 keep.append(r)
         running[s] = keep
+
+    def boundary_per_chunk(s: int, t: float) -> None:
+        q = queues[s if router is not None else 0]
+        complete(s, t)
+        while True:
+            # 2. the step's list: decodes, prompts part way, then the waiting queue
+            free = pol.kv_tokens - used[s]
+            in_margin = math.isinf(pol.kv_tokens) or free >= pol.kv_margin * pol.kv_tokens
+            budget = pol.max_batched_tokens
+            sched: list[tuple[Req, float]] = []
+            starved: list[tuple[Req, float]] = []
+            need = 0.0
+            for r in running[s]:
+                if r.decoding:
+                    g = grow(r)
+                    if g > free - need:
+                        starved.append((r, g))
+                        continue
+                    need += g
+                    sched.append((r, 1.0))
+                    budget -= 1.0
+            stop = budget <= 0 or len(sched) >= pol.bmax
+            for r in running[s]:
+                if r.decoding:
+                    continue
+                if stop or (not in_margin and sched):
+                    stop = True
+                    break
+                qn = min(r.peff - r.prefilled, budget)
+                take = _slots(r.held + qn, bs) - _slots(r.held, bs)
+                if take > free - need:
+                    starved.append((r, take))
+                    continue
+                used[s] += take
+                free -= take
+                r.held += qn
+                sched.append((r, qn))
+                budget -= qn
+                if budget <= 0 or len(sched) >= pol.bmax:
+                    stop = True
+            if not stop and not paused[s]:
+                for r in sorted(q.reqs, key=lambda x: x.seq):
+                    if len(running[s]) >= pol.bmax or (not in_margin and sched):
+                        break
+                    qn = min(r.peff, budget)
+                    take = _slots(qn, bs)
+                    if take > free - need:
+                        continue  # passed over: later ones may go first
+                    q.take(r)
+                    running[s].append(r)
+                    used[s] += take
+                    free -= take
+                    r.held, r.prefilled, r.decoding, r.server = qn, 0.0, False, s
+                    if math.isnan(r.start):
+                        r.start = t
+                    sched.append((r, qn))
+                    budget -= qn
+                    if budget <= 0 or len(sched) >= pol.bmax:
+                        break
+            # 3. resets: the newest starved until the others would all get their blocks
+            n_reset = 0
+            while starved and len(running[s]) > 1:
+                avail = free - need
+                fits = True
+                for _, k in starved:
+                    avail -= k
+                    if avail < 0:
+                        fits = False
+                        break
+                if fits:
+                    break
+                v, _ = starved.pop()
+                running[s].remove(v)
+                used[s] -= _slots(v.held, bs)
+                free += _slots(v.held, bs)
+                v.held, v.decoding, v.prefilled = 0.0, False, 0.0
+                v.peff = v.prompt + v.g
+                resets[0] += 1
+                k = resets[0]
+                v.seq = nxt - 1 + k / (k + 1)  # the back of the queue: behind every arrival so far
+                q.reqs.append(v)
+                paused[s] = True
+                n_reset += 1
+            if sched or n_reset == 0:
+                break
+        if not running[s]:
+            t_next[s] = math.inf
+            return
+        # 4. the iteration: the starved sit it out
+        dec = [r for r, _ in sched if r.decoding]
+        chunks = [(r, n) for r, n in sched if not r.decoding]
+        pre = sum(n for _, n in chunks)
+        ctx = sum(r.prompt + r.g for r in dec) + sum(r.prefilled + n for r, n in chunks)
+        d = step(len(dec), pre, ctx)
+        te = t + d
+        for r in dec:
+            used[s] += grow(r)
+            r.held += 1
+            r.g += 1
+        for r, n in chunks:
+            prefill(r, n, te)
+        t_next[s] = te
+
+    def boundary(s: int, t: float) -> None:
+        if pol.admission == "per_chunk":
+            boundary_per_chunk(s, t)
+            return
+        q = queues[s if router is not None else 0]
+        complete(s, t)  # 1. completions
         # 2. on-demand growth: one KV token per decoding sequence, else preempt the newest
         preempted = False
         need = 0.0
@@ -445,13 +599,7 @@ def run_continuous(
                 r.held += 1
         for r in running[s]:
             if not r.decoding and r.i in chunks:
-                r.prefilled += chunks[r.i]
-                if r.prefilled >= r.peff:
-                    r.g += 1
-                    if math.isnan(r.first):
-                        r.first = te
-                    if r.g < r.output:
-                        r.decoding = True
+                prefill(r, chunks[r.i], te)
         t_next[s] = te
 
     nxt = 0
@@ -485,7 +633,10 @@ def run_continuous(
             queues[0].reqs.append(r)
             for j in range(nsrv):
                 if t_next[j] == math.inf:
-                    boundary(j, a)
+                    if a < start_at:
+                        t_next[j] = start_at
+                    else:
+                        boundary(j, a)
                     break
             continue
         if t_next[s] == math.inf:

@@ -10,7 +10,15 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference_engine import RefPolicy, Req, run_continuous, run_multibin, run_static
+from reference_engine import (
+    RefPolicy,
+    Req,
+    compare_times,
+    random_table,
+    run_continuous,
+    run_multibin,
+    run_static,
+)
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, PackedStepLaw, ShapedStepLaw, StepLaw
@@ -23,11 +31,7 @@ ORDERS = ["fcfs", "sjf", "spjf"]
 
 
 def _table(seed: int, n: int, rate: float, max_prompt: int, max_out: int) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(seed)
-    arr = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
-    prompt = rng.integers(0, max_prompt + 1, n).astype(float)
-    out = rng.integers(1, max_out + 1, n).astype(float)
-    return arr, prompt, out
+    return random_table(seed, n, rate, max_prompt, max_out)
 
 
 def _engine(arr, prompt, out, policy, law, seed):  # type: ignore[no-untyped-def]
@@ -40,12 +44,7 @@ def _ref_reqs(tab: np.ndarray) -> list[Req]:
     return [Req(int(r[0]), r[1], r[2], r[3], r[4]) for r in tab]
 
 
-def _compare(tab: np.ndarray, reqs: list[Req]) -> None:
-    got = tab[:, 5:8]
-    want = np.array([[r.start, r.first, r.finish] for r in reqs])
-    assert np.array_equal(np.isnan(got), np.isnan(want)), "rejected / unfinished requests differ"
-    ok = ~np.isnan(want)
-    np.testing.assert_allclose(got[ok], want[ok], rtol=1e-9, atol=1e-9)
+_compare = compare_times
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

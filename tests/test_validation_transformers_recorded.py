@@ -92,3 +92,50 @@ def test_the_comparison_recomputes_to_the_committed_table(folder: Path) -> None:
         want = unmodelled_rules(data.steps[table], data.settings)
         got = comp[comp["run"] == table]["unmodelled_rules"].fillna("").astype(str)
         assert set(got) == {want}, table
+
+
+def test_the_burst_is_scheduled_step_by_step_as_the_engine_did(folder: Path) -> None:
+    """The serving model's per-chunk scheduler (the policy ``engine_policy`` maps the run's
+    settings to) replayed on the capacity burst with the engine's own step times, so that every
+    iteration starts when the engine's step was planned: each iteration's decodes and prompt
+    tokens are the engine's recorded step, step by step, through the safety margin acting
+    (the plain-Python reference engine, tests/reference_engine.py)."""
+    from reference_engine import RefPolicy, Req, run_continuous
+
+    from llmqueue.studies.validation.tables import engine_policy
+
+    s = _settings(folder)
+    pol = engine_policy(s)
+    assert pol.admission == "per_chunk" and pol.kv_margin == s["safety_margin"] > 0
+    st = pd.read_csv(folder / "steps_capacity.csv")
+    req = pd.read_csv(folder / "requests_capacity.csv")
+    t = st["t_sched_s"].to_numpy(dtype=float)
+    assert req["arrival_s"].max() < t[0]  # the whole burst was in before the first step
+    dur = np.append(np.diff(t), st["t_done_s"].iloc[-1] - t[-1])
+    calls: list[tuple[int, float]] = []
+
+    def step(d: int, p: float, x: float) -> float:
+        calls.append((int(d), float(p)))
+        return float(dur[len(calls) - 1]) if len(calls) <= dur.size else 1.0
+
+    ref = RefPolicy(
+        "continuous", bmax=pol.bmax, kv_tokens=pol.kv_tokens, admission="per_chunk",
+        max_batched_tokens=pol.max_batched_tokens, block_size=pol.block_size,
+        kv_margin=pol.kv_margin,
+    )  # fmt: skip
+    reqs = [Req(i, float(r.arrival_s), float(r.prompt_tokens), float(r.output_tokens),
+                float(r.output_tokens)) for i, r in enumerate(req.itertuples())]  # fmt: skip
+    run_continuous(reqs, ref, step, start_at=float(t[0]))
+    got = np.array(calls[: len(st)])
+    want = st[["decode_seqs", "prefill_tokens"]].to_numpy()
+    assert len(calls) == len(st), (len(calls), len(st))
+    bad = np.flatnonzero((got != want).any(axis=1))
+    assert bad.size == 0, (
+        f"first differing step {int(bad[0])} of {len(st)}: model {got[bad[0]].tolist()}, "
+        f"engine {want[bad[0]].tolist()}"
+    )
+    # the margin acted in this burst: without it the model schedules it otherwise
+    calls.clear()
+    run_continuous([Req(r.i, r.arrival, r.prompt, r.output, r.pred) for r in reqs],
+                   RefPolicy(**{**ref.__dict__, "kv_margin": 0.0}), step, start_at=float(t[0]))  # fmt: skip
+    assert calls[: len(st)] != [tuple(x) for x in want.tolist()]

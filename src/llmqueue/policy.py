@@ -10,8 +10,14 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
 - ``elastic``: dynamic batches whose replies leave as they finish (Eq. 26);
 - ``continuous``: iteration-level scheduling (Orca, vLLM) with at most ``bmax`` running
   requests (max_batch), a KV budget of ``kv_tokens`` tokens per server (None = unlimited),
-  ``admission`` ``reserve`` (prompt + output reserved at admission) or ``on_demand`` (grows one
-  token per step; preempts the most recent request when it runs out), and optionally at most
+  ``admission`` ``reserve`` (prompt + output reserved at admission), ``on_demand`` (the whole
+  prompt must fit at admission, then the KV grows one token per step; preempts the most recent
+  request when it runs out: vLLM) or ``per_chunk`` (Hugging Face transformers' FIFO scheduler:
+  KV taken as tokens are scheduled, a waiting request whose chunk does not fit is skipped and
+  later ones may pass it, a request whose KV cannot grow is starved for the step and the newest
+  starved are reset to the back of the queue, after which nothing is admitted until a request
+  finishes; ``kv_margin``: once the free share of the KV is below it at a step's start, the step
+  takes no prompt chunk after its first scheduled request; FCFS only), and optionally at most
   ``max_batched_tokens`` tokens per iteration (chunked prefill; with ``chunked_prefill`` False
   a prompt is admitted only when it fits the iteration's remaining budget whole, as vLLM with
   ``enable_chunked_prefill=False``; a request whose prompt and output exceed the budget is then
@@ -64,6 +70,7 @@ ties go to one of the tied replicas at random. Routers apply to the formers of
 Spec strings (config and CLI), parsed by :func:`parse_policy`, e.g. ``dynamic:bmax=16``,
 ``fixed:K=8``, ``continuous:max_batch=64,kv_tokens=200000,admission=on_demand``,
 ``continuous:max_batch=32,max_batched_tokens=4200,chunked_prefill=false``,
+``continuous:max_batch=64,kv_tokens=4096,block_size=32,admission=per_chunk,kv_margin=0.15,max_batched_tokens=256``,
 ``rebatch:bmax=2,batch_timeout_s=10``, with the common keys ``order=sjf``, ``guard_s=100``,
 ``guard_factor=10``, ``servers=8``, ``replicas=8``, ``router=jsq``, ``d=2``.
 """
@@ -103,7 +110,7 @@ BATCHING = ("none", "dynamic", "fixed", "elastic", "continuous", "multibin", "re
 TIMEOUT_FORMERS = ("dynamic", "elastic", "rebatch")
 GUARD_FACTOR_FORMERS = ("none", "dynamic", "fixed", "elastic", "rebatch")
 ORDERS = ("fcfs", "sjf", "spjf")
-ADMISSIONS = ("reserve", "on_demand")
+ADMISSIONS = ("reserve", "on_demand", "per_chunk")
 # how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
 ROUTERS = ("central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
 ROUTED_FORMERS = ("none", "dynamic", "elastic", "continuous")
@@ -154,6 +161,7 @@ class Policy:
     block_size: int = 1
     chunked_prefill: bool = True
     batch_queue: bool = False
+    kv_margin: float = 0.0
     bins: int = 1
     bin_edges: tuple[float, ...] | None = None
     flush_s: float | None = None
@@ -214,10 +222,11 @@ class Policy:
             or self.block_size != 1
             or self.chunked_prefill is not True
             or self.batch_queue is not False
+            or self.kv_margin != 0.0
         ):
             raise InputError(
-                "kv_tokens, admission, max_batched_tokens, block_size, chunked_prefill and "
-                "batch_queue apply to continuous batching only"
+                "kv_tokens, admission, max_batched_tokens, block_size, chunked_prefill, "
+                "batch_queue and kv_margin apply to continuous batching only"
             )
         for key in ("chunked_prefill", "batch_queue"):
             if not isinstance(getattr(self, key), bool):
@@ -230,6 +239,7 @@ class Policy:
             raise InputError(
                 f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}"
             )
+        self._per_chunk()
         if self.max_batched_tokens is not None and not _posint(self.max_batched_tokens):
             raise InputError(
                 f"max_batched_tokens must be an integer >= 1, got {self.max_batched_tokens!r}"
@@ -267,6 +277,33 @@ class Policy:
             raise InputError(
                 f"kv_tokens ({self.kv_tokens}) must be a whole number of blocks of block_size "
                 f"{self.block_size} tokens"
+            )
+
+    def _per_chunk(self) -> None:
+        """``per_chunk`` admission (transformers' FIFO scheduler) and its ``kv_margin``."""
+        m = self.kv_margin
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not (0.0 <= m < 1.0):
+            raise InputError(f"kv_margin must be a fraction in [0, 1) of the KV, got {m!r}")
+        if self.admission != "per_chunk":
+            if m != 0.0:
+                raise InputError("kv_margin applies to admission per_chunk only")
+            return
+        if self.order != "fcfs" or self.guard_s is not None:
+            raise InputError(
+                "admission per_chunk is transformers' FIFO scheduler: order fcfs, no guard_s"
+            )
+        if not self.chunked_prefill or self.batch_queue:
+            raise InputError(
+                "admission per_chunk chunks every prompt and admits at any step: chunked_prefill "
+                "true, batch_queue false"
+            )
+        if self.max_batched_tokens is not None and (
+            self.bmax is None or self.max_batched_tokens < self.bmax
+        ):
+            raise InputError(
+                "admission per_chunk needs max_batched_tokens >= max_batch (a step decodes every "
+                "running request within its token budget), got "
+                f"{self.max_batched_tokens} and {self.bmax}"
             )
 
     def _replicas(self) -> None:
@@ -356,6 +393,8 @@ class Policy:
                 out += " whole-prompts"
             if self.batch_queue:
                 out += " batch-queue"
+            if self.kv_margin:
+                out += f" margin={self.kv_margin:g}"
         else:
             cap = "inf" if self.bmax is None else str(self.bmax)
             out = f"{self.kind} b_max={cap}"
@@ -409,7 +448,7 @@ def parse_policy(spec: str) -> Policy:
                 kw[_INT_KEYS[key]] = int(val)
             except ValueError:
                 raise InputError(f"policy {spec!r}: {key}={val!r} is not an integer") from None
-        elif key in ("guard_s", "flush_s", "batch_timeout_s", "guard_factor"):
+        elif key in ("guard_s", "flush_s", "batch_timeout_s", "guard_factor", "kv_margin"):
             try:
                 kw[key] = None if val.lower() == "none" else float(val)
             except ValueError:
@@ -429,7 +468,7 @@ def parse_policy(spec: str) -> Policy:
             raise InputError(
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
                 "guard_factor, servers, replicas, router, d, kv_tokens, admission, max_batched_tokens, block_size, "
-                "chunked_prefill, batch_queue, bins, "
+                "chunked_prefill, batch_queue, kv_margin, bins, "
                 "bin_edges, flush_s, batch_timeout_s"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
@@ -457,6 +496,8 @@ def policy_spec(p: Policy) -> str:
             parts.append("chunked_prefill=false")
         if p.batch_queue:
             parts.append("batch_queue=true")
+        if p.kv_margin:
+            parts.append(f"kv_margin={p.kv_margin:g}")
     if p.order != "fcfs":
         parts.append(f"order={p.order}")
     if p.batch_timeout_s is not None:

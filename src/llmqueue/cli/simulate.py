@@ -131,6 +131,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         "admission": "continuous",
         "max_batched_tokens": "continuous",
         "block_size": "continuous",
+        "kv_margin": "continuous",
         "bins": "multibin",
         "bin_edges": "multibin",
         "flush": "multibin",
@@ -218,6 +219,10 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
             max_batched_tokens=args.max_batched_tokens,
             block_size=bs,
         )
+        if args.kv_margin is not None:
+            if kw["admission"] != "per_chunk":
+                raise InputError("--kv-margin applies to --admission per_chunk")
+            kw["kv_margin"] = args.kv_margin
     if kind == "multibin":
         kw["bins"] = args.bins if args.bins is not None else 1
         if args.bin_edges is not None:
@@ -454,7 +459,15 @@ def register(subparsers: Any) -> None:
         "vLLM's)",
     )
     g.add_argument(
-        "--admission", choices=ADMISSIONS, help="continuous: reserve (default) or on_demand"
+        "--admission", choices=ADMISSIONS,
+        help="continuous: reserve (default), on_demand (vLLM) or per_chunk (transformers' FIFO "
+        "scheduler: KV per prompt chunk, starved requests reset to the back; order fcfs)",
+    )  # fmt: skip
+    g.add_argument(
+        "--kv-margin",
+        type=flags.number(0, 1, hi_open=True),
+        help="--admission per_chunk: the free share of the KV under which a step takes no prompt "
+        "chunk after its first request, in [0, 1) (transformers' safety_margin; default 0)",
     )
     g.add_argument(
         "--max-batched-tokens",

@@ -8,7 +8,11 @@ holds (stopping at the first that does not fit; with chunked prefill off, also a
 whose whole prompt does not fit the iteration's remaining token budget; with ``batch_queue``,
 only at a boundary where nothing runs, the paper's dynamic batching on an iteration-level engine). An iteration decodes one token for every
 decoding sequence and prefills the admitted prompts (chunked after the decodes by the token
-budget); it lasts step(decode_seqs, prefill_tokens, context_tokens).
+budget); it lasts step(decode_seqs, prefill_tokens, context_tokens). With per-chunk admission
+(``P_CHUNK``, Hugging Face transformers' FIFO scheduler) the admission step is
+:func:`_schedule_per_chunk`'s instead: KV taken per prompt chunk, waiting requests that do not fit
+passed over, starved requests sitting the iteration out (:func:`_stall`) and the newest of them
+reset to the back of the queue (:func:`_reset`), the server paused (``V_PAUSE``) until a finish.
 
 KV in blocks of ``P_BLOCK`` tokens (1: token-granular): a sequence holding h tokens takes
 ``_slots(h)`` = P_BLOCK * ceil(h / P_BLOCK) of the budget, and ``V_KVU`` counts those slots. A
@@ -81,32 +85,38 @@ V_JT0 = 8  # its start
 V_DHN = 9  # completion-heap size
 V_ADMN = 10  # admission-stack entries (live and stale)
 V_WORK = 11  # predicted tokens outstanding (prompt + predicted output; routed runs)
-NV = 12
+V_PAUSE = 12  # per-chunk admission: 1 after a reset until a request finishes (nothing admitted)
+NV = 13
 
 # the policy's numbers, one float64 array (a compiled call takes at most ~30 arguments to inline)
 P_MAXB, P_KV, P_ONDEMAND, P_MAXTOK, P_ORDER, P_GUARD, P_GUARDS, P_WARMUP, P_NREQ, P_NBAT = range(10)
 P_BLOCK = 10
 P_WHOLE = 11  # 1: chunked prefill off, a prompt is admitted only when it fits the budget whole
 P_BATCHQ = 12  # 1: admissions only at a boundary where nothing runs (the batch queue)
-NP = 13
+P_CHUNK = 13  # 1: per-chunk admission (transformers' FIFO scheduler, :func:`_schedule_per_chunk`)
+P_MARGIN = 14  # its safety margin: the free share of the KV under which prompt chunks stop
+NP = 15
 
 
 def policy_params(
     max_batch: float, kv_tokens: float, on_demand: bool, max_tok: float, order: int,
     guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int, block_size: int = 1,
-    chunked_prefill: bool = True, batch_queue: bool = False,
+    chunked_prefill: bool = True, batch_queue: bool = False, per_chunk: bool = False,
+    kv_margin: float = 0.0,
 ) -> np.ndarray:  # fmt: skip
-    """The P_* array of :func:`run_continuous`."""
+    """The P_* array of :func:`run_continuous` (`per_chunk` implies on-demand KV growth)."""
     return np.array(
-        [max_batch, kv_tokens, float(on_demand), max_tok, order, float(guard), guard_s,
-         warmup, n_req, nbat, block_size, float(not chunked_prefill), float(batch_queue)],
+        [max_batch, kv_tokens, float(on_demand or per_chunk), max_tok, order, float(guard),
+         guard_s, warmup, n_req, nbat, block_size, float(not chunked_prefill),
+         float(batch_queue), float(per_chunk), kv_margin],
         dtype=float,
     )  # fmt: skip
 
 
 def new_servers(c: int, mb: int, block: int = 1) -> tuple[np.ndarray, ...]:
-    """(srv, dheap, adm, pref, qbuf, phase) for c servers of at most mb running requests each,
-    KV blocks of `block` tokens."""
+    """(srv, dheap, adm, pref, qbuf, phase, sbuf) for c servers of at most mb running requests
+    each, KV blocks of `block` tokens; ``sbuf`` (mb x 2: slot, KV tokens it asked) holds the
+    starved requests of one per-chunk step."""
     srv = np.zeros((c, NV))
     srv[:, V_TNEXT] = np.inf
     return (
@@ -116,6 +126,7 @@ def new_servers(c: int, mb: int, block: int = 1) -> tuple[np.ndarray, ...]:
         np.zeros((c, mb), dtype=np.int64),
         np.zeros(mb),
         np.zeros((c, block), dtype=np.int64),
+        np.zeros((mb, 2), dtype=np.int64),
     )
 
 
@@ -264,10 +275,241 @@ def _slots(h, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _admit(pool, srv, adm, stf, s, sl, t, held, slots):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Admit request sl to server s at time t holding `held` KV tokens (`slots` of the budget):
+    it runs, prefilling from its start; its first admission is its start; it goes on top of the
+    admission stack (the caller puts it in the prefilling list)."""
+    srv[s, V_RUN] += 1.0
+    srv[s, V_KVU] += slots
+    pool[sl, F.F_HELD] = held
+    pool[sl, F.F_PREFILLED] = 0.0
+    pool[sl, F.F_DECODING] = 0.0
+    pool[sl, F.F_SERVER] = s
+    if pool[sl, F.F_START] < 0.0:
+        pool[sl, F.F_START] = t
+    stf[S.S_ADMSEQ] += 1.0
+    pool[sl, F.F_ADMSEQ] = stf[S.S_ADMSEQ]
+    _adm_push(pool, srv, adm, s, sl, np.int64(stf[S.S_ADMSEQ]))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Soft reset of request sl on server s (per-chunk admission): its KV freed, and it goes to
+    the *back* of the queue to prefill its prompt and the output it has so far again (recompute);
+    server s admits nothing until one of its requests finishes. Returns the KV slots freed."""
+    if pool[sl, F.F_DECODING] == 1.0:
+        g = steps + pool[sl, F.F_BASE]
+        held = steps + pool[sl, F.F_HBASE]
+        _dremove(pool, srv, dheap, s, sl)
+        srv[s, V_DEC] -= 1.0
+        srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
+        phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
+        pool[sl, F.F_DONE] = g
+    else:
+        held = pool[sl, F.F_HELD]
+        npf = np.int64(srv[s, V_NPREF])
+        k = 0
+        for j in range(npf):
+            if pref[s, j] != sl:
+                pref[s, k] = pref[s, j]
+                qbuf[k] = qbuf[j]
+                k += 1
+        srv[s, V_NPREF] = k
+    freed = _slots(held, bs)
+    srv[s, V_KVU] -= freed
+    srv[s, V_RUN] -= 1.0
+    srv[s, V_PAUSE] = 1.0
+    pool[sl, F.F_HELD] = 0.0
+    pool[sl, F.F_DECODING] = 0.0
+    pool[sl, F.F_PREFILLED] = 0.0
+    pool[sl, F.F_PEFF] = pool[sl, F.F_PROMPT] + pool[sl, F.F_DONE]
+    pool[sl, F.F_SERVER] = -1.0
+    Q.push(pool, ring, heap, qi, sl, order, guard)
+    return freed
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _stall(pool, srv, dheap, phase, s, sl, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Decoding request sl of server s sits out the coming iteration (starved: its KV could not
+    grow): one step behind the server's count, it has the same tokens after the iteration and
+    finishes one step later."""
+    _dremove(pool, srv, dheap, s, sl)
+    phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
+    pool[sl, F.F_BASE] -= 1.0
+    pool[sl, F.F_TARGET] += 1.0
+    pool[sl, F.F_HBASE] -= 1.0
+    phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] += 1
+    _dpush(pool, srv, dheap, s, sl)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
+    s, t, steps, window, sti, stf, pool, ring, heap, qi,
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm,
+):  # fmt: skip
+    """One step of Hugging Face transformers' FIFO scheduler on server s at time t (after the
+    completions; ``generation/continuous_batching/scheduler.py`` and ``offloading_manager.py``
+    of transformers 5.23, offload to the CPU off):
+
+    1. the free share of the KV is read once: below ``P_MARGIN`` the step takes no prompt chunk
+       once something is scheduled;
+    2. candidates in order: decoding requests (admission order), then those part way through
+       their prompt (admission order), then the waiting queue in FCFS order (none while the
+       server is paused); each asks min(its tokens left, the step's token budget) tokens (a
+       decode 1) and is scheduled if the KV blocks those tokens need are free, else skipped
+       (*starved* if it runs) and later candidates may pass it; the budget, the request cap
+       (at most ``P_MAXB`` scheduled, and running) end the step's list;
+    3. while some request is starved and more than one runs: if the starved, in order, would
+       all get their blocks, stop; else the newest starved is reset (:func:`_reset`); if nothing
+       was scheduled, the step is planned again (without admissions: the server is paused);
+    4. the starved that remain sit the iteration out (:func:`_stall`).
+
+    KV is taken as tokens are scheduled: a prompt chunk's blocks now (``V_KVU``), the decodes'
+    (``need``) when the iteration starts. Returns (queue changed, reset any, scheduled decodes,
+    token budget left, prefill tokens, their context, prefilling requests, decode KV, stalled
+    decodes, their context)."""
+    max_batch = prm[P_MAXB]
+    kv = prm[P_KV]
+    max_tok = prm[P_MAXTOK]
+    bs = prm[P_BLOCK]
+    order = np.int64(prm[P_ORDER])
+    guard = prm[P_GUARD] == 1.0
+    full = _phase_of(-steps, bs)
+    changed = False
+    preempted = False
+    while True:
+        free = kv - srv[s, V_KVU]
+        in_margin = kv == np.inf or free >= prm[P_MARGIN] * kv
+        budget = max_tok
+        nsched = 0
+        nst = 0
+        need = 0.0
+        dec = 0.0
+        # decodes, in admission order (the admission stack from the bottom)
+        for e in range(np.int64(srv[s, V_ADMN])):
+            x = adm[s, e, 0]
+            if pool[x, F.F_SERVER] != s or np.int64(pool[x, F.F_ADMSEQ]) != adm[s, e, 1]:
+                continue
+            if pool[x, F.F_DECODING] != 1.0:
+                continue
+            if _phase_of(pool[x, F.F_HBASE], bs) == full:
+                if free - need < bs:
+                    sbuf[nst, 0] = x
+                    sbuf[nst, 1] = np.int64(bs)
+                    nst += 1
+                    continue
+                need += bs
+            dec += 1.0
+            nsched += 1
+            budget -= 1.0
+        # prompt chunks of the requests part way through their prompt, in admission order
+        stop = budget <= 0.0 or nsched >= max_batch
+        npf = np.int64(srv[s, V_NPREF])
+        pre = 0.0
+        pctx = 0.0
+        for j in range(npf):
+            qbuf[j] = 0.0
+        for j in range(npf):
+            if stop or (not in_margin and nsched > 0):
+                stop = True
+                break
+            sl = pref[s, j]
+            done = pool[sl, F.F_PREFILLED]
+            q = pool[sl, F.F_PEFF] - done
+            if q > budget:
+                q = budget
+            h = pool[sl, F.F_HELD]
+            take = _slots(h + q, bs) - _slots(h, bs)
+            if take > free - need:
+                sbuf[nst, 0] = sl
+                sbuf[nst, 1] = np.int64(take)
+                nst += 1
+                continue
+            srv[s, V_KVU] += take
+            free -= take
+            pool[sl, F.F_HELD] = h + q
+            qbuf[j] = q
+            budget -= q
+            pre += q
+            pctx += done + q
+            nsched += 1
+            if budget <= 0.0 or nsched >= max_batch:
+                stop = True
+        # the waiting queue in FCFS order, passing those that do not fit
+        if not stop and srv[s, V_PAUSE] == 0.0:
+            i = 0
+            while i < qi[Q.Q_RLEN]:
+                if srv[s, V_RUN] >= max_batch or npf >= pref.shape[1]:
+                    break
+                if not in_margin and nsched > 0:
+                    break
+                sl = Q.ring_live(pool, ring, qi, i)
+                if sl < 0:
+                    i += 1
+                    continue
+                q = pool[sl, F.F_PEFF]
+                if q > budget:
+                    q = budget
+                take = _slots(q, bs)
+                if take > free - need:
+                    i += 1
+                    continue
+                Q.take_at(pool, ring, qi, i)
+                changed = True
+                _admit(pool, srv, adm, stf, s, sl, t, q, take)
+                free -= take
+                pref[s, npf] = sl
+                qbuf[npf] = q
+                npf += 1
+                budget -= q
+                pre += q
+                pctx += q
+                nsched += 1
+                i += 1
+                if budget <= 0.0 or nsched >= max_batch:
+                    break
+        srv[s, V_NPREF] = npf
+        # resets: the newest starved until the others would all get their blocks
+        resets = 0
+        while nst > 0 and srv[s, V_RUN] > 1.0:
+            avail = free - need
+            fits = True
+            for k in range(nst):
+                avail -= sbuf[k, 1]
+                if avail < 0.0:
+                    fits = False
+                    break
+            if fits:
+                break
+            nst -= 1
+            free += _reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s,
+                           sbuf[nst, 0], steps, bs, order, guard)  # fmt: skip
+            npf = np.int64(srv[s, V_NPREF])
+            resets += 1
+            preempted = True
+            changed = True
+            if window:
+                sti[S.I_PREEMPT] += 1
+        if nsched > 0 or resets == 0:
+            break
+        # nothing was scheduled: plan the step again without the reset requests
+    # the starved decodes that remain sit this iteration out
+    nstall = 0
+    stall_ctx = 0.0
+    for k in range(nst):
+        x = sbuf[k, 0]
+        if pool[x, F.F_DECODING] == 1.0:
+            stall_ctx += pool[x, F.F_PROMPT] + steps + pool[x, F.F_BASE]
+            _stall(pool, srv, dheap, phase, s, x, bs)
+            nstall += 1
+    return changed, preempted, dec, budget, pre, pctx, npf, need, nstall, stall_ctx
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     s, t, next_a, sti, stf,
     pool, ring, heap, free, qi,
-    srv, dheap, adm, pref, qbuf, phase, prm, cst,
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
     sums, counts, hist, maxima, fbuf, ibuf, rec,
 ):  # fmt: skip
     """Server s at an iteration boundary at time t: the pending decode-only run, completions,
@@ -303,6 +545,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
         srv[s, V_RUN] -= 1.0
         srv[s, V_WORK] -= R.work_tokens(pool[sl, F.F_PROMPT], pool[sl, F.F_PRED])
+        srv[s, V_PAUSE] = 0.0  # a finish lets the per-chunk scheduler admit again
         pool[sl, F.F_SERVER] = -1.0
         a = pool[sl, F.F_ARR]
         if window:
@@ -324,104 +567,107 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             rec[rid, 2] = t
             rec[rid, 3] = s
         Q.release(pool, free, qi, sl)
-    # 2. on-demand KV: one more token per decoding sequence (a new block for those whose blocks
-    # are full), else preempt the newest
-    preempted = False
-    need = 0.0
-    if on_demand:
-        # a decoding sequence whose blocks are full (phase = -steps mod bs) takes a new one
-        full = _phase_of(-steps, bs)
-        need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
-        while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
-            sl = _adm_top(pool, srv, adm, s)
-            if pool[sl, F.F_DECODING] == 1.0:
-                g = steps + pool[sl, F.F_BASE]
-                _dremove(pool, srv, dheap, s, sl)
-                srv[s, V_DEC] -= 1.0
-                srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
-                phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
-                need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
-                pool[sl, F.F_DONE] = g
-            else:
-                npf = np.int64(srv[s, V_NPREF])
-                k = 0
-                for j in range(npf):
-                    if pref[s, j] != sl:
-                        pref[s, k] = pref[s, j]
-                        k += 1
-                srv[s, V_NPREF] = k
-            srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
-            srv[s, V_RUN] -= 1.0
-            pool[sl, F.F_HELD] = 0.0
-            pool[sl, F.F_DECODING] = 0.0
-            pool[sl, F.F_PREFILLED] = 0.0
-            pool[sl, F.F_PEFF] = pool[sl, F.F_PROMPT] + pool[sl, F.F_DONE]
-            pool[sl, F.F_SERVER] = -1.0
-            Q.push_front(pool, ring, heap, qi, sl, order, guard)
-            preempted = True
+    nstall = 0
+    stall_ctx = 0.0
+    if prm[P_CHUNK] == 1.0:
+        # 2-3. transformers' FIFO scheduler: KV per chunk, starvation and resets
+        changed_pc, preempted, dec, budget, pre, pctx, npf, need, nstall, stall_ctx = (
+            _schedule_per_chunk(
+                s, t, steps, window, sti, stf, pool, ring, heap, qi,
+                srv, dheap, adm, pref, qbuf, phase, sbuf, prm,
+            )
+        )  # fmt: skip
+        if changed_pc:
             changed = True
-            if window:
-                sti[S.I_PREEMPT] += 1
-    # 3. prefill chunks of the requests already prefilling, then admissions
-    dec = srv[s, V_DEC]
-    budget = max_tok - dec
-    pre = 0.0
-    pctx = 0.0
-    npf = np.int64(srv[s, V_NPREF])
-    for j in range(npf):
-        sl = pref[s, j]
-        done = pool[sl, F.F_PREFILLED]
-        q = pool[sl, F.F_PEFF] - done
-        if q > budget:
-            q = budget if budget > 0.0 else 0.0
-        qbuf[j] = q
-        budget -= q
-        pre += q
-        pctx += done + q
-    # the batch queue admits only when nothing runs (then up to max_batch at once)
-    if not preempted and (prm[P_BATCHQ] == 0.0 or srv[s, V_RUN] == 0.0):
-        while srv[s, V_RUN] < max_batch and npf < pref.shape[1] and budget > 0.0:
-            sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
-            if sl < 0:
-                break
-            if on_demand:
-                need_kv = pool[sl, F.F_PEFF]
-            else:
-                need_kv = pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
-            # the decodes of this iteration take their KV first (as vLLM's running requests do)
-            if srv[s, V_KVU] + need + _slots(need_kv, bs) > kv_tokens:
-                break
-            # chunked prefill off: the whole prompt must fit this iteration's budget
-            if prm[P_WHOLE] == 1.0 and pool[sl, F.F_PEFF] > budget:
-                break
-            Q.remove(pool, ring, heap, qi, sl, order)
-            changed = True
-            srv[s, V_RUN] += 1.0
-            srv[s, V_KVU] += _slots(need_kv, bs)
-            pool[sl, F.F_HELD] = need_kv
-            pool[sl, F.F_PREFILLED] = 0.0
-            pool[sl, F.F_DECODING] = 0.0
-            pool[sl, F.F_SERVER] = s
-            if pool[sl, F.F_START] < 0.0:
-                pool[sl, F.F_START] = t
-            stf[S.S_ADMSEQ] += 1.0
-            pool[sl, F.F_ADMSEQ] = stf[S.S_ADMSEQ]
-            _adm_push(pool, srv, adm, s, sl, np.int64(stf[S.S_ADMSEQ]))
-            pref[s, npf] = sl
-            q = pool[sl, F.F_PEFF]
+    else:
+        # 2. on-demand KV: one more token per decoding sequence (a new block for those whose blocks
+        # are full), else preempt the newest
+        preempted = False
+        need = 0.0
+        if on_demand:
+            # a decoding sequence whose blocks are full (phase = -steps mod bs) takes a new one
+            full = _phase_of(-steps, bs)
+            need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
+            while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
+                sl = _adm_top(pool, srv, adm, s)
+                if pool[sl, F.F_DECODING] == 1.0:
+                    g = steps + pool[sl, F.F_BASE]
+                    _dremove(pool, srv, dheap, s, sl)
+                    srv[s, V_DEC] -= 1.0
+                    srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
+                    phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
+                    need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
+                    pool[sl, F.F_DONE] = g
+                else:
+                    npf = np.int64(srv[s, V_NPREF])
+                    k = 0
+                    for j in range(npf):
+                        if pref[s, j] != sl:
+                            pref[s, k] = pref[s, j]
+                            k += 1
+                    srv[s, V_NPREF] = k
+                srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
+                srv[s, V_RUN] -= 1.0
+                pool[sl, F.F_HELD] = 0.0
+                pool[sl, F.F_DECODING] = 0.0
+                pool[sl, F.F_PREFILLED] = 0.0
+                pool[sl, F.F_PEFF] = pool[sl, F.F_PROMPT] + pool[sl, F.F_DONE]
+                pool[sl, F.F_SERVER] = -1.0
+                Q.push_front(pool, ring, heap, qi, sl, order, guard)
+                preempted = True
+                changed = True
+                if window:
+                    sti[S.I_PREEMPT] += 1
+        # 3. prefill chunks of the requests already prefilling, then admissions
+        dec = srv[s, V_DEC]
+        budget = max_tok - dec
+        pre = 0.0
+        pctx = 0.0
+        npf = np.int64(srv[s, V_NPREF])
+        for j in range(npf):
+            sl = pref[s, j]
+            done = pool[sl, F.F_PREFILLED]
+            q = pool[sl, F.F_PEFF] - done
             if q > budget:
-                q = budget
-            qbuf[npf] = q
-            npf += 1
+                q = budget if budget > 0.0 else 0.0
+            qbuf[j] = q
             budget -= q
             pre += q
-            pctx += q
-        srv[s, V_NPREF] = npf
+            pctx += done + q
+        # the batch queue admits only when nothing runs (then up to max_batch at once)
+        if not preempted and (prm[P_BATCHQ] == 0.0 or srv[s, V_RUN] == 0.0):
+            while srv[s, V_RUN] < max_batch and npf < pref.shape[1] and budget > 0.0:
+                sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
+                if sl < 0:
+                    break
+                if on_demand:
+                    need_kv = pool[sl, F.F_PEFF]
+                else:
+                    need_kv = pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
+                # the decodes of this iteration take their KV first (as vLLM's running requests do)
+                if srv[s, V_KVU] + need + _slots(need_kv, bs) > kv_tokens:
+                    break
+                # chunked prefill off: the whole prompt must fit this iteration's budget
+                if prm[P_WHOLE] == 1.0 and pool[sl, F.F_PEFF] > budget:
+                    break
+                Q.remove(pool, ring, heap, qi, sl, order)
+                changed = True
+                _admit(pool, srv, adm, stf, s, sl, t, need_kv, _slots(need_kv, bs))
+                pref[s, npf] = sl
+                q = pool[sl, F.F_PEFF]
+                if q > budget:
+                    q = budget
+                qbuf[npf] = q
+                npf += 1
+                budget -= q
+                pre += q
+                pctx += q
+            srv[s, V_NPREF] = npf
     if srv[s, V_RUN] == 0.0:
         srv[s, V_TNEXT] = np.inf
         return changed
-    ctx = srv[s, V_CTX]
-    if npf == 0 and dec > 0.0:
+    ctx = srv[s, V_CTX] - stall_ctx  # a starved (stalled) sequence is not in the iteration
+    if npf == 0 and dec > 0.0 and nstall == 0:
         # 4a. decode-only: a run of iterations up to the next event, in closed form
         m = np.int64(pool[dheap[s, 0], F.F_TARGET] - steps)
         if on_demand and kv_tokens < np.inf:
@@ -490,7 +736,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
     arr, prompt, out, pred, final,
     sti, stf, qsamp,
     pool, ring, heap, free, qi,
-    srv, dheap, adm, pref, qbuf, phase, prm, cst,
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
     sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
 ):  # fmt: skip
     """Continuous batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
@@ -556,7 +802,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
         # one call site: _iteration is inlined once (compile time), for both kinds of event
         ch = _iteration(
             s, t_ev, na, sti, stf, pool, ring, heap, free, qi,
-            srv, dheap, adm, pref, qbuf, phase, prm, cst,
+            srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
             sums, counts, hist, maxima, fbuf, ibuf, rec,
         )  # fmt: skip
         if ch:
@@ -588,7 +834,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     arr, prompt, out, pred, final,
     sti, stf, qsamp,
     pools, rings, heaps, frees, qis, qtot,
-    srv, dheap, adm, pref, qbuf, phase, prm, cst,
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
     rcode, rst, perm, load,
     sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
 ):  # fmt: skip
@@ -663,7 +909,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
         # a replica's decode-only runs are not cut at every arrival, only at its own (_cut)
         _iteration(
             s, t_ev, np.inf, sti, stf, pools[s], rings[s], heaps[s], frees[s], qis[s],
-            srv, dheap, adm, pref, qbuf, phase, prm, cst,
+            srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
             sums, counts, hist, maxima, fbuf, ibuf, rec,
         )  # fmt: skip
 
@@ -687,7 +933,7 @@ class ContinuousFormer(S.Former):
         self.router = R.RouterState.new(policy, setup.seed) if policy.routed else None
         mb = self.max_batch if self.max_batch < NO_CAP_RUN else self._queue_cap(run)
         self.block = int(policy.block_size)
-        self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase = new_servers(
+        self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.sbuf = new_servers(
             self.c, mb, self.block
         )
         guard = policy.guard_s is not None
@@ -695,7 +941,7 @@ class ContinuousFormer(S.Former):
         self.prm = policy_params(
             float(self.max_batch),
             float(policy.kv_tokens) if policy.kv_tokens is not None else math.inf,
-            policy.admission == "on_demand",
+            policy.admission in ("on_demand", "per_chunk"),
             float(policy.max_batched_tokens) if policy.max_batched_tokens is not None else math.inf,
             Q.check_order(policy.order),
             guard,
@@ -706,6 +952,8 @@ class ContinuousFormer(S.Former):
             int(policy.block_size),
             policy.chunked_prefill,
             policy.batch_queue,
+            policy.admission == "per_chunk",
+            float(policy.kv_margin),
         )
 
     def _queue_cap(self, run: S.Run) -> int:
@@ -721,7 +969,7 @@ class ContinuousFormer(S.Former):
             code = run_continuous(
                 *chunk, final, run.sti, run.stf, run.qsamp,
                 run.pool, run.ring, run.heap, run.free, run.qi,
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.prm,
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.sbuf, self.prm,
                 self.step_law, run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
                 run.id_cap,
             )  # fmt: skip
@@ -729,7 +977,7 @@ class ContinuousFormer(S.Former):
             code = run_continuous_routed(
                 *chunk, final, run.sti, run.stf, run.qsamp,
                 qs.pools, qs.rings, qs.heaps, qs.frees, qs.qis, qs.qtot,
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.prm,
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.sbuf, self.prm,
                 self.step_law, rt.code, rt.rst, rt.perm, rt.load,
                 run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
                 run.id_cap,
@@ -743,7 +991,7 @@ class ContinuousFormer(S.Former):
                 old = (self.dheap, self.adm, self.pref)
                 srv_keep = self.srv
                 # the phase counts keep their size (c x block): only the per-request arrays grow
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf, _ = new_servers(
+                self.srv, self.dheap, self.adm, self.pref, self.qbuf, _, self.sbuf = new_servers(
                     self.c, self._queue_cap(run), self.block
                 )
                 self.srv[:] = srv_keep

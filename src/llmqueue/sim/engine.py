@@ -37,6 +37,18 @@ sequence needs a new block only when its blocks are full (every block_size-th to
 iteration = one decode token for every decoding sequence + prefill of the admitted prompts
 (chunked by ``max_batched_tokens`` after the decodes, as vLLM's chunked prefill does; a
 request's first token comes out at the end of its last prefill chunk).
+With ``admission = per_chunk`` (Hugging Face transformers' FIFO scheduler, FCFS) steps (2)-(3)
+are that scheduler's instead: the candidates are the decoding requests, then those part way
+through their prompt (both in admission order), then the waiting queue (skipped while the server
+is paused); each takes min(its tokens left, the budget left) tokens and the KV blocks those need
+*now* (no rule that the whole prompt fits), or is passed over when they are not free (a waiting
+request that does not fit is skipped and later ones may go first; a running one is *starved*
+and sits the iteration out); once the free share of the KV at the step's start is below
+``kv_margin``, no prompt chunk follows the first scheduled request; then, while a request is
+starved, more than one runs and the starved would not all get their blocks next step, the newest
+starved is reset: its KV freed, it goes to the *back* of the queue to prefill prompt + tokens
+generated again, and the server admits nothing until one of its requests finishes
+(:func:`llmqueue.sim.continuous._schedule_per_chunk`).
 It lasts step(decode_seqs, prefill_tokens, context_tokens) (:class:`llmqueue.latency.StepLaw`),
 with context_tokens = sum over decoding sequences of (prompt + generated tokens) + over prefill
 chunks of (offset + chunk). Between events (an arrival the server could admit, a completion, KV

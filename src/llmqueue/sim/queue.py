@@ -74,6 +74,8 @@ __all__ = [
     "select",
     "select_aged",
     "remove",
+    "ring_live",
+    "take_at",
     "oldest_arrival",
 ]
 
@@ -309,6 +311,32 @@ def remove(pool, ring, heap, qi, s, order):  # type: ignore[no-untyped-def]  # n
         qi[Q_RLEN] -= 1
         return
     qi[Q_HN] = H.remove(pool, heap, qi[Q_HN], s, _key(order))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def ring_live(pool, ring, qi, i):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The slot of the ring's `i`-th entry from its head (0 <= i < ``qi[Q_RLEN]``) if that entry
+    is live (its request still waits), else -1: a scan of the waiting requests in FCFS order that
+    may pass some of them (:func:`take_at`)."""
+    j = (qi[Q_HEAD] + i) % qi[Q_CAP]
+    s = ring[j, 0]
+    if pool[s, F_WAITING] == 1.0 and np.int64(pool[s, F_ID]) == ring[j, 1]:
+        return s
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def take_at(pool, ring, qi, i):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Take the live request of the ring's `i`-th entry out of an FCFS queue, wherever it stands:
+    the entry is made stale for good (no request has id -2) and dropped when it reaches the head,
+    so the others keep their order and a request put back later gets an entry of its own."""
+    j = (qi[Q_HEAD] + i) % qi[Q_CAP]
+    s = ring[j, 0]
+    pool[s, F_WAITING] = 0.0
+    pool[s, F_FRONT] = 0.0
+    ring[j, 1] = -2
+    qi[Q_LEN] -= 1
+    return s
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -78,14 +78,13 @@ def engine_policy(
     prefill cap, asynchronous scheduling.
 
     Hugging Face transformers' continuous batching (``engine: transformers``,
-    :mod:`llmqueue.validation.hf_engine`) maps onto the same policy: its request cap, token budget,
-    pages (blocks), decodes before prompt chunks, chunked prompts and FCFS admission are the
-    model's. Three rules of its scheduler are not: KV pages taken chunk by chunk with no
-    whole-prompt rule at admission (a waiting request that does not fit is skipped), no prompt
-    chunk once the free KV falls under its safety margin, and a preempted request re-queued at the
-    back with admissions paused until a request finishes. None of them acts while the KV stays
-    below 1 - safety margin and nothing is preempted; :func:`unmodelled_rules` names the runs where
-    one could have.
+    :mod:`llmqueue.validation.hf_engine`) maps onto the same policy with admission ``per_chunk``
+    (its FIFO scheduler: KV pages taken chunk by chunk, a waiting request that does not fit
+    passed over, a starved request reset to the back with admissions paused until a request
+    finishes) and ``kv_margin`` = its ``safety_margin``: its request cap, token budget, pages,
+    decodes before prompt chunks, chunked prompts and FCFS order are the model's as they are for
+    vLLM. One rule is not: its cap counts the requests a step schedules, so a starved request
+    leaves room for another; :func:`unmodelled_rules` names the runs where that happened.
     """
     if kv_model not in KV_MODELS or kv_budget not in KV_BUDGETS:
         raise InputError(f"kv_model in {KV_MODELS}, kv_budget in {KV_BUDGETS}")
@@ -107,6 +106,11 @@ def engine_policy(
         raise InputError(
             f"engine {engine!r} is not in the serving model ({', '.join(ENGINE_ENVS)})"
         )
+    hf = engine == "transformers"
+    if hf and settings["scheduling_policy"] != "fcfs":
+        raise InputError(
+            "the transformers engine's FIFO scheduler is FCFS (scheduling_policy fcfs)"
+        )
     unmodelled = {
         "enable_prefix_caching": (settings["enable_prefix_caching"], False),
         "preemption_mode": (settings["preemption_mode"], "recompute"),
@@ -115,7 +119,7 @@ def engine_policy(
         "long_prefill_token_threshold": (int(settings.get("long_prefill_token_threshold", 0)), 0),
         "async_scheduling": (bool(settings.get("async_scheduling", False)), False),
     }
-    if engine == "transformers":  # allocation per chunk: the docstring's unmodelled rules
+    if hf:  # KV per chunk: admission per_chunk
         del unmodelled["reserve_full_prompt_on_admission"]
     for key, (got, modelled) in unmodelled.items():
         if got != modelled:
@@ -132,28 +136,23 @@ def engine_policy(
         bmax=int(settings["max_num_seqs"]),
         order=order,
         kv_tokens=kv,
-        admission="on_demand",
+        admission="per_chunk" if hf else "on_demand",
         max_batched_tokens=int(settings["max_num_batched_tokens"]),
         block_size=block if kv_model == "paged" else 1,
         chunked_prefill=bool(settings["enable_chunked_prefill"]),
         batch_queue=rule == "batch_queue",
+        kv_margin=float(settings.get("safety_margin", 0.0)) if hf else 0.0,
     )
 
 
 def unmodelled_rules(steps: pd.DataFrame, settings: Mapping[str, Any]) -> str:
-    """Which of the transformers scheduler's rules the serving model lacks could have acted in a
-    run (:func:`engine_policy`), from its step log: ``kv_margin`` when the KV's used share
-    reached 1 - safety margin, ``preempted`` when a request was preempted; comma-joined, empty
-    when neither (then the run's schedule is the model's) or for a vLLM run."""
+    """Whether the transformers scheduler's rule the serving model lacks acted in a run
+    (:func:`engine_policy`), from its step log: ``cap`` when more requests ran than its request
+    cap (the cap counts the requests a step schedules; a starved one leaves room for another);
+    empty when not (then the run's schedule is the model's) or for a vLLM run."""
     if str(settings.get("engine", "vllm")) != "transformers" or steps.empty:
         return ""
-    out = []
-    margin = float(settings.get("safety_margin", 0.0))
-    if float(steps["kv_usage"].max()) >= 1.0 - margin:
-        out.append("kv_margin")
-    if int(steps["preempted"].sum()) > 0:
-        out.append("preempted")
-    return ",".join(out)
+    return "cap" if int(steps["running"].max()) > int(settings["max_num_seqs"]) else ""
 
 
 def _law(fit: Mapping[str, Any], name: str, where: str) -> StepLaw:
