@@ -293,20 +293,19 @@ def _admit(pool, srv, adm, stf, s, sl, t, held, slots):  # type: ignore[no-untyp
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Soft reset of request sl on server s (per-chunk admission): its KV freed, and it goes to
-    the *back* of the queue to prefill its prompt and the output it has so far again (recompute);
-    server s admits nothing until one of its requests finishes. Returns the KV slots freed."""
+def _unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Take running request sl off server s (on-demand KV): out of the decoding counts or the
+    prefilling list, its KV freed, to prefill its prompt and the output it has so far again
+    (recompute); the caller queues it. Returns the KV slots freed."""
+    freed = _slots(_held(pool, srv, s, sl, True), bs)
     if pool[sl, F.F_DECODING] == 1.0:
         g = steps + pool[sl, F.F_BASE]
-        held = steps + pool[sl, F.F_HBASE]
         _dremove(pool, srv, dheap, s, sl)
         srv[s, V_DEC] -= 1.0
         srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
         phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
         pool[sl, F.F_DONE] = g
     else:
-        held = pool[sl, F.F_HELD]
         npf = np.int64(srv[s, V_NPREF])
         k = 0
         for j in range(npf):
@@ -315,15 +314,23 @@ def _reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s, sl, steps, bs
                 qbuf[k] = qbuf[j]
                 k += 1
         srv[s, V_NPREF] = k
-    freed = _slots(held, bs)
     srv[s, V_KVU] -= freed
     srv[s, V_RUN] -= 1.0
-    srv[s, V_PAUSE] = 1.0
     pool[sl, F.F_HELD] = 0.0
     pool[sl, F.F_DECODING] = 0.0
     pool[sl, F.F_PREFILLED] = 0.0
     pool[sl, F.F_PEFF] = pool[sl, F.F_PROMPT] + pool[sl, F.F_DONE]
     pool[sl, F.F_SERVER] = -1.0
+    return freed
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Soft reset of request sl on server s (per-chunk admission, :func:`_unseat`): it goes to the
+    *back* of the queue, and server s admits nothing until one of its requests finishes. Returns
+    the KV slots freed."""
+    freed = _unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs)
+    srv[s, V_PAUSE] = 1.0
     Q.push(pool, ring, heap, qi, sl, order, guard)
     return freed
 
@@ -590,29 +597,8 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
             while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
                 sl = _adm_top(pool, srv, adm, s)
-                if pool[sl, F.F_DECODING] == 1.0:
-                    g = steps + pool[sl, F.F_BASE]
-                    _dremove(pool, srv, dheap, s, sl)
-                    srv[s, V_DEC] -= 1.0
-                    srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
-                    phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
-                    need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
-                    pool[sl, F.F_DONE] = g
-                else:
-                    npf = np.int64(srv[s, V_NPREF])
-                    k = 0
-                    for j in range(npf):
-                        if pref[s, j] != sl:
-                            pref[s, k] = pref[s, j]
-                            k += 1
-                    srv[s, V_NPREF] = k
-                srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
-                srv[s, V_RUN] -= 1.0
-                pool[sl, F.F_HELD] = 0.0
-                pool[sl, F.F_DECODING] = 0.0
-                pool[sl, F.F_PREFILLED] = 0.0
-                pool[sl, F.F_PEFF] = pool[sl, F.F_PROMPT] + pool[sl, F.F_DONE]
-                pool[sl, F.F_SERVER] = -1.0
+                _unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs)
+                need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
                 Q.push_front(pool, ring, heap, qi, sl, order, guard)
                 preempted = True
                 changed = True
