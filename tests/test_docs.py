@@ -332,6 +332,7 @@ FREE = {
     "validation.vllm.matrix.groups.<name>.engine",
     "validation.transformers.matrix.groups",
     "validation.transformers.matrix.groups.<name>.engine",
+    "validation.matrix_compare.matrices",
 }
 
 

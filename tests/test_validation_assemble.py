@@ -25,7 +25,10 @@ from llmqueue.validation.steplog import STEP_LOG_COLUMNS, core_facts_path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-FOLDER = ROOT / CONFIG["validation"]["matrix_compare"]["dir"] / "dynamic"
+# the legacy matrix's dynamic group, measured before the protocol: one calibration pass on the
+# first session's clock, which this round trip rebuilds (the protocol's rounds and probes are
+# assembled through the same function; tests/test_validation_transformers_matrix.py)
+FOLDER = ROOT / "data" / "validation" / "matrix-amd-epyc-2c" / "dynamic"
 GAP_S = 10.0  # seconds of clock left between two phases of a rebuilt session
 DERIVED_SETTINGS = ("engine_core", "usable_kv_blocks", "usable_kv_tokens", "configured",
                     "scheduler", "sessions")  # fmt: skip

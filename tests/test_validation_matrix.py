@@ -425,9 +425,9 @@ def test_speed_timeline_lays_phases_back_to_back_per_session() -> None:
 
 @pytest.mark.parametrize("bad", [0.5, 601.0, float("nan"), float("inf")])
 def test_a_bad_speed_window_is_named(config: dict[str, Any], bad: float) -> None:
-    from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings
+    from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings, engine_section
 
-    section = {**config["validation"]["matrix_compare"], "speed_window_s": bad}
+    section = {**engine_section(config["validation"]["matrix_compare"]), "speed_window_s": bad}
     with pytest.raises(
         InputError, match=r"matrix_compare\.speed_window_s must be a time in \[1, 600\] s"
     ):

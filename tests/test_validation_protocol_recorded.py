@@ -21,7 +21,11 @@ import pytest
 import yaml
 
 from llmqueue.studies.validation.matrix import calibration_laws, compare_group
-from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings, read_group
+from llmqueue.studies.validation.matrix_spec import (
+    MatrixCompareSettings,
+    engine_section,
+    read_group,
+)
 from llmqueue.studies.validation.protocol import (
     block_reductions,
     block_summary,
@@ -43,7 +47,8 @@ def data():  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="module")
 def compared(data):  # type: ignore[no-untyped-def]
     cfg = MatrixCompareSettings.from_config(
-        {**CONFIG["validation"]["matrix_compare"], "groups": ["priority"]}, CONFIG["seed"]
+        {**engine_section(CONFIG["validation"]["matrix_compare"]), "groups": ["priority"]},
+        CONFIG["seed"],
     )
     return compare_group(data, cfg)[0]
 

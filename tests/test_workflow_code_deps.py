@@ -64,6 +64,14 @@ def rule_code(graph: ImportGraph) -> dict[str, set[str]]:
                 out[m.group(1)] = set(
                     graph.code_of(ROOT / "workflow/scripts" / s.group(1), root=ROOT)
                 )
+        # rules made in a loop (rule: with name: f"<prefix>{...}"): one entry per name prefix
+        loop = r'(?ms)^\s*rule:\s*\n\s*""".*?"""\s*name:\s*f"(\w+)\{.*?(?=^\s*rule|\Z)'
+        for m in re.finditer(loop, text):
+            s = re.search(r'script:\s*"\.\./scripts/(\w+\.py)"', m.group(0))
+            if s:
+                out[f"prefix:{m.group(1)}"] = set(
+                    graph.code_of(ROOT / "workflow/scripts" / s.group(1), root=ROOT)
+                )
     plot = set(graph.code_of(ROOT / "workflow/scripts/plot_figure.py", root=ROOT))
     for p in (ROOT / "src/llmqueue/plots").glob("fig*.py"):
         out[f"plot:{p.stem}"] = plot | set(graph.module_code(f"llmqueue.plots.{p.stem}", root=ROOT))
@@ -77,7 +85,10 @@ def code_of_rule(rule: str, code: dict[str, set[str]]) -> set[str]:
             (k[5:] for k in code if k.startswith("plot:") and stem.startswith(k[5:])), key=len
         )
         return code[f"plot:{module}"]
-    return code.get(rule, set())
+    if rule in code:
+        return code[rule]
+    prefixes = [k[7:] for k in code if k.startswith("prefix:") and rule.startswith(k[7:])]
+    return code[f"prefix:{max(prefixes, key=len)}"] if prefixes else set()
 
 
 def test_touching_three_modules_reruns_exactly_their_importers(tmp_path: Path) -> None:

@@ -1101,19 +1101,53 @@ def render_validation_matrix_closed(closed: pd.DataFrame) -> str:
     return md_table(header, rows)
 
 
-def render_validation_matrix_reductions(reductions: pd.DataFrame) -> str:
-    """SJF's and SSJF's mean-JCT reduction against FCFS, measured and predicted."""
-    rows = [
-        [
-            md_cell(f"{r['group']} / {r['run']}"),
-            md_cell(r["priority"]),
-            fmt_pct(r["measured_reduction"], sign=False),
-            fmt_pct(r["predicted_reduction"], sign=False),
-            f"{_float(r['error_pp']):+.1f}",
-        ]  # fmt: skip
-        for _, r in reductions.iterrows()
-    ]
-    return md_table(["run", "priority", "measured", "predicted", "error (points)"], rows)
+_BLOCK_VARIANTS = {
+    "prediction": "prediction (calibration only)",
+    "probe_scaled": "probe-scaled prediction",
+    "run_speed": "law at each run's speed (diagnosis)",
+    "window_speed": "law at each window's speed (diagnosis)",
+}
+
+
+def render_validation_matrix_reductions(reductions: pd.DataFrame, blocks: pd.DataFrame) -> str:
+    """SJF's and SSJF's mean-JCT reduction against FCFS: measured in alternating blocks
+    (:func:`llmqueue.studies.validation.protocol.block_summary`), per order and variant of
+    :data:`_BLOCK_VARIANTS`, the rounds, the measured mean reduction with its 95% CI over the
+    rounds, the predicted one and the error of the means (points); then any run set against an
+    FCFS run served before it (a matrix measured without the protocol)."""
+    out = []
+    if len(blocks):
+        out.append(_blocks_table(blocks))
+    if len(reductions):
+        rows = [
+            [
+                md_cell(f"{r['group']} / {r['run']}"),
+                md_cell(r["priority"]),
+                fmt_pct(r["measured_reduction"], sign=False),
+                fmt_pct(r["predicted_reduction"], sign=False),
+                f"{_float(r['error_pp']):+.1f}",
+            ]  # fmt: skip
+            for _, r in reductions.iterrows()
+        ]
+        out.append(md_table(["run", "priority", "measured", "predicted", "error (points)"], rows))
+    return "\n\n".join(out) or "No queue orders were measured against FCFS."
+
+
+def _blocks_table(blocks: pd.DataFrame) -> str:
+    rows = []
+    for variant, label in _BLOCK_VARIANTS.items():
+        for _, r in blocks[blocks["variant"] == variant].iterrows():
+            ci = _float(r["measured_reduction_ci95"])
+            rows.append([
+                md_cell(r["priority"]), md_cell(label), fmt_int(r["rounds"]),
+                f"{fmt_pct(r['measured_reduction'], sign=False)} +- "
+                f"{fmt_pct(ci, sign=False) if math.isfinite(ci) else '-'}",
+                fmt_pct(r["predicted_reduction"], sign=False),
+                f"{_float(r['error_pp']):+.1f}",
+            ])  # fmt: skip
+    header = ["order", "variant", "rounds", "measured (95% CI over the rounds)", "predicted",
+              "error (points)"]  # fmt: skip
+    return md_table(header, rows)
 
 
 def render_validation_matrix_spread(spread: pd.DataFrame) -> str:
@@ -1213,6 +1247,15 @@ def render_validation_machine_speed(
         f"over the fastest); measured {str(meta.get('started', '-'))[:10]}."
     )
     return md_table(header, rows) + "\n\n" + note
+
+
+def render_validation_matrix_engines(medians: pd.DataFrame) -> str:
+    """Every engine's matrix side by side: per engine and machine, the median (and largest)
+    absolute errors over its judged runs and the targets it met
+    (:func:`llmqueue.studies.validation.matrix.markdown_engines`)."""
+    from llmqueue.studies.validation.matrix import markdown_engines
+
+    return markdown_engines(medians).rstrip("\n")
 
 
 def render_validation_matrix_groups(metas: Mapping[str, Mapping[str, Any]]) -> str:
@@ -1576,6 +1619,7 @@ RENDERERS: dict[str, Callable[..., str]] = {
     "validation_matrix_noise": render_validation_matrix_noise,
     "validation_matrix_targets": render_validation_matrix_targets,
     "validation_matrix_groups": render_validation_matrix_groups,
+    "validation_matrix_engines": render_validation_matrix_engines,
     "validation_machine_speed": render_validation_machine_speed,
     "profiling_fits": render_profiling_fits,
     "profiling_step_laws": render_profiling_step_laws,

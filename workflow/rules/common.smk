@@ -67,6 +67,22 @@ def matrix_group_files(folder, group):
     return [str(path / n) for n in (*GROUP_FILES, *tables, *probes)]
 
 
+def matrix_compare_params(section, engine):
+    """The comparison settings of one engine's matrix (config validation.matrix_compare;
+    MatrixCompareSettings.from_config)."""
+    from llmqueue.studies.validation.matrix_spec import engine_section
+
+    return engine_section(section, engine)
+
+
+def matrix_results(matrices, engine, name):
+    """results/validation/matrix/<engine>/<group>/<name> for every group of the engine."""
+    return [
+        f"results/validation/matrix/{engine}/{g}/{name}"
+        for g in matrices[engine]["groups"]
+    ]
+
+
 def all_targets():
     return [t for targets in STUDY_TARGETS.values() for t in targets]
 

@@ -72,7 +72,7 @@ DOC_BLOCKS = {
     ),
     "validation-matrix-headline": doc_block(
         "validation_matrix_targets",
-        dict(targets="results/validation/matrix/targets.csv"),
+        dict(targets="results/validation/matrix/vllm/targets.csv"),
     ),
     # docs/results.md
     "claims-scopes": doc_block(
@@ -157,7 +157,7 @@ DOC_BLOCKS = {
     "validation-matrix-summary": doc_block(
         "validation_matrix_summary",
         dict(
-            summary="results/validation/matrix/summary.csv",
+            summary="results/validation/matrix/vllm/summary.csv",
             published="data/reference/validation_published.csv",
         ),
         targets=dict(VMX.get("targets") or {}),
@@ -172,30 +172,62 @@ DOC_BLOCKS = {
     ),
     "validation-matrix-closed": doc_block(
         "validation_matrix_closed",
-        dict(closed="results/validation/matrix/closed_forms.csv"),
+        dict(closed="results/validation/matrix/vllm/closed_forms.csv"),
     ),
     "validation-matrix-reductions": doc_block(
         "validation_matrix_reductions",
-        dict(reductions="results/validation/matrix/reductions.csv"),
+        dict(
+            reductions="results/validation/matrix/vllm/reductions.csv",
+            blocks="results/validation/matrix/vllm/block_summary.csv",
+        ),
     ),
     "validation-matrix-targets": doc_block(
         "validation_matrix_targets",
-        dict(targets="results/validation/matrix/targets.csv"),
+        dict(targets="results/validation/matrix/vllm/targets.csv"),
     ),
     "validation-matrix-noise": doc_block(
         "validation_matrix_noise",
         dict(
-            floor="results/validation/matrix/noise_floor.csv",
-            in_sigma="results/validation/matrix/errors_in_sigma.csv",
+            floor="results/validation/matrix/vllm/noise_floor.csv",
+            in_sigma="results/validation/matrix/vllm/errors_in_sigma.csv",
         ),
     ),
     "validation-matrix-spread": doc_block(
-        "validation_matrix_spread", dict(spread="results/validation/matrix/spread.csv")
+        "validation_matrix_spread",
+        dict(spread="results/validation/matrix/vllm/spread.csv"),
     ),
     "validation-matrix-groups": doc_block(
         "validation_matrix_groups",
-        dict(metas=[f"{VMX['dir']}/{g}/meta.json" for g in VMX_GROUPS]),
+        dict(metas=[f"{VMX_DIR}/{g}/meta.json" for g in VMX_GROUPS]),
     ),
+    # every engine's matrix side by side, and each other engine's own tables
+    "validation-matrix-engines": doc_block(
+        "validation_matrix_engines",
+        dict(medians="results/validation/matrix/engine_medians.csv"),
+    ),
+    **{
+        f"validation-matrix-{e}{part}": doc_block(kind, inputs)
+        for e in VMX_ENGINES
+        if e != "vllm"
+        for part, kind, inputs in (
+            ("", "validation_matrix", dict(table=f"figures/table_{e}_matrix.csv")),
+            (
+                "-targets",
+                "validation_matrix_targets",
+                dict(targets=f"results/validation/matrix/{e}/targets.csv"),
+            ),
+            (
+                "-groups",
+                "validation_matrix_groups",
+                dict(
+                    metas=[
+                        f"{VMX_MATRICES[e]['dir']}/{g}/meta.json"
+                        for g in VMX_MATRICES[e]["groups"]
+                    ]
+                ),
+            ),
+        )
+    },
 }
 # Blocks of a study this config leaves out: their pages keep them as they are.
 DOC_SKIPPED = []

@@ -90,16 +90,24 @@ declare_figure(
 )
 
 
-# The held-out validation matrix: one committed folder per group
-# (validation.matrix_compare.dir/<group>/, made by `make validate-vllm`), each replayed through the
-# serving simulator with the group's own calibration law; the error table over all judged runs.
+# The held-out validation matrices, one per engine (validation.matrix_compare.matrices: vLLM's made
+# by `make validate-vllm`, transformers' by `make validate-transformers-matrix`): one committed
+# folder per group (<dir>/<group>/), each replayed through the serving simulator with the group's
+# own calibration law; per engine the error table over its judged runs and its targets; one table
+# of every engine's runs with their medians per engine and machine.
 VMX = config["validation"]["matrix_compare"]
-VMX_GROUPS = list(VMX["groups"])
+VMX_MATRICES = {e: dict(m) for e, m in VMX["matrices"].items()}
+VMX_ENGINES = list(VMX_MATRICES)
+VMX_DIR = VMX_MATRICES["vllm"]["dir"]
+VMX_GROUPS = list(
+    VMX_MATRICES["vllm"]["groups"]
+)  # vLLM's: its figures and the law-form table
 VMX_TOKEN_LIMIT = VMX["token_limit_figure"]
 
 
 wildcard_constraints:
-    vgroup="|".join(VMX_GROUPS),
+    vengine="|".join(VMX_ENGINES),
+    vgroup="|".join(sorted({g for m in VMX_MATRICES.values() for g in m["groups"]})),
 
 
 rule validation_matrix_group:
@@ -109,103 +117,131 @@ rule validation_matrix_group:
     where they apply, the engine's speed through its sessions; the protocol's calibration rounds,
     knots and probes (empty for a group measured without the protocol)."""
     input:
-        data=lambda w: matrix_group_files(VMX["dir"], w.vgroup),
+        data=lambda w: matrix_group_files(VMX_MATRICES[w.vengine]["dir"], w.vgroup),
         code=script_code("validation_matrix.py"),
     output:
-        comparison="results/validation/matrix/{vgroup}/comparison.csv",
-        predictions="results/validation/matrix/{vgroup}/predictions.csv",
-        closed="results/validation/matrix/{vgroup}/closed_forms.csv",
-        speed="results/validation/matrix/{vgroup}/speed_timeline.csv",
-        rounds="results/validation/matrix/{vgroup}/calibration_rounds.csv",
-        knots="results/validation/matrix/{vgroup}/calibration_knots.csv",
-        probes="results/validation/matrix/{vgroup}/probes.csv",
+        comparison="results/validation/matrix/{vengine}/{vgroup}/comparison.csv",
+        predictions="results/validation/matrix/{vengine}/{vgroup}/predictions.csv",
+        closed="results/validation/matrix/{vengine}/{vgroup}/closed_forms.csv",
+        speed="results/validation/matrix/{vengine}/{vgroup}/speed_timeline.csv",
+        rounds="results/validation/matrix/{vengine}/{vgroup}/calibration_rounds.csv",
+        knots="results/validation/matrix/{vengine}/{vgroup}/calibration_knots.csv",
+        probes="results/validation/matrix/{vengine}/{vgroup}/probes.csv",
     log:
-        "logs/validation/matrix_{vgroup}.log",
+        "logs/validation/matrix_{vengine}_{vgroup}.log",
     benchmark:
-        "logs/benchmarks/validation_matrix_{vgroup}.tsv"
+        "logs/benchmarks/validation_matrix_{vengine}_{vgroup}.tsv"
     conda:
         "../../envs/analysis.yaml"
     params:
-        folder=lambda w: f"{VMX['dir']}/{w.vgroup}",
-        compare={
-            k: VMX[k] for k in VMX if k not in ("dir", "groups", "token_limit_figure")
-        }
-        | dict(dir=VMX["dir"], groups=VMX_GROUPS),
+        folder=lambda w: f"{VMX_MATRICES[w.vengine]['dir']}/{w.vgroup}",
+        compare=lambda w: matrix_compare_params(VMX, w.vengine),
         seed=config["seed"],
     script:
         "../scripts/validation_matrix.py"
 
 
-rule validation_matrix_table:
-    """The matrix's error table and summaries (figures/table_vllm_matrix.{csv,md}); the queue
-    orders' gains in alternating blocks, the repeats' noise floor and every run's error in units
-    of it; every target met or missed (targets.csv)."""
+for _engine in VMX_ENGINES:
+
+    rule:
+        """One engine's error table and summaries (figures/table_<engine>_matrix.{csv,md}); the
+        queue orders' gains in alternating blocks, the repeats' noise floor and every run's error
+        in units of it; every target met or missed (targets.csv)."""
+        name:
+            f"validation_matrix_table_{_engine}"
+        input:
+            comparisons=matrix_results(VMX_MATRICES, _engine, "comparison.csv"),
+            closed=matrix_results(VMX_MATRICES, _engine, "closed_forms.csv"),
+            rounds=matrix_results(VMX_MATRICES, _engine, "calibration_rounds.csv"),
+            code=script_code("validation_matrix_table.py"),
+        output:
+            csv=report(
+                f"figures/table_{_engine}_matrix.csv",
+                caption=f"../report/table_{_engine}_matrix.rst",
+                category=VAL_CATEGORY,
+            ),
+            md=f"figures/table_{_engine}_matrix.md",
+            summary=f"results/validation/matrix/{_engine}/summary.csv",
+            reductions=f"results/validation/matrix/{_engine}/reductions.csv",
+            spread=f"results/validation/matrix/{_engine}/spread.csv",
+            closed=f"results/validation/matrix/{_engine}/closed_forms.csv",
+            blocks=f"results/validation/matrix/{_engine}/blocks.csv",
+            block_summary=f"results/validation/matrix/{_engine}/block_summary.csv",
+            noise=f"results/validation/matrix/{_engine}/noise_floor.csv",
+            sigma=f"results/validation/matrix/{_engine}/errors_in_sigma.csv",
+            targets=f"results/validation/matrix/{_engine}/targets.csv",
+        log:
+            f"logs/validation/matrix_table_{_engine}.log",
+        benchmark:
+            f"logs/benchmarks/validation_matrix_table_{_engine}.tsv"
+        conda:
+            "../../envs/analysis.yaml"
+        params:
+            compare=matrix_compare_params(VMX, _engine),
+            seed=config["seed"],
+        script:
+            "../scripts/validation_matrix_table.py"
+
+    declare_figure(
+        f"table_{_engine}_matrix",
+        study="validation",
+        outputs=[
+            f"figures/table_{_engine}_matrix.csv",
+            f"figures/table_{_engine}_matrix.md",
+        ],
+        category=VAL_CATEGORY,
+    )
+
+
+rule validation_matrix_engines:
+    """Every engine's matrix in one error table (figures/table_engine_matrix.csv, an engine and
+    a machine column) and its medians per engine and machine beside each engine's targets
+    (figures/table_engine_matrix.md)."""
     input:
-        comparisons=expand(
-            "results/validation/matrix/{vgroup}/comparison.csv", vgroup=VMX_GROUPS
-        ),
-        closed=expand(
-            "results/validation/matrix/{vgroup}/closed_forms.csv", vgroup=VMX_GROUPS
-        ),
-        rounds=expand(
-            "results/validation/matrix/{vgroup}/calibration_rounds.csv",
-            vgroup=VMX_GROUPS,
-        ),
-        code=script_code("validation_matrix_table.py"),
+        tables=[f"figures/table_{e}_matrix.csv" for e in VMX_ENGINES],
+        targets=[f"results/validation/matrix/{e}/targets.csv" for e in VMX_ENGINES],
+        code=script_code("validation_matrix_engines.py"),
     output:
         csv=report(
-            "figures/table_vllm_matrix.csv",
-            caption="../report/table_vllm_matrix.rst",
+            "figures/table_engine_matrix.csv",
+            caption="../report/table_engine_matrix.rst",
             category=VAL_CATEGORY,
         ),
-        md="figures/table_vllm_matrix.md",
-        summary="results/validation/matrix/summary.csv",
-        reductions="results/validation/matrix/reductions.csv",
-        spread="results/validation/matrix/spread.csv",
-        closed="results/validation/matrix/closed_forms.csv",
-        blocks="results/validation/matrix/blocks.csv",
-        block_summary="results/validation/matrix/block_summary.csv",
-        noise="results/validation/matrix/noise_floor.csv",
-        sigma="results/validation/matrix/errors_in_sigma.csv",
-        targets="results/validation/matrix/targets.csv",
+        medians="results/validation/matrix/engine_medians.csv",
+        md="figures/table_engine_matrix.md",
     log:
-        "logs/validation/matrix_table.log",
-    benchmark:
-        "logs/benchmarks/validation_matrix_table.tsv"
+        "logs/validation/matrix_engines.log",
     conda:
         "../../envs/analysis.yaml"
-    params:
-        compare={
-            k: VMX[k] for k in VMX if k not in ("dir", "groups", "token_limit_figure")
-        }
-        | dict(dir=VMX["dir"], groups=VMX_GROUPS),
-        seed=config["seed"],
     script:
-        "../scripts/validation_matrix_table.py"
+        "../scripts/validation_matrix_engines.py"
 
 
 rule validation_matrix_curve:
-    """Fig. 4a's closed form for the no-batching group at its runs' rate."""
+    """Fig. 4a's closed form for vLLM's no-batching group at its runs' rate."""
     input:
-        data=lambda w: matrix_group_files(VMX["dir"], VMX_TOKEN_LIMIT),
+        data=lambda w: matrix_group_files(VMX_DIR, VMX_TOKEN_LIMIT),
         code=script_code("validation_matrix_curve.py"),
     output:
-        "results/validation/matrix/token_limit_curve.csv",
+        "results/validation/matrix/vllm/token_limit_curve.csv",
     log:
         "logs/validation/matrix_curve.log",
     conda:
         "../../envs/analysis.yaml"
     params:
-        folder=f"{VMX['dir']}/{VMX_TOKEN_LIMIT}",
+        folder=f"{VMX_DIR}/{VMX_TOKEN_LIMIT}",
         points=200,
     script:
         "../scripts/validation_matrix_curve.py"
 
 
 declare_figure(
-    "table_vllm_matrix",
+    "table_engine_matrix",
     study="validation",
-    outputs=["figures/table_vllm_matrix.csv", "figures/table_vllm_matrix.md"],
+    outputs=[
+        "figures/table_engine_matrix.csv",
+        "figures/table_engine_matrix.md",
+    ],
     category=VAL_CATEGORY,
 )
 declare_figure(
@@ -214,9 +250,9 @@ declare_figure(
     plot="fig_vllm_matrix_errors",
     data={
         "table": "figures/table_vllm_matrix.csv",
-        "summary": "results/validation/matrix/summary.csv",
-        "reductions": "results/validation/matrix/reductions.csv",
-        "blocks": "results/validation/matrix/block_summary.csv",
+        "summary": "results/validation/matrix/vllm/summary.csv",
+        "reductions": "results/validation/matrix/vllm/reductions.csv",
+        "blocks": "results/validation/matrix/vllm/block_summary.csv",
     },
     params=dict(targets=dict(VMX["targets"]), law=VMX["law"]),
     category=VAL_CATEGORY,
@@ -227,7 +263,7 @@ declare_figure(
     plot="fig_vllm_matrix_cdfs",
     data={
         "predictions": expand(
-            "results/validation/matrix/{vgroup}/predictions.csv", vgroup=VMX_GROUPS
+            "results/validation/matrix/vllm/{vgroup}/predictions.csv", vgroup=VMX_GROUPS
         ),
         "table": "figures/table_vllm_matrix.csv",
     },
@@ -239,7 +275,8 @@ declare_figure(
     plot="fig_vllm_matrix_speed",
     data={
         "timelines": expand(
-            "results/validation/matrix/{vgroup}/speed_timeline.csv", vgroup=VMX_GROUPS
+            "results/validation/matrix/vllm/{vgroup}/speed_timeline.csv",
+            vgroup=VMX_GROUPS,
         ),
         "table": "figures/table_vllm_matrix.csv",
     },
@@ -251,8 +288,8 @@ declare_figure(
     study="validation",
     plot="fig_vllm_token_limit",
     data={
-        "curve": "results/validation/matrix/token_limit_curve.csv",
-        "closed": "results/validation/matrix/closed_forms.csv",
+        "curve": "results/validation/matrix/vllm/token_limit_curve.csv",
+        "closed": "results/validation/matrix/vllm/closed_forms.csv",
         "table": "figures/table_vllm_matrix.csv",
     },
     params=dict(group=VMX_TOKEN_LIMIT),

@@ -1,7 +1,7 @@
 """The step law's form on the validation matrix's committed groups
 (llmqueue.studies.validation.law_form): per group and form, leave-one-batch-out on the calibration
 batches, and the judged runs' iterations and mean JCT; the forms' table with the chosen form
-(results/validation/matrix/law_forms.csv, figures/table_vllm_law_forms.md)."""
+(results/validation/matrix/<engine>/law_forms.csv, figures/table_<engine>_law_forms.md)."""
 
 import logging
 

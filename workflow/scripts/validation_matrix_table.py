@@ -1,4 +1,4 @@
-"""The error table of the held-out validation matrix (figures/table_vllm_matrix.{csv,md}) and its
+"""One engine's held-out validation matrix: its error table (figures/table_<engine>_matrix.{csv,md}) and its
 summaries: median and largest |error| per metric, SJF/SSJF reductions, run-to-run spread, closed
 forms (llmqueue.studies.validation.matrix); the protocol's alternating blocks, the repeats' noise
 floor and every run's error in units of it (llmqueue.studies.validation.protocol); every target
@@ -64,8 +64,8 @@ write_text(markdown_matrix(comparison, summary, reductions, spread, closed, cfg)
 write_csv(blocks, sm.output.blocks)
 blocks_summary = block_summary(blocks)
 write_csv(blocks_summary, sm.output.block_summary)
-write_csv(
-    judge_targets(summary, blocks_summary, reductions, defects, cfg.targets), sm.output.targets
-)
+verdicts = judge_targets(summary, blocks_summary, reductions, defects, cfg.targets)
+verdicts.insert(0, "engine", cfg.engine)
+write_csv(verdicts, sm.output.targets)
 write_csv(floor, sm.output.noise)
 write_csv(in_sigma, sm.output.sigma)

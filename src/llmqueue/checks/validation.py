@@ -15,6 +15,9 @@ the comparison reads, the figure's run is one of them, the settings are in range
 
 ``validation.machine_speed_compare`` (the machine-speed run read back): its folder exists with
 the files and columns the reduction reads (:func:`check_machine_speed_folder`).
+
+``validation.matrix_compare`` (every engine's matrix read back): each group folder holds what
+the comparison reads and was measured on its engine (:func:`check_matrix_compare_section`).
 """
 
 from __future__ import annotations
@@ -146,6 +149,36 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     speed = validation.get("machine_speed_compare")
     if speed is not None:
         check_machine_speed_folder(Path(base_dir) / speed["dir"])
+    matrices = validation.get("matrix_compare")
+    if matrices is not None:
+        check_matrix_compare_section(matrices, base_dir)
+
+
+def check_matrix_compare_section(section: Mapping[str, Any], base_dir: Path) -> None:
+    """``validation.matrix_compare``: every engine's group folders hold what the comparison reads
+    (:func:`llmqueue.studies.validation.matrix_spec.check_group_folder`; JSON and CSV headers
+    only), each was measured on the engine it is listed under, and the token-limit figure's group
+    is one of vLLM's."""
+    import json
+
+    from llmqueue.studies.validation.matrix_spec import check_group_folder
+
+    where = "validation.matrix_compare"
+    for engine, m in (section.get("matrices") or {}).items():
+        for group in m["groups"]:
+            folder = Path(base_dir) / m["dir"] / group
+            check_group_folder(folder)
+            kind = json.loads((folder / "group.json").read_text()).get("engine_kind", "vllm")
+            if kind != engine:
+                raise InputError(
+                    f"{where}.matrices.{engine}: {folder} was measured on {kind}, not {engine}"
+                )
+    vllm_groups = (section.get("matrices") or {}).get("vllm", {}).get("groups", [])
+    if section.get("token_limit_figure") not in vllm_groups:
+        raise InputError(
+            f"{where}.token_limit_figure must be one of vLLM's groups {list(vllm_groups)}, "
+            f"got {section.get('token_limit_figure')!r}"
+        )
 
 
 def check_machine_speed_folder(folder: Path) -> None:

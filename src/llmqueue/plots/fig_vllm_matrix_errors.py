@@ -3,8 +3,8 @@ vLLM, run by run and metric by metric.
 
 Top: every judged run a point per metric (relative error of the prediction, predicted /
 measured - 1, in %), coloured by group, the median over runs as a black bar; the targets as
-bands (mean JCT: every run within +-10%, the median within 3%; p90 JCT median within 5%; mean
-TTFT median within 10%). Bottom left: each run's mean-JCT error against the prediction's step law
+bands (config ``validation.matrix_compare.targets``: the largest and the median mean-JCT error,
+the median p90-JCT and mean-TTFT errors). Bottom left: each run's mean-JCT error against the prediction's step law
 on the run's own iterations (its total time / their measured total - 1): where the engine ran
 slower or faster than its calibration said, and how the queue amplifies that with the load.
 Bottom middle: the median |error| per metric for each variant (the prediction's law, the other
@@ -13,7 +13,8 @@ engine had in the run's warm-up, and two diagnoses that read the judged run: tha
 own mean speed, and the law fitted on the run's own iterations), so one sees what the machine's
 speed, the step law and the scheduler model each account for.
 Bottom right: SJF's and SSJF's mean-JCT reduction against FCFS on the same arrivals, measured
-against predicted, with the +-5 pp target band.
+against predicted (alternating blocks: the mean over the rounds with its 95% CI), with the target
+band of ``reduction_pp`` points.
 Data: ``llmqueue.studies.validation.matrix``.
 """
 

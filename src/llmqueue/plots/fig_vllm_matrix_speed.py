@@ -46,16 +46,35 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
         }
         ax.axhspan(1 - BAND, 1 + BAND, color="0.9", lw=0, zorder=0)
         ax.axhline(1.0, color="0.3", lw=0.6, zorder=1)
-        judged = [p for p in dict.fromkeys(d["phase"]) if (d["phase"] == p).any()
-                  and d.loc[d["phase"] == p, "kind"].iloc[0] == "judged"]  # fmt: skip
+        # alternating blocks (<run>_b<k>) are coloured by their run, labelled once with the
+        # median error of the run's blocks; any other judged run by itself
+        runs = pred[pred["group"] == g].set_index("run")
+        blocks = (
+            runs["block"].fillna(0).astype(int) if "block" in runs else pd.Series(0, runs.index)
+        )
+
+        def run_of(phase: str, runs: pd.DataFrame = runs, blocks: pd.Series = blocks) -> str:
+            return str(runs.at[phase, "config_run"]) if blocks.get(phase, 0) > 0 else phase
+
+        judged = list(dict.fromkeys(run_of(p) for p in dict.fromkeys(d["phase"])
+                                    if d.loc[d["phase"] == p, "kind"].iloc[0] == "judged"))  # fmt: skip
         labelled: set[str] = set()
         for phase, x in d.groupby("phase", sort=False):
             kind = x["kind"].iloc[0]
             t = (x["t_s"] + x["session"].map(shift) + x["window_s"] / 2) / 60.0
             if kind == "judged":
-                c = style.color(judged.index(phase))
-                err = pred[(pred["group"] == g) & (pred["run"] == phase)]["jct_mean_rel_error"]
-                label = f"{phase} ({100 * float(err.iloc[0]):+.0f}%)" if len(err) else phase
+                run = run_of(phase)
+                c = style.color(judged.index(run))
+                if run != phase:  # a block
+                    mine = blocks[blocks > 0].index
+                    err = runs.loc[mine][runs.loc[mine, "config_run"] == run]["jct_mean_rel_error"]
+                    text = f"{run} blocks (median {100 * float(err.median()):+.0f}%)"
+                elif phase in runs.index:
+                    text = f"{run} ({100 * float(runs.at[phase, 'jct_mean_rel_error']):+.0f}%)"
+                else:
+                    text = run
+                label = None if run in labelled else text
+                labelled.add(run)
             else:
                 c = "0.45" if kind == "calibration" else "0.7"
                 label = None if kind in labelled else kind

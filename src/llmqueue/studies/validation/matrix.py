@@ -114,6 +114,10 @@ __all__ = [
     "LAW_CHECK",
     "token_limit_rows",
     "markdown_matrix",
+    "ENGINE_TITLES",
+    "ENGINE_VARIANTS",
+    "engine_medians",
+    "markdown_engines",
 ]
 
 # vLLM's priority per run (llmqueue.validation.groups.PRIORITIES) -> the engine's queue order
@@ -375,9 +379,10 @@ def speed_windows(
 
 
 def speed_timeline(data: GroupData, law: Any, max_gap_s: float, window_s: float) -> pd.DataFrame:
-    """The engine's speed through each engine session of a group, phase after phase: the
-    calibration (session 1), then every recorded run in step order (capacity bursts and judged
-    runs; repeats in their own sessions), each phase's iterations (as the calibration counts
+    """The engine's speed through each engine session of a group, phase after phase in step
+    order: the calibration (session 1; under the protocol each round in its own session, on its
+    own clock), every recorded run (capacity bursts and judged runs; repeats in their own
+    sessions), each phase's iterations (as the calibration counts
     them) against `law` in consecutive `window_s` windows of the phase's own clock
     (:func:`_window_medians`). Phases are laid back to back (``t_s``: the window's start, s since
     the session's first phase began, the gaps between phases left out). Per window: ``speed`` =
@@ -386,7 +391,13 @@ def speed_timeline(data: GroupData, law: Any, max_gap_s: float, window_s: float)
     runs = data.meta.get("runs", {})
     phases: list[tuple[int, int, str, str, pd.DataFrame]] = []
     cal = data.calibration
-    phases.append((1, int(cal["step"].min()), "calibration", "calibration", cal))
+    if {"session", "round"} <= set(cal.columns):  # the protocol's rounds, each on its own clock
+        for _, part in cal.groupby(["session", "round"], sort=False):
+            session, rnd = int(part["session"].iloc[0]), int(part["round"].iloc[0])
+            phases.append((session, int(part["step"].min()), f"calibration{rnd}",
+                           "calibration", part))  # fmt: skip
+    else:
+        phases.append((1, int(cal["step"].min()), "calibration", "calibration", cal))
     for name, st in data.steps.items():
         if len(st) == 0:
             continue
@@ -599,7 +610,9 @@ def compare_group(
             "session": int(info.get("session", 1)),
             "priority": spec.priority,
             "token_limit": spec.token_limit,
-            "engine": (
+            "engine": str(engine.get("engine", "vllm")),
+            "machine": str(data.meta.get("hardware_id", "unknown")),
+            "settings": (
                 f"max_num_seqs {engine['max_num_seqs']}, max_num_batched_tokens "
                 f"{engine['max_num_batched_tokens']}, {engine['usable_kv_tokens']} KV tokens, "
                 f"chunked prefill {'on' if engine['enable_chunked_prefill'] else 'off'}, "
@@ -671,14 +684,19 @@ def priority_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
             continue
         out += [{"group": group, **row}
                 for row in reductions_against(fcfs.iloc[0], g[g["priority"] != "fcfs"])]  # fmt: skip
-    return pd.DataFrame(out)
+    cols = ["group", "run", "priority", "session", "against", "measured_reduction",
+            "predicted_reduction", "error_pp"]  # fmt: skip
+    return pd.DataFrame(out, columns=cols)  # header only where every order ran in blocks
 
 
 def repeat_spread(comparison: pd.DataFrame) -> pd.DataFrame:
     """Run-to-run spread of the repeated configurations: per repeated run and metric, the
     measured values of every session, their relative spread (max / min - 1) and the model's
-    errors, so that model error and measurement noise can be told apart."""
+    errors, so that model error and measurement noise can be told apart. Alternating blocks
+    (``block`` > 0) serve each round on arrivals of its own: they are not repeats."""
     c = comparison[comparison["variant"] == "prediction"]
+    if "block" in c:
+        c = c[c["block"].fillna(0).astype(int) == 0]
     out = []
     for (group, run), g in c.groupby(["group", "config_run"], sort=False):
         if len(g) < 2:
@@ -714,6 +732,79 @@ def summary_rows(comparison: pd.DataFrame, variant: str = "prediction") -> pd.Da
             "worst_run": f"{worst['group']}/{worst['run']}",
         })  # fmt: skip
     return pd.DataFrame(out)
+
+
+# each engine's name in titles (config validation.matrix_compare.matrices)
+ENGINE_TITLES = {"vllm": "vLLM", "transformers": "transformers' continuous batching"}
+
+# the variants whose median mean-JCT error the engines' table sets side by side
+ENGINE_VARIANTS = ("prediction", "probe_scaled", "run_speed", "in_situ_law")
+
+
+def engine_medians(table: pd.DataFrame, targets: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every engine's matrix side by side (issue on a second engine): per engine and machine
+    (hardware id) over its judged runs, the groups and runs, the prediction's median and largest
+    |mean JCT error| and its median |p90 JCT| and |mean TTFT| errors, the median |mean JCT error|
+    of each diagnosis of :data:`ENGINE_VARIANTS`, and, given the engines' target verdicts
+    (:func:`llmqueue.studies.validation.verdict.judge_targets` with an ``engine`` column), how many
+    targets were met of those judged. Fractions; NaN where an engine has no such variant."""
+
+    def med(x: pd.Series) -> float:
+        a = np.abs(x.to_numpy(dtype=float))
+        a = a[np.isfinite(a)]
+        return float(np.median(a)) if a.size else math.nan
+
+    out = []
+    for (engine, machine), g in table.groupby(["engine", "machine"], sort=False):
+        pred = g[g["variant"] == "prediction"]
+        row: dict[str, Any] = {
+            "engine": engine, "machine": machine, "groups": int(pred["group"].nunique()),
+            "runs": len(pred),
+            "jct_mean_median_abs_rel_error": med(pred["jct_mean_rel_error"]),
+            "jct_mean_max_abs_rel_error": float(np.nanmax(np.abs(pred["jct_mean_rel_error"]))),
+            "jct_p90_median_abs_rel_error": med(pred["jct_p90_rel_error"]),
+            "ttft_mean_median_abs_rel_error": med(pred["ttft_mean_rel_error"]),
+        }  # fmt: skip
+        for v in ENGINE_VARIANTS[1:]:
+            row[f"{v}_jct_mean_median_abs_rel_error"] = med(
+                g.loc[g["variant"] == v, "jct_mean_rel_error"]
+            )
+        if targets is not None:
+            t = targets[(targets["engine"] == engine) & (targets["verdict"] != "n/a")]
+            row["targets_met"] = int((t["verdict"] == "met").sum())
+            row["targets_judged"] = len(t)
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def markdown_engines(medians: pd.DataFrame) -> str:
+    """:func:`engine_medians` as a Markdown table: one row per engine and machine."""
+    head = ["engine", "machine", "groups / runs", "mean JCT: median", "largest", "p90 JCT",
+            "mean TTFT", "probe-scaled", "at the run's speed", "in-situ law", "targets met"]  # fmt: skip
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, r in medians.iterrows():
+        met = (
+            f"{int(r['targets_met'])} of {int(r['targets_judged'])}"
+            if "targets_met" in r and math.isfinite(float(r["targets_met"]))
+            else "-"
+        )
+        cells = [
+            ENGINE_TITLES.get(str(r["engine"]), str(r["engine"])), str(r["machine"]),
+            f"{int(r['groups'])} / {int(r['runs'])}",
+            *(_abs(r[c]) for c in (
+                "jct_mean_median_abs_rel_error", "jct_mean_max_abs_rel_error",
+                "jct_p90_median_abs_rel_error", "ttft_mean_median_abs_rel_error",
+                *(f"{v}_jct_mean_median_abs_rel_error" for v in ENGINE_VARIANTS[1:]),
+            )),
+            met,
+        ]  # fmt: skip
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def _abs(x: Any) -> str:
+    v = float(x) if x is not None else math.nan
+    return "n/a" if not math.isfinite(v) else f"{100 * abs(v):.1f}%"
 
 
 def token_limit_rows(data: GroupData, points: int = 200) -> pd.DataFrame:
@@ -765,8 +856,9 @@ def markdown_matrix(
     beside the targets, SJF/SSJF reductions, closed forms, the run-to-run spread and the other
     variants' summaries."""
     t = cfg.targets
+    engine = ENGINE_TITLES.get(cfg.engine, cfg.engine)
     out = [
-        "# The serving model against vLLM: the held-out validation matrix",
+        f"# The serving model against {engine}: the held-out validation matrix",
         "",
         f"Prediction: the serving simulator with the {cfg.law} step law fitted on each group's "
         "calibration only; relative errors predicted / measured - 1 over the measured requests.",

@@ -25,7 +25,7 @@ import pandas as pd
 from llmqueue.errors import InputError
 from llmqueue.studies.validation.spec import REQUEST_COLUMNS, STEP_COLUMNS, csv_header
 from llmqueue.traces import read_trace
-from llmqueue.validation.groups import GroupSpec, RunSpec, group_from_summary
+from llmqueue.validation.groups import ENGINE_KINDS, GroupSpec, RunSpec, group_from_summary
 
 __all__ = [
     "GROUP_FILES",
@@ -36,6 +36,7 @@ __all__ = [
     "LAWS",
     "MatrixTargets",
     "MatrixCompareSettings",
+    "engine_section",
     "GroupData",
     "check_group_folder",
     "read_group",
@@ -89,10 +90,12 @@ class MatrixTargets:
 
 @dataclass(frozen=True)
 class MatrixCompareSettings:
-    """Config ``validation.matrix_compare``: the folder of the group folders, the groups compared
-    (in order), the prediction's step law (:data:`LAWS`; the others are reported beside it), KV
-    model and budget (as ``validation.compare``), batches for the batch-means CIs of the measured
-    waits, the targets, the root seed, the window of the engine's speed diagnosis (s)."""
+    """Config ``validation.matrix_compare`` for one engine's matrix: the folder of its group
+    folders and the groups compared, in order (``matrices.<engine>``), the prediction's step law
+    (:data:`LAWS`; the others are reported beside it), KV model and budget (as
+    ``validation.compare``), batches for the batch-means CIs of the measured waits, the targets
+    (the same for every engine), the root seed, the window of the engine's speed diagnosis (s)
+    and the engine (:data:`llmqueue.validation.groups.ENGINE_KINDS`)."""
 
     dir: str
     groups: tuple[str, ...]
@@ -103,9 +106,14 @@ class MatrixCompareSettings:
     targets: MatrixTargets = field(default_factory=MatrixTargets)
     seed: int = 0
     speed_window_s: float = 15.0
+    engine: str = "vllm"
 
     def __post_init__(self) -> None:
         where = "validation.matrix_compare"
+        if self.engine not in ENGINE_KINDS:
+            raise InputError(
+                f"{where}.matrices: engine {self.engine!r} is not one of {', '.join(ENGINE_KINDS)}"
+            )
         if not self.groups or len(set(self.groups)) != len(self.groups):
             raise InputError(f"{where}.groups: one or more distinct group names, got {self.groups}")
         if self.law not in LAWS:
@@ -122,6 +130,8 @@ class MatrixCompareSettings:
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], seed: int) -> MatrixCompareSettings:
+        """From one engine's flattened section: the shared keys of ``validation.matrix_compare``
+        with that engine's ``dir``, ``groups`` and ``engine`` (:func:`engine_section`)."""
         t = dict(section.get("targets") or {})
         known = MatrixTargets.__dataclass_fields__
         bad = sorted(set(t) - set(known))
@@ -139,7 +149,21 @@ class MatrixCompareSettings:
             MatrixTargets(**{k: float(v) for k, v in t.items()}),
             int(seed),
             float(section.get("speed_window_s", 15.0)),
+            str(section.get("engine", "vllm")),
         )
+
+
+def engine_section(section: Mapping[str, Any], engine: str = "vllm") -> dict[str, Any]:
+    """Config ``validation.matrix_compare`` flattened for one engine: its shared keys with
+    ``matrices.<engine>``'s ``dir`` and ``groups`` and ``engine`` (what
+    :meth:`MatrixCompareSettings.from_config` reads)."""
+    matrices = section.get("matrices") or {}
+    if engine not in matrices:
+        raise InputError(
+            f"validation.matrix_compare.matrices has no {engine!r}; it has {sorted(matrices)}"
+        )
+    shared = {k: v for k, v in section.items() if k not in ("matrices", "token_limit_figure")}
+    return {**shared, **matrices[engine], "engine": engine}
 
 
 @dataclass(frozen=True)
@@ -210,8 +234,9 @@ def check_group_folder(folder: str | Path) -> list[str]:
     p = Path(folder)
     if not p.is_dir():
         raise InputError(
-            f"validation group folder {str(p)!r} does not exist (validation.matrix_compare.groups "
-            "names folders under validation.matrix_compare.dir, made by `make validate-vllm`)"
+            f"validation group folder {str(p)!r} does not exist (validation.matrix_compare.matrices"
+            ".<engine>.groups names folders under its dir, made by `make validate-vllm` or "
+            "`make validate-transformers-matrix`)"
         )
     for name in GROUP_FILES:
         if not (p / name).is_file():
