@@ -4,6 +4,9 @@ everywhere (never treated as another order or former)."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 
 from llmqueue import policy as P
@@ -26,10 +29,49 @@ def test_codes_are_positions_in_the_one_list() -> None:
     )
 
 
+def test_order_records_are_the_registry() -> None:
+    assert P.ORDERS == tuple(o.name for o in P.QUEUE_ORDERS)
+    assert [o.code for o in P.QUEUE_ORDERS] == [P.order_code(o) for o in P.ORDERS]
+    assert all(P.queue_order(o.name) is o for o in P.QUEUE_ORDERS)
+    assert all(o.key in P.ORDER_KEYS for o in P.QUEUE_ORDERS)
+    # an order that reads a prediction keys on it, and nothing else reads one
+    assert all(o.needs_prediction == (o.key == "predicted_size") for o in P.QUEUE_ORDERS)
+    assert P.DEFAULT_ORDER in P.ORDERS and P.queue_order(P.DEFAULT_ORDER).by_arrival
+    needing = [o.name for o in P.QUEUE_ORDERS if o.needs_prediction]
+    assert all(P.predictions_needed(orders=[o]) for o in needing)
+    assert not P.predictions_needed(orders=[o for o in P.ORDERS if o not in needing])
+    assert P.predictions_needed(formers=list(P.PREDICTING_FORMERS))
+    assert P.predictions_needed(routers=list(P.PREDICTING_ROUTERS))
+    with pytest.raises(InputError, match="order must be one of"):
+        P.queue_order("srpt_typo")
+
+
+# string constants equal to an order name allowed outside policy.py, with their reason
+OTHER_VOCABULARIES = {
+    # vLLM's EngineArgs.scheduling_policy names its first-come-first-served scheduler "fcfs"
+    "validation/engine.py": {"fcfs"},
+}
+
+
+def test_no_order_name_is_spelled_outside_the_registry() -> None:
+    root = Path(P.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == "policy.py":
+            continue
+        allowed = OTHER_VOCABULARIES.get(rel, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in P.ORDERS:
+                if node.value not in allowed:
+                    found.append(f"{rel}:{node.lineno} {node.value!r}")
+    assert not found, "order names spelled outside llmqueue.policy: " + ", ".join(found)
+
+
 def test_every_registered_name_has_its_engine_parts() -> None:
     assert set(engine.FORMERS) == set(P.BATCHING)
     assert set(Q.COMPILED_ORDERS) == {P.order_code(o) for o in P.ORDERS}
-    assert set(exact.ROW_FORMULAS) == set(P.ORDERS)
+    assert {o.exact for o in P.QUEUE_ORDERS if o.exact is not None} == set(exact.FORMULAS)
     assert set(R.COMPILED_ROUTERS) == {P.router_code(r) for r in P.ROUTERS if r != "central"}
     assert [P.router_code(r) for r in P.ROUTERS] == list(range(len(P.ROUTERS)))
 
@@ -81,7 +123,8 @@ def test_a_registered_order_without_a_compiled_branch_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A new order added to the registry but not to the compiled queue never runs as another."""
-    monkeypatch.setattr(P, "ORDERS", (*P.ORDERS, "lpf"))
+    lpf = P.QueueOrder("lpf", "size", False, False, None)
+    monkeypatch.setattr(P, "QUEUE_ORDERS", (*P.QUEUE_ORDERS, lpf))
     with pytest.raises(InputError, match="'lpf' has no compiled branch in llmqueue.sim.queue"):
         Q.check_order("lpf")
     assert exact.row_mean_wait("lpf", [1.0], [1.0], None, 0.1) is None  # no formula: none given

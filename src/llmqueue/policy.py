@@ -44,8 +44,9 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
   as SSJF's FCFS puts it back at the head), and under ``sjf`` it is ordered by its *remaining*
   run time (so SJF preempts at batch ends); under ``spjf`` by its unchanged prediction.
 
-Queue orders (non-preemptive): ``fcfs``, ``sjf`` (true output length), ``spjf`` (predicted
-output length), ties by arrival; ``guard_s``: a request that has waited longer is served by age
+Queue orders (:data:`QUEUE_ORDERS`, one :class:`QueueOrder` record each: its key, whether it
+needs a prediction, whether it preempts, its exact formula): ``fcfs``, ``sjf`` (true output
+length), ``spjf`` (predicted output length), all non-preemptive, ties by arrival; ``guard_s``: a request that has waited longer is served by age
 first (the starvation guard of SSJF, arXiv 2404.08509). ``guard_factor``: the guard also serves
 by age once the longest-waiting request has waited more than ``guard_factor`` times its own run
 time alone, T_1(n) (its remaining run time under ``rebatch``): the second trigger of SSJF's guard
@@ -87,6 +88,17 @@ __all__ = [
     "NO_CAP",
     "BATCHING",
     "ORDERS",
+    "QueueOrder",
+    "ORDER_KEYS",
+    "QUEUE_ORDERS",
+    "FCFS_ORDER",
+    "SJF_ORDER",
+    "SPJF_ORDER",
+    "DEFAULT_ORDER",
+    "queue_order",
+    "PREDICTING_ROUTERS",
+    "predictions_needed",
+    "predicting_names",
     "ADMISSIONS",
     "ROUTERS",
     "ROUTED_FORMERS",
@@ -109,12 +121,53 @@ BATCHING = ("none", "dynamic", "fixed", "elastic", "continuous", "multibin", "re
 # the formers that take the SSJF-simulator options: a batch timeout, the run-time guard trigger
 TIMEOUT_FORMERS = ("dynamic", "elastic", "rebatch")
 GUARD_FACTOR_FORMERS = ("none", "dynamic", "fixed", "elastic", "rebatch")
-ORDERS = ("fcfs", "sjf", "spjf")
+
+
+@dataclass(frozen=True)
+class QueueOrder:
+    """One queue order of the registry: its `name` (config, CLI, results), the `key` the waiting
+    requests are served by (``arrival``: first come first served; ``size``: the true output
+    length, tokens; ``predicted_size``: the predicted output length, tokens; ties by arrival),
+    whether it needs a prediction per request (`needs_prediction`), whether it preempts a request
+    in service (`preemptive`), and the name of its exact mean-wait formula for a one-at-a-time
+    server (`exact`: a key of :data:`llmqueue.sim.exact.FORMULAS`; None when no formula exists).
+    Its integer `code` (what the compiled engine switches on) is its position in
+    :data:`QUEUE_ORDERS`."""
+
+    name: str
+    key: str
+    needs_prediction: bool
+    preemptive: bool
+    exact: str | None
+
+    def __post_init__(self) -> None:
+        if self.key not in ORDER_KEYS:
+            raise InputError(f"queue order {self.name!r}: key must be one of {ORDER_KEYS}")
+
+    @property
+    def code(self) -> int:
+        return QUEUE_ORDERS.index(self)
+
+    @property
+    def by_arrival(self) -> bool:
+        """True for the order that serves by arrival alone (no size key, nothing to guard)."""
+        return self.key == "arrival"
+
+
+ORDER_KEYS = ("arrival", "size", "predicted_size")
+FCFS_ORDER = QueueOrder("fcfs", "arrival", False, False, "pollaczek_khinchine")
+SJF_ORDER = QueueOrder("sjf", "size", False, False, "cobham_by_size")
+SPJF_ORDER = QueueOrder("spjf", "predicted_size", True, False, "cobham_by_prediction")
+QUEUE_ORDERS = (FCFS_ORDER, SJF_ORDER, SPJF_ORDER)
+ORDERS = tuple(o.name for o in QUEUE_ORDERS)
+DEFAULT_ORDER = FCFS_ORDER.name
 ADMISSIONS = ("reserve", "on_demand", "per_chunk")
 # how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
 ROUTERS = ("central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
 ROUTED_FORMERS = ("none", "dynamic", "elastic", "continuous")
 STATE_FREE_ROUTERS = ("round_robin", "random")  # their choice ignores the replicas' state
+PREDICTING_ROUTERS = ("least_work",)  # routers that read each request's predicted length
+PREDICTING_FORMERS = ("multibin",)  # formers that read it (bins by predicted length)
 
 
 def _code(registry: tuple[str, ...], what: str, name: str) -> int:
@@ -132,7 +185,34 @@ def former_code(name: str) -> int:
 def order_code(name: str) -> int:
     """The integer code of queue order `name` (its position in :data:`ORDERS`); InputError for a
     name outside the registry."""
-    return _code(ORDERS, "order", name)
+    return _code(tuple(o.name for o in QUEUE_ORDERS), "order", name)
+
+
+def queue_order(name: str) -> QueueOrder:
+    """The record of queue order `name`; InputError for a name outside the registry."""
+    return QUEUE_ORDERS[order_code(name)]
+
+
+def predictions_needed(
+    orders: tuple[str, ...] | list[str] = (),
+    formers: tuple[str, ...] | list[str] = (),
+    routers: tuple[str, ...] | list[str] = (),
+) -> bool:
+    """Whether any of these queue orders, batch formers or routers reads a predicted output
+    length per request (names outside the registries are refused where they are parsed)."""
+    return (
+        any(o in ORDERS and queue_order(o).needs_prediction for o in orders)
+        or any(f in PREDICTING_FORMERS for f in formers)
+        or any(r in PREDICTING_ROUTERS for r in routers)
+    )
+
+
+def predicting_names() -> str:
+    """The orders, formers and routers that need predictions, as the CLI's messages name them."""
+    orders = ", ".join(f"--order {o.name}" for o in QUEUE_ORDERS if o.needs_prediction)
+    formers = ", ".join(f"--batching {f}" for f in PREDICTING_FORMERS)
+    routers = ", ".join(f"--router {r}" for r in PREDICTING_ROUTERS)
+    return f"{orders}, {formers} and {routers}"
 
 
 def router_code(name: str) -> int:
@@ -152,7 +232,7 @@ class Policy:
     kind: str
     bmax: int | None = None
     K: int | None = None
-    order: str = "fcfs"
+    order: str = DEFAULT_ORDER
     guard_s: float | None = None
     servers: int = 1
     kv_tokens: int | None = None
@@ -194,7 +274,7 @@ class Policy:
         if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
             raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
         mb = self.kind == "multibin"
-        if mb and (self.order != "fcfs" or self.guard_s is not None):
+        if mb and (self.order != DEFAULT_ORDER or self.guard_s is not None):
             raise InputError(
                 "multibin batching has its own order (bins by predicted length, full batches "
                 f"first come first served): no queue order or guard, got order {self.order!r}"
@@ -267,7 +347,7 @@ class Policy:
                     f"guard_factor applies to {', '.join(GUARD_FACTOR_FORMERS)} batching, not "
                     f"{self.kind}"
                 )
-            if self.order != "fcfs" and self.guard_s is None:
+            if not queue_order(self.order).by_arrival and self.guard_s is None:
                 raise InputError(
                     "guard_factor is the second trigger of the starvation guard: give guard_s too"
                 )
@@ -288,7 +368,7 @@ class Policy:
             if m != 0.0:
                 raise InputError("kv_margin applies to admission per_chunk only")
             return
-        if self.order != "fcfs" or self.guard_s is not None:
+        if self.order != FCFS_ORDER.name or self.guard_s is not None:
             raise InputError(
                 "admission per_chunk is transformers' FIFO scheduler: order fcfs, no guard_s"
             )
@@ -398,7 +478,7 @@ class Policy:
         else:
             cap = "inf" if self.bmax is None else str(self.bmax)
             out = f"{self.kind} b_max={cap}"
-        if self.order != "fcfs":
+        if self.order != DEFAULT_ORDER:
             out += f" {self.order}"
         if self.batch_timeout_s is not None:
             out += f" timeout={self.batch_timeout_s:g}s"
@@ -498,7 +578,7 @@ def policy_spec(p: Policy) -> str:
             parts.append("batch_queue=true")
         if p.kv_margin:
             parts.append(f"kv_margin={p.kv_margin:g}")
-    if p.order != "fcfs":
+    if p.order != DEFAULT_ORDER:
         parts.append(f"order={p.order}")
     if p.batch_timeout_s is not None:
         parts.append(f"batch_timeout_s={p.batch_timeout_s:g}")

@@ -22,7 +22,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     from llmqueue.plan.search import parse_rate
     from llmqueue.plan.slo import parse_slo
     from llmqueue.plan.space import SearchSpace, parse_fractions, parse_ints, parse_names
-    from llmqueue.policy import ORDERS, ROUTERS
+    from llmqueue.policy import DEFAULT_ORDER, ORDERS, ROUTERS, predicting_names, predictions_needed
 
     def key(name: str, parse: Any, *a: Any, **kw: Any) -> Any:
         try:
@@ -40,9 +40,9 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     key("rate", parse_rate, str(sec.get("rate", "max")))
     sp = sec.get("space") or {}
     routers = key("space.router", parse_names, sp.get("router", "central"), "--router", ROUTERS)
-    orders = key("space.order", parse_names, sp.get("order", "fcfs"), "--order", ORDERS)
-    if ("spjf" in orders or "least_work" in routers) and not sec.get("predictor"):
-        raise InputError("plan.predictor: order spjf and router least_work need a predictor spec")
+    orders = key("space.order", parse_names, sp.get("order", DEFAULT_ORDER), "--order", ORDERS)
+    if predictions_needed(orders=orders, routers=routers) and not sec.get("predictor"):
+        raise InputError(f"plan.predictor: {predicting_names()} need a predictor spec")
     if sec.get("predictor"):
         from llmqueue.sim.predictors import parse_predictor
 

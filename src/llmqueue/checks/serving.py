@@ -18,7 +18,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     sec = config.get("serving")
     if not sec:
         return
-    from llmqueue.policy import parse_policy  # plain Python: no simulator import
+    from llmqueue.policy import PREDICTING_FORMERS, parse_policy, predictions_needed
 
     steps = config.get("step_profiles") or {}
     if sec["step_profile"] not in steps:
@@ -38,10 +38,11 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
             pol = parse_policy(str(spec))
         except InputError as err:
             raise InputError(f"serving.policies.{name}: {err}") from None
-        if pol.order == "spjf" or pol.kind == "multibin":
+        if predictions_needed(orders=[pol.order], formers=[pol.kind]):
             raise InputError(
                 f"serving.policies.{name}: the serving study runs without a predictor; "
-                "spjf and multibin belong to the ssjf and multibin studies"
+                f"{pol.order if pol.kind not in PREDICTING_FORMERS else pol.kind} belongs to the "
+                "ssjf and multibin studies"
             )
     r = sec["rates"]
     if not r["stop"] > r["start"]:

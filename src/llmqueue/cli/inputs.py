@@ -21,6 +21,7 @@ from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
 from llmqueue.limits import MAX_RATE_PER_S, integer
 from llmqueue.plan.space import MAX_KV_TOKENS
+from llmqueue.policy import predicting_names
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.sim.predictors import parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
@@ -127,8 +128,7 @@ def predictor_from(args: argparse.Namespace, needed: bool) -> Any:
     if args.predictor is None:
         if needed:
             raise InputError(
-                "--predictor SPEC is needed by --order spjf, --batching multibin and --router "
-                "least_work "
+                f"--predictor SPEC is needed by {predicting_names()} "
                 "(oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH)"
             )
         return None

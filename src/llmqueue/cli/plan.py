@@ -54,7 +54,7 @@ from llmqueue.cli import add_command, flags, inputs
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.limits import MAX_BATCH, MAX_REQUESTS, MAX_SERVERS, MAX_TIME_S, MAX_TOKENS
-from llmqueue.policy import ORDERS, ROUTERS
+from llmqueue.policy import DEFAULT_ORDER, ORDERS, ROUTERS, predictions_needed
 
 MAX_SLOTS = 1 << 22  # replicas x max batch of one configuration (the engine's per-server arrays)
 
@@ -342,7 +342,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
     if args.export and export_rate is None:
         raise InputError("--export writes the load at --target-rate R (or at --rate R): give one")
-    needed = "spjf" in args.order or "least_work" in args.router
+    needed = predictions_needed(orders=args.order.split(","), routers=args.router.split(","))
     predictor = inputs.predictor_from(args, needed)
     latency, fit = inputs.latency_from(args, "continuous")
     if not isinstance(latency, StepLaw):
@@ -429,7 +429,7 @@ def register(subparsers: Any) -> None:
     g = p.add_argument_group("search space (lists A,B or ranges LO:HI, LO:HI:+K, LO:HI:xK)")
     g.add_argument("--replicas", default="1", help="replicas (LO:HI: every integer; default 1)")
     g.add_argument("--router", default="central", help=f"routers: {', '.join(ROUTERS)}")
-    g.add_argument("--order", default="fcfs", help=f"queue orders: {', '.join(ORDERS)}")
+    g.add_argument("--order", default=DEFAULT_ORDER, help=f"queue orders: {', '.join(ORDERS)}")
     g.add_argument("--max-batch", default="256", help="max running requests per replica "
                    "(LO:HI doubles; default 256, vLLM's)")  # fmt: skip
     g.add_argument("--max-batched-tokens", default="2048", help="tokens per iteration (chunked "

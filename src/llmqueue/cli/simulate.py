@@ -61,12 +61,15 @@ from llmqueue.plan.space import POWER_D
 from llmqueue.policy import (
     ADMISSIONS,
     BATCHING,
+    DEFAULT_ORDER,
     GUARD_FACTOR_FORMERS,
     ORDERS,
     ROUTED_FORMERS,
     ROUTERS,
     TIMEOUT_FORMERS,
     Policy,
+    predictions_needed,
+    queue_order,
 )
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import exact_rate, max_rate
@@ -152,7 +155,11 @@ def _check_flags(args: argparse.Namespace) -> None:
         )
     if args.guard_factor is not None and args.batching not in GUARD_FACTOR_FORMERS:
         raise InputError(f"--guard-factor applies to --batching {', '.join(GUARD_FACTOR_FORMERS)}")
-    if args.guard_factor is not None and args.order != "fcfs" and args.guard is None:
+    if (
+        args.guard_factor is not None
+        and not queue_order(args.order).by_arrival
+        and args.guard is None
+    ):
         raise InputError("--guard-factor is the guard's second trigger: give --guard S too")
     if args.max_batch is not None and args.batching not in (
         "dynamic", "elastic", "continuous", "rebatch",
@@ -255,7 +262,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     inputs.check_outputs(
         [("--export", args.export[1] if args.export else None)], [("--trace", args.trace)]
     )
-    needed = args.order == "spjf" or args.batching == "multibin" or args.router == "least_work"
+    needed = predictions_needed(orders=[args.order], formers=[args.batching], routers=[args.router])
     predictor = inputs.predictor_from(args, needed)
     workload = inputs.workload_from(args, predictor)
     latency, fit = inputs.latency_from(args, args.batching)
@@ -403,7 +410,7 @@ def register(subparsers: Any) -> None:
     )
     inputs.add_workload_flags(g)
     g = p.add_argument_group("policy")
-    g.add_argument("--order", choices=ORDERS, default="fcfs")
+    g.add_argument("--order", choices=ORDERS, default=DEFAULT_ORDER)
     g.add_argument(
         "--guard",
         type=flags.number(0, MAX_TIME_S, lo_open=True, unit="s"),

@@ -68,6 +68,7 @@ from llmqueue.latency import StepLaw
 from llmqueue.limits import MAX_RATE_PER_S
 from llmqueue.plan.slo import SLO, Verdict, as_row, slo_columns
 from llmqueue.plan.space import Config
+from llmqueue.policy import FCFS_ORDER
 from llmqueue.sim.capacity import saturated_rate
 from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.result import SimResult
@@ -213,7 +214,7 @@ def _saturation(workload: Workload, config: Config, latency: StepLaw, run: PlanR
     n_cap = run.capacity_requests
     if workload.total is not None:
         n_cap = min(n_cap, workload.total)
-    one = replace(config, replicas=1, router="central", order="fcfs").policy()
+    one = replace(config, replicas=1, router="central", order=FCFS_ORDER.name).policy()
     return saturated_rate(workload, one, latency, requests=n_cap, seed=run.seed).rate_per_s
 
 

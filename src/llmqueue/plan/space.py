@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from llmqueue.errors import InputError
-from llmqueue.policy import ORDERS, ROUTERS, Policy
+from llmqueue.policy import ORDERS, ROUTERS, Policy, queue_order
 
 __all__ = [
     "MAX_CONFIGS",
@@ -145,7 +145,7 @@ class Config:
             "continuous",
             bmax=self.max_batch,
             order=self.order,
-            guard_s=guard_s if self.order != "fcfs" else None,
+            guard_s=guard_s if not queue_order(self.order).by_arrival else None,
             kv_tokens=kv,
             admission="on_demand",
             max_batched_tokens=self.max_batched_tokens,

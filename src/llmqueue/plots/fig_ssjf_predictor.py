@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from llmqueue.plots import style
+from llmqueue.policy import FCFS_ORDER
 
 MODES = ("none", "dynamic", "continuous")
 MARKERS = {"oracle": "D", "noisy": "o", "buckets": "^", "size-blind": "v", "learned": "*"}
@@ -20,7 +21,7 @@ MARKERS = {"oracle": "D", "noisy": "o", "buckets": "^", "size-blind": "v", "lear
 
 def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     df = inputs["data"]
-    df = df[df["kind"] != "fcfs"]
+    df = df[df["kind"] != FCFS_ORDER.name]
     fig, ax = style.new_figure((5.0, 3.4))
     for i, mode in enumerate(MODES):
         d = df[df["mode"] == mode].sort_values("kendall_tau")

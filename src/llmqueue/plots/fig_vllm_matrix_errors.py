@@ -30,6 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from llmqueue.plots import style
+from llmqueue.policy import SJF_ORDER
 
 METRICS = (
     ("jct_mean", "JCT\nmean"),
@@ -142,7 +143,7 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
     same = red[red["session"] == 1] if len(red) else red
     points: list[tuple[str, float, float, float, str, str | None]] = [
         (str(r["run"]), 100 * r["measured_reduction"], 100 * r["predicted_reduction"], 0.0,
-         "s" if r["priority"] == "sjf" else "D", "none")
+         "s" if r["priority"] == SJF_ORDER.name else "D", "none")
         for _, r in same.iterrows()
     ]  # fmt: skip
     blocks = inputs.get("blocks")
@@ -153,7 +154,7 @@ def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:
                 f"{r['priority']} blocks{' (probe)' if probe else ''}",
                 100 * r["measured_reduction"], 100 * r["predicted_reduction"],
                 100 * float(r["measured_reduction_ci95"]) if np.isfinite(r["measured_reduction_ci95"]) else 0.0,
-                "s" if r["priority"] == "sjf" else "D", "none" if probe else None,
+                "s" if r["priority"] == SJF_ORDER.name else "D", "none" if probe else None,
             ))  # fmt: skip
     if points:
         for i, (label, px, py, pe, mk, mfc) in enumerate(points):

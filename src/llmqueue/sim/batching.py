@@ -21,7 +21,7 @@ import numpy as np
 from llmqueue.analytic.batch_time import mean_batch_time
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency
-from llmqueue.policy import NO_CAP, Policy
+from llmqueue.policy import FCFS_ORDER, NO_CAP, Policy
 from llmqueue.sim.engine import DEFAULT_BATCHES, DEFAULT_WARMUP, run
 from llmqueue.sim.result import SimResult
 from llmqueue.sim.workload import PoissonWorkload
@@ -60,7 +60,7 @@ def simulate(
         raise InputError(
             f"the paper's batching server takes dynamic, fixed or elastic, not {policy.kind}"
         )
-    if policy.order != "fcfs" or policy.servers != 1:
+    if policy.order != FCFS_ORDER.name or policy.servers != 1:
         raise InputError(
             "the paper's batching server is one FCFS server (use llmqueue.sim.engine.run)"
         )

@@ -28,7 +28,7 @@ from llmqueue.analytic import multibin as mb
 from llmqueue.analytic.batch_time import elastic_mean_batch_time, mean_batch_time
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
-from llmqueue.policy import Policy
+from llmqueue.policy import FCFS_ORDER, Policy
 from llmqueue.sim.engine import run, static_law
 from llmqueue.sim.predictors import Oracle
 from llmqueue.sim.workload import PoissonWorkload, Workload
@@ -145,7 +145,7 @@ def saturated_rate(
     their bins; the partly full bins left at the end are never served and not counted)."""
     if requests < 1000:
         raise InputError(f"max_rate needs >= 1000 simulated requests, got {requests}")
-    fcfs = replace(policy, order="fcfs", guard_s=None)
+    fcfs = replace(policy, order=FCFS_ORDER.name, guard_s=None)
     burst = workload.at_rate(1e12)  # everyone arrives at once
     if burst.total is not None and burst.total < requests:
         requests = int(burst.total)

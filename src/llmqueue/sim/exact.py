@@ -3,16 +3,17 @@ every study.
 
 A one-at-a-time server (batch former ``none``, one server, Poisson arrivals from token laws or
 trace rows, a steady state) has the mean wait of a formula for every queue order of
-:data:`llmqueue.policy.ORDERS`, chosen by the order's name in one table (:data:`ROW_FORMULAS` over
-a trace's rows; :func:`exact_wait` dispatches token laws the same way); an order of the registry
-that has no formula gets None, and a name outside the registry is an InputError:
+:data:`llmqueue.policy.QUEUE_ORDERS`, chosen by the formula its record names
+(:attr:`llmqueue.policy.QueueOrder.exact`) in one table (:data:`FORMULAS` over a trace's rows;
+:func:`exact_wait` dispatches token laws the same way); an order of the registry that has no
+formula gets None, and a name outside the registry is an InputError:
 
-- ``fcfs``: Pollaczek-Khinchine with the exact moments of S = t1(1) + t2(1) N (a starvation guard
+- ``pollaczek_khinchine`` (``fcfs``): Pollaczek-Khinchine with the exact moments of S = t1(1) + t2(1) N (a starvation guard
   changes nothing under FCFS);
-- ``sjf``: Cobham's non-preemptive priority formula with one class per size: exact sums over a
+- ``cobham_by_size`` (``sjf``): Cobham's non-preemptive priority formula with one class per size: exact sums over a
   trace's rows or an empirical law, quadrature over the size quantile otherwise (atoms such as a
   cap handled, :func:`llmqueue.analytic.priority.sjf_wait`);
-- ``spjf``: classes by predicted size, loads by true service times (Mitzenmacher 2020): exact
+- ``cobham_by_prediction`` (``spjf``): classes by predicted size, loads by true service times (Mitzenmacher 2020): exact
   over a trace's rows when each row carries its own prediction; otherwise the joint law of (size,
   prediction) is sampled from the workload and the formula evaluated on the sample, a Monte Carlo
   estimate whose standard error is reported.
@@ -44,13 +45,13 @@ from llmqueue.analytic.priority import (
 )
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
-from llmqueue.policy import Policy, order_code
+from llmqueue.policy import SJF_ORDER, Policy, QueueOrder, queue_order
 from llmqueue.sim.engine import static_law
 from llmqueue.sim.predictors import Oracle
 from llmqueue.sim.workload import PoissonWorkload, TraceWorkload, Workload
 from llmqueue.tokens import EmpiricalLaw, ExponentialLaw
 
-__all__ = ["ExactWait", "ROW_FORMULAS", "row_mean_wait", "service_times", "exact_wait"]
+__all__ = ["ExactWait", "FORMULAS", "row_mean_wait", "service_times", "exact_wait"]
 
 Latency = BatchLatency | LinearLatency | StepLaw
 
@@ -72,36 +73,43 @@ def service_times(latency: BatchLatency | LinearLatency, tokens: np.ndarray) -> 
     return (k[0] + k[1]) + (k[2] + k[3]) * np.asarray(tokens, dtype=float)
 
 
-# One formula per queue order over rows (service time s, true size n, predicted size p; rate):
-# the mean wait (s) and the method's name. The one place an order's exact wait is chosen.
+# One formula per name of QueueOrder.exact, over rows (service time s, true size n, predicted
+# size p; rate): the mean wait (s) and the method's name. The one place an exact wait is chosen.
 RowFormula = Callable[[np.ndarray, np.ndarray, np.ndarray | None, float], tuple[float, str]]
 
 
-def _fcfs_rows(s: np.ndarray, n: np.ndarray, p: np.ndarray | None, lam: float) -> tuple[float, str]:
+def _fcfs_rows(
+    s: np.ndarray, n: np.ndarray, p: np.ndarray | None, rate_per_s: float
+) -> tuple[float, str]:
     return pk_wait(
-        lam, float(s.mean()), float((s * s).mean())
+        rate_per_s, float(s.mean()), float((s * s).mean())
     ), "Pollaczek-Khinchine over the trace rows"
 
 
-def _sjf_rows(s: np.ndarray, n: np.ndarray, p: np.ndarray | None, lam: float) -> tuple[float, str]:
-    return priority_wait_empirical(s, n, lam), "Cobham, one class per size, over the trace rows"
+def _sjf_rows(
+    s: np.ndarray, n: np.ndarray, p: np.ndarray | None, rate_per_s: float
+) -> tuple[float, str]:
+    return priority_wait_empirical(
+        s, n, rate_per_s
+    ), "Cobham, one class per size, over the trace rows"
 
 
-def _spjf_rows(s: np.ndarray, n: np.ndarray, p: np.ndarray | None, lam: float) -> tuple[float, str]:
+def _spjf_rows(
+    s: np.ndarray, n: np.ndarray, p: np.ndarray | None, rate_per_s: float
+) -> tuple[float, str]:
     if p is None:
         raise InputError("spjf's exact wait needs each row's predicted size")
     return (
-        priority_wait_empirical(s, p, lam),
+        priority_wait_empirical(s, p, rate_per_s),
         "Cobham, classes by each row's prediction (loads by true sizes), over the trace rows",
     )
 
 
-ROW_FORMULAS: dict[str, RowFormula] = {"fcfs": _fcfs_rows, "sjf": _sjf_rows, "spjf": _spjf_rows}
-
-
-def _known(order: str) -> str:
-    order_code(order)  # InputError for a name outside the registry
-    return order
+FORMULAS: dict[str, RowFormula] = {
+    "pollaczek_khinchine": _fcfs_rows,
+    "cobham_by_size": _sjf_rows,
+    "cobham_by_prediction": _spjf_rows,
+}
 
 
 def row_mean_wait(
@@ -113,11 +121,12 @@ def row_mean_wait(
 ) -> tuple[float, str] | None:
     """The exact mean wait (s) and its method of a one-at-a-time server whose requests are drawn
     uniformly from rows (service time, true size, predicted size) with Poisson arrivals at
-    `rate_per_s`, under queue order `order` (:data:`ROW_FORMULAS`; None for an order without a
-    formula). Raises :class:`~llmqueue.errors.UnstableError` when rho >= 1."""
-    formula = ROW_FORMULAS.get(_known(order))
-    if formula is None:
+    `rate_per_s`, under queue order `order` (its record's formula in :data:`FORMULAS`; None for an
+    order without one). Raises :class:`~llmqueue.errors.UnstableError` when rho >= 1."""
+    exact = queue_order(order).exact  # InputError for a name outside the registry
+    if exact is None:
         return None
+    formula = FORMULAS[exact]
     return formula(np.asarray(service_s, dtype=float), np.asarray(sizes), predicted, rate_per_s)
 
 
@@ -128,22 +137,22 @@ def _classes(service_s: np.ndarray, probs: np.ndarray, rate: float) -> float:
 
 
 def _monte_carlo(
-    workload: Workload, latency: Latency, order: str, seed: Any, samples: int
+    workload: Workload, latency: Latency, order: QueueOrder, seed: Any, samples: int
 ) -> ExactWait:
     """Cobham's formula over `samples` draws of (size, key) from the workload, with the standard
     error of the estimate from 10 equal sub-samples."""
     ch = next(workload.chunks(seed, min(int(samples), 1 << 22), False))
-    keys = ch.output if order == "sjf" else ch.pred
+    keys = ch.output if order.key == "size" else ch.pred
     s = service_times(latency, ch.output)  # type: ignore[arg-type]
-    lam = workload.rate_per_s
-    value = priority_wait_empirical(s, keys, lam)
+    rate_per_s = workload.rate_per_s
+    value = priority_wait_empirical(s, keys, rate_per_s)
     parts = [
-        priority_wait_empirical(a, b, lam)
+        priority_wait_empirical(a, b, rate_per_s)
         for a, b in zip(np.array_split(s, 10), np.array_split(keys, 10), strict=True)
     ]
     # each tenth has about 10x the variance of the whole sample's estimate
     se = float(np.std(parts, ddof=1) / math.sqrt(10.0))
-    what = "size" if order == "sjf" else "predicted size"
+    what = "size" if order.key == "size" else "predicted size"
     return ExactWait(
         value,
         f"Cobham, classes by {what} (loads by true sizes), Monte Carlo evaluation over "
@@ -168,20 +177,24 @@ def exact_wait(
         return None
     if policy.servers != 1:
         return _servers_wait(workload, policy, latency, seed=seed, samples=samples)
-    order = _known(policy.order)
-    if order == "spjf" and isinstance(workload.predictor, Oracle):
-        order = "sjf"
-    if policy.guard_s is not None and order != "fcfs":
+    order = queue_order(policy.order)
+    if order.key == "predicted_size" and isinstance(workload.predictor, Oracle):
+        order = SJF_ORDER  # a perfect prediction orders as the true size
+    if order.preemptive or order.exact is None:
+        return None
+    if policy.guard_s is not None and not order.by_arrival:
         return None
     if isinstance(latency, StepLaw) or not isinstance(workload, PoissonWorkload | TraceWorkload):
         return None
-    lam = workload.rate_per_s
+    rate_per_s = workload.rate_per_s
     try:
         if isinstance(workload, TraceWorkload):
             n = workload.output_tokens
-            if order == "spjf" and workload.row_pred is None:
+            if order.key == "predicted_size" and workload.row_pred is None:
                 return _monte_carlo(workload, latency, order, seed, samples)
-            found = row_mean_wait(order, service_times(latency, n), n, workload.row_pred, lam)
+            found = row_mean_wait(
+                order.name, service_times(latency, n), n, workload.row_pred, rate_per_s
+            )
             if found is None:
                 return None
             wait, method = found
@@ -189,20 +202,24 @@ def exact_wait(
         law = workload.output
         k = static_law(latency)
         a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
-        if order == "fcfs":
+        if order.exact == "pollaczek_khinchine":
             m1 = a * law.mean() + b0
             m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
-            return ExactWait(pk_wait(lam, m1, m2), "Pollaczek-Khinchine, exact moments of S")
-        if order == "sjf":
+            return ExactWait(pk_wait(rate_per_s, m1, m2), "Pollaczek-Khinchine, exact moments of S")
+        if order.exact == "cobham_by_size":
             if isinstance(law, EmpiricalLaw):
                 return ExactWait(
-                    _classes(service_times(latency, law.values), law.probs, lam),
+                    _classes(service_times(latency, law.values), law.probs, rate_per_s),
                     "Cobham, one class per size, exact sum over the law's values",
                 )
-            return ExactWait(sjf_wait(law, a, b0, lam), "Cobham, one class per size (quadrature)")
-        if order == "spjf":
+            return ExactWait(
+                sjf_wait(law, a, b0, rate_per_s), "Cobham, one class per size (quadrature)"
+            )
+        if order.exact == "cobham_by_prediction":
             return _monte_carlo(workload, latency, order, seed, samples)
-        return None
+        raise InputError(
+            f"order {order.name!r}: no token-law evaluation of formula {order.exact!r}"
+        )
     except UnstableError:
         return None
 
@@ -229,7 +246,7 @@ def _servers_wait(
             f"random routing: {c} independent queues at rate lambda/{c}, each by {found.method}",
             found.se_s,
         )
-    if policy.order != "fcfs" or policy.router not in ("central", "round_robin"):
+    if not queue_order(policy.order).by_arrival or policy.router not in ("central", "round_robin"):
         return None
     if not isinstance(workload, PoissonWorkload) or not isinstance(workload.output, ExponentialLaw):
         return None
@@ -240,12 +257,12 @@ def _servers_wait(
     if b0 != 0.0 or a <= 0.0:
         return None  # exponential service needs S = a N
     mu = 1.0 / (a * workload.output.mean())
-    lam = workload.rate_per_s
-    if lam >= c * mu:
+    rate_per_s = workload.rate_per_s
+    if rate_per_s >= c * mu:
         return None
     if policy.router == "central":
-        return ExactWait(mmc_wait(lam, mu, c), f"M/M/{c}, Erlang C")
+        return ExactWait(mmc_wait(rate_per_s, mu, c), f"M/M/{c}, Erlang C")
     return ExactWait(
-        round_robin_mm_wait(lam, mu, c),
+        round_robin_mm_wait(rate_per_s, mu, c),
         f"round robin: E_{c}/M/1 per replica (sigma = A*(mu (1 - sigma)))",
     )

@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
-from llmqueue.policy import order_code
+from llmqueue.policy import FCFS_ORDER, SJF_ORDER, SPJF_ORDER, order_code
 from llmqueue.sim import heap as H
 from llmqueue.sim.fields import (
     F_ARR,
@@ -79,7 +79,7 @@ __all__ = [
     "oldest_arrival",
 ]
 
-FCFS, SJF, SPJF = order_code("fcfs"), order_code("sjf"), order_code("spjf")
+FCFS, SJF, SPJF = FCFS_ORDER.code, SJF_ORDER.code, SPJF_ORDER.code
 COMPILED_ORDERS = (FCFS, SJF, SPJF)
 
 

@@ -41,6 +41,8 @@ from llmqueue.validation.placement import (
 from llmqueue.validation.steplog import MODEL_LOG_ENV, STEP_LOG_ENV
 
 __all__ = [
+    "SCHEDULING_POLICIES",
+    "FIFO_SCHEDULING",
     "PROBE_SCHEDULER",
     "TIMING_WORKER",
     "SCHEDULERS",
@@ -54,6 +56,10 @@ __all__ = [
     "read_settings",
     "preemption_mode",
 ]
+
+# vLLM's EngineArgs.scheduling_policy values: first come first served, or the requests' priority
+SCHEDULING_POLICIES = ("fcfs", "priority")
+FIFO_SCHEDULING = SCHEDULING_POLICIES[0]
 
 PROBE_SCHEDULER = "llmqueue.validation.probe.RecordingScheduler"
 # the model worker that times its forward passes (open_async_engine with a model_log)
@@ -118,7 +124,7 @@ class EngineSettings:
                 "validation.vllm.engine.max_num_batched_tokens must be >= max_model_len when "
                 "enable_chunked_prefill is false"
             )
-        if s.scheduling_policy not in ("fcfs", "priority"):
+        if s.scheduling_policy not in SCHEDULING_POLICIES:
             raise InputError(
                 f"validation.vllm.engine.scheduling_policy must be fcfs or priority, got {s.scheduling_policy!r}"
             )

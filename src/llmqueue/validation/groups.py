@@ -48,6 +48,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.limits import section_keys
+from llmqueue.validation.engine import FIFO_SCHEDULING
 from llmqueue.validation.protocol import (
     ProtocolSpec,
     capacity_name,
@@ -55,6 +56,7 @@ from llmqueue.validation.protocol import (
     read_protocol,
     repeat_name,
 )
+from llmqueue.validation.requests import FCFS_PRIORITY, PRIORITY_ORDERS
 
 __all__ = [
     "ENGINE_KINDS",
@@ -110,7 +112,7 @@ def settings_class(engine: str) -> Any:
     return HFEngineSettings
 
 
-PRIORITIES = ("fcfs", "sjf", "ssjf")
+PRIORITIES = tuple(PRIORITY_ORDERS)
 ROWS = ("all", "held_out")
 _NAME = re.compile(r"^[a-z][a-z0-9]*$")
 _RUN = re.compile(r"^[a-z][a-z0-9]*$")
@@ -159,7 +161,7 @@ class RunSpec:
     warmup: int
     table: str
     token_limit: int | None = None
-    priority: str = "fcfs"
+    priority: str = FCFS_PRIORITY
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,11 @@ class MatrixSpec:
 
     @property
     def needs_predictions(self) -> tuple[str, ...]:
-        return tuple(g.name for g in self.groups if any(r.priority == "ssjf" for r in g.runs))
+        return tuple(
+            g.name
+            for g in self.groups
+            if any(PRIORITY_ORDERS[r.priority].needs_prediction for r in g.runs)
+        )
 
 
 def _int(x: Any, where: str, lo: int = 1) -> int:
@@ -344,7 +350,7 @@ def _run(group: str, k: int, sec: Any, section: str = "validation.vllm.matrix") 
     lim = sec.get("token_limit")
     if lim is not None:
         lim = _int(lim, f"{where}.token_limit")
-    prio = str(sec.get("priority", "fcfs"))
+    prio = str(sec.get("priority", FCFS_PRIORITY))
     if prio not in PRIORITIES:
         raise InputError(f"{where}.priority must be one of {', '.join(PRIORITIES)}, got {prio!r}")
     return RunSpec(name, float(load), n, warm, str(sec.get("table", name)), lim, prio)
@@ -467,19 +473,20 @@ def _check_group(g: GroupSpec, s: Any, where: str) -> None:
                     "then have the same load, requests and warmup"
                 )
         same_table.setdefault(r.table, r)
-        if r.priority != "fcfs" and g.engine_kind != "vllm":
+        if r.priority != FCFS_PRIORITY and g.engine_kind != "vllm":
             raise InputError(
                 f"{where}.runs.{r.name}: priority {r.priority}: the {g.engine_kind} engine serves "
                 "FCFS only (priority fcfs)"
             )
-        if r.priority in ("sjf", "ssjf") and s.scheduling_policy != "priority":
+        order = PRIORITY_ORDERS[r.priority]
+        if not order.by_arrival and s.scheduling_policy == FIFO_SCHEDULING:
             raise InputError(
                 f"{where}.runs.{r.name}: priority {r.priority} needs engine scheduling_policy "
                 "priority"
             )
-        if r.priority == "ssjf" and g.trace.rows != "held_out":
+        if order.needs_prediction and g.trace.rows != "held_out":
             raise InputError(
-                f"{where}.runs.{r.name}: priority ssjf needs rows: held_out (requests drawn from "
+                f"{where}.runs.{r.name}: priority {r.priority} needs rows: held_out (requests drawn from "
                 "the trace rows the learned predictor was not trained on)"
             )
     for b, _, _ in g.calibration:
@@ -504,7 +511,7 @@ def _check_group(g: GroupSpec, s: Any, where: str) -> None:
                 f"max_model_len = {s.max_num_seqs * s.max_model_len} (b_max whole prompts in one "
                 f"iteration), got {s.max_num_batched_tokens}"
             )
-        if s.scheduling_policy != "fcfs":
+        if s.scheduling_policy != FIFO_SCHEDULING:
             raise InputError(f"{where}: policy dynamic is FCFS here (scheduling_policy fcfs)")
     if any(r.token_limit is not None for r in g.runs) and g.policy != "none":
         raise InputError(f"{where}: token limits are for policy none (the paper's Sec. III)")

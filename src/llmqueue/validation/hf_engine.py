@@ -41,6 +41,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.limits import section_keys
+from llmqueue.validation.engine import FIFO_SCHEDULING
 from llmqueue.validation.environment import require_engine
 from llmqueue.validation.steplog import ScheduledRequest, StepLogWriter, step_row
 
@@ -121,7 +122,7 @@ class HFEngineSettings:
     @property
     def scheduling_policy(self) -> str:
         """The queue order: both schedulers serve waiting requests in arrival order."""
-        return "fcfs"
+        return FIFO_SCHEDULING
 
     @property
     def enable_chunked_prefill(self) -> bool:
@@ -335,7 +336,7 @@ class HFEngine:
             "max_num_batched_tokens": int(bp.max_batch_tokens),
             "enable_chunked_prefill": True,
             "reserve_full_prompt_on_admission": False,
-            "scheduling_policy": "fcfs",
+            "scheduling_policy": FIFO_SCHEDULING,
             "scheduler_cls": type(sched).__name__,
             "safety_margin": float(getattr(sched, "safety_margin", 0.0) or 0.0),
             "num_kv_blocks": blocks,

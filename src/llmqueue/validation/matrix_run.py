@@ -46,6 +46,7 @@ from llmqueue.validation.record import (
     run_summary,
     write_run_folder,
 )
+from llmqueue.validation.requests import PRIORITY_ORDERS
 
 __all__ = [
     "OVERRIDES",
@@ -187,7 +188,7 @@ def measure_matrix(
         )
         rows = candidate_rows(len(prompt), g.trace.rows, g.trace.train_fraction)
         preds = None
-        if any(r.priority == "ssjf" for r in g.runs):
+        if any(PRIORITY_ORDERS[r.priority].needs_prediction for r in g.runs):
             preds, held = read_predictions(spec.predictions)
             if (
                 preds.size < len(prompt)

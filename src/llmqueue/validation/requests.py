@@ -35,9 +35,12 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.policy import FCFS_ORDER, SJF_ORDER, SPJF_ORDER, QueueOrder
 from llmqueue.traces import read_columns
 
 __all__ = [
+    "PRIORITY_ORDERS",
+    "FCFS_PRIORITY",
     "TABLE_COLUMNS",
     "read_trace_lengths",
     "scale_lengths",
@@ -50,6 +53,17 @@ __all__ = [
     "group_table",
     "run_table",
 ]
+
+# The request priority of a validation run (vLLM's ``priority`` per request: smaller first) by
+# name, as SSJF (arXiv 2404.08509) names its policies, and the engine's queue order it realises:
+# ``fcfs`` (every priority 0), ``sjf`` (the true output length), ``ssjf`` (the learned predictor's
+# predicted output length).
+PRIORITY_ORDERS: dict[str, QueueOrder] = {
+    FCFS_ORDER.name: FCFS_ORDER,
+    SJF_ORDER.name: SJF_ORDER,
+    "ssjf": SPJF_ORDER,
+}
+FCFS_PRIORITY = FCFS_ORDER.name
 
 TABLE_COLUMNS = [
     "request_id",
@@ -219,7 +233,7 @@ def run_table(
     base: pd.DataFrame,
     run: str,
     token_limit: int | None = None,
-    priority: str = "fcfs",
+    priority: str = FCFS_ORDER.name,
     predictions: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The table one run sends (:data:`MATRIX_COLUMNS`): `base` (:func:`group_table`, shared by
@@ -247,15 +261,18 @@ def run_table(
         if not np.all(np.isfinite(pred)):
             raise InputError("predictions: a drawn trace row has no finite prediction")
     tab["predicted_tokens"] = pred
-    if priority == "fcfs":
+    order = PRIORITY_ORDERS.get(priority)
+    if order is None:
+        raise InputError(f"priority must be one of {', '.join(PRIORITY_ORDERS)}, got {priority!r}")
+    if order.key == "arrival":
         prio = np.zeros(len(tab), dtype=np.int64)
-    elif priority == "sjf":
+    elif order.key == "size":
         prio = tab["output_tokens"].to_numpy(dtype=np.int64)
-    elif priority == "ssjf":
-        if predictions is None:
-            raise InputError(f"run {run}: priority ssjf needs the learned predictor's predictions")
-        prio = np.rint(pred).astype(np.int64)
     else:
-        raise InputError(f"priority must be fcfs, sjf or ssjf, got {priority!r}")
+        if predictions is None:
+            raise InputError(
+                f"run {run}: priority {priority} needs the learned predictor's predictions"
+            )
+        prio = np.rint(pred).astype(np.int64)
     tab["priority"] = prio
     return tab[MATRIX_COLUMNS]

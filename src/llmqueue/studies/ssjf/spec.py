@@ -15,7 +15,7 @@ import numpy as np
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
-from llmqueue.policy import Policy
+from llmqueue.policy import DEFAULT_ORDER, FCFS_ORDER, SJF_ORDER, SPJF_ORDER, Policy, queue_order
 from llmqueue.profiles import law_of_setting
 
 __all__ = [
@@ -69,11 +69,11 @@ class PolicySpec:
 
 
 POLICIES: dict[str, PolicySpec] = {
-    "FCFS": PolicySpec("fcfs", False, False),
-    "SJF": PolicySpec("sjf", False, False),
-    "SSJF": PolicySpec("spjf", True, False),
-    "SJF+guard": PolicySpec("sjf", False, True),
-    "SSJF+guard": PolicySpec("spjf", True, True),
+    "FCFS": PolicySpec(FCFS_ORDER.name, False, False),
+    "SJF": PolicySpec(SJF_ORDER.name, False, False),
+    "SSJF": PolicySpec(SPJF_ORDER.name, True, False),
+    "SJF+guard": PolicySpec(SJF_ORDER.name, False, True),
+    "SSJF+guard": PolicySpec(SPJF_ORDER.name, True, True),
 }
 
 
@@ -93,7 +93,7 @@ class Setting:
     def latency(self, mode: str) -> BatchLatency | StepLaw:
         return self.step if mode == "continuous" else self.batch
 
-    def policy(self, mode: str, order: str = "fcfs", guard_s: float | None = None) -> Policy:
+    def policy(self, mode: str, order: str = DEFAULT_ORDER, guard_s: float | None = None) -> Policy:
         if mode == "none":
             return Policy("none", order=order, guard_s=guard_s)
         if mode == "dynamic":
@@ -200,7 +200,11 @@ class Official:
         bmax = None if mode == "none" else self.batch_size
         if group == "a":
             kind = {"none": "none", "dynamic": "dynamic", "continuous": "rebatch"}[mode]
-            timeout = self.fcfs_batch_timeout_s if spec.order == "fcfs" and mode != "none" else None
+            timeout = (
+                self.fcfs_batch_timeout_s
+                if queue_order(spec.order).by_arrival and mode != "none"
+                else None
+            )
             return Policy(
                 kind,
                 bmax=bmax,

@@ -15,7 +15,7 @@ import pandas as pd
 
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, StepLaw
-from llmqueue.policy import Policy
+from llmqueue.policy import FCFS_ORDER, SPJF_ORDER, Policy
 from llmqueue.predictor.features import FeatureSpec, split_index
 from llmqueue.predictor.model import LengthModel
 from llmqueue.predictor.scoring import score_predictions
@@ -348,15 +348,15 @@ def quality_table(
     (Cobham's formula with classes by prediction)."""
     test = trace.test
     entries: list[tuple[str, str, Predictor, np.ndarray | None]] = [
-        ("FCFS", "fcfs", parse_predictor("oracle"), None)
+        ("FCFS", FCFS_ORDER.name, parse_predictor("oracle"), None)
     ]
     for i, text in enumerate(specs):
         compiled = parse_predictor(text)
         k = row_predictions(compiled, trace, seed_sequence(seed, "ssjf", "predictors", i))
-        entries.append((text, "spjf", compiled, k))
+        entries.append((text, SPJF_ORDER.name, compiled, k))
     for kind, model in models.items():
         lp = _learned_predictor(model, kind)
-        entries.append((f"learned:{kind}", "spjf", lp, row_predictions(lp, trace, 0)))
+        entries.append((f"learned:{kind}", SPJF_ORDER.name, lp, row_predictions(lp, trace, 0)))
     rows = []
     for mode in MODES:
         rate = float(load) * _capacity(capacity, setting.name, mode)
@@ -380,7 +380,7 @@ def quality_table(
                     "setting": setting.name,
                     "mode": mode,
                     "predictor": name,
-                    "kind": "fcfs"
+                    "kind": FCFS_ORDER.name
                     if keys is None
                     else ("size-blind" if _size_blind(name) else name.partition(":")[0]),
                     "kendall_tau": score.get("kendall_tau", math.nan),

@@ -51,6 +51,7 @@ import pandas as pd
 
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
+from llmqueue.policy import queue_order
 from llmqueue.studies.validation.matrix_spec import GroupData
 from llmqueue.studies.validation.tables import fit_form, steplaw_check
 
@@ -217,7 +218,9 @@ def _run_row(
         str(settings.get("kv_model", "paged")),
         str(settings.get("kv_budget", "usable")),
     )
-    predicted_len = req["priority"].to_numpy(dtype=float) if pol.order == "spjf" else None
+    predicted_len = (
+        req["priority"].to_numpy(dtype=float) if queue_order(pol.order).needs_prediction else None
+    )
     jct = {}
     for variant, lw in (("calibration", law), ("run_speed", law.scaled(factor))):
         seed = seed_sequence(int(settings.get("seed", 0)), "validation", "law_form", data.name,

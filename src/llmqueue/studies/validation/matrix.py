@@ -70,7 +70,7 @@ from llmqueue.latency import (
     batch_law_from_step,
     fit_linear_latency,
 )
-from llmqueue.policy import Policy
+from llmqueue.policy import Policy, queue_order
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
 from llmqueue.studies.validation.protocol import (
@@ -90,6 +90,7 @@ from llmqueue.studies.validation.tables import (
 )
 from llmqueue.studies.validation.timewarp import speed_trace, warped_simulation
 from llmqueue.validation.calibration import measured_and_law
+from llmqueue.validation.requests import FCFS_PRIORITY, PRIORITY_ORDERS
 
 __all__ = [
     "ORDER_OF_PRIORITY",
@@ -121,7 +122,7 @@ __all__ = [
 ]
 
 # vLLM's priority per run (llmqueue.validation.groups.PRIORITIES) -> the engine's queue order
-ORDER_OF_PRIORITY = {"fcfs": "fcfs", "sjf": "sjf", "ssjf": "spjf"}
+ORDER_OF_PRIORITY = {p: o.name for p, o in PRIORITY_ORDERS.items()}
 
 # (metric, statistic) pairs of the error table; columns <source>_<metric>_<stat>_s and
 # <metric>_<stat>_rel_error
@@ -561,7 +562,7 @@ def compare_group(
         measured = request_metrics(req)
         pol = group_policy(data, table, cfg.kv_model, cfg.kv_budget)
         predicted_len = None
-        if pol.order == "spjf":
+        if queue_order(pol.order).needs_prediction:
             predicted_len = req["priority"].to_numpy(dtype=float)
         variants: list[tuple[str, Policy, Any]] = [
             ("prediction", pol, laws[cfg.law]),
@@ -679,11 +680,11 @@ def priority_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
         c = c[c["block"].fillna(0).astype(int) == 0]
     out = []
     for group, g in c.groupby("group", sort=False):
-        fcfs = g[(g["priority"] == "fcfs") & (g["session"] == 1)]
+        fcfs = g[(g["priority"] == FCFS_PRIORITY) & (g["session"] == 1)]
         if fcfs.empty:
             continue
         out += [{"group": group, **row}
-                for row in reductions_against(fcfs.iloc[0], g[g["priority"] != "fcfs"])]  # fmt: skip
+                for row in reductions_against(fcfs.iloc[0], g[g["priority"] != FCFS_PRIORITY])]  # fmt: skip
     cols = ["group", "run", "priority", "session", "against", "measured_reduction",
             "predicted_reduction", "error_pp"]  # fmt: skip
     return pd.DataFrame(out, columns=cols)  # header only where every order ran in blocks

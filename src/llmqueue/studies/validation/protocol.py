@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.validation.calibration import measured_and_law
+from llmqueue.validation.requests import FCFS_PRIORITY
 
 __all__ = [
     "speed_factor",
@@ -183,10 +184,10 @@ def block_reductions(comparison: pd.DataFrame) -> pd.DataFrame:
     c = comparison[comparison["block"].fillna(0).astype(int) > 0]
     out = []
     for (group, block, variant), g in c.groupby(["group", "block", "variant"], sort=False):
-        fcfs = g[g["priority"] == "fcfs"]
+        fcfs = g[g["priority"] == FCFS_PRIORITY]
         if fcfs.empty:
             continue
-        for row in reductions_against(fcfs.iloc[0], g[g["priority"] != "fcfs"]):
+        for row in reductions_against(fcfs.iloc[0], g[g["priority"] != FCFS_PRIORITY]):
             out.append({"group": group, "block": int(str(block)), "variant": variant, **row})
     return pd.DataFrame(out, columns=cols)
 

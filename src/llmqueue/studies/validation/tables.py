@@ -20,7 +20,7 @@ from llmqueue.latency import (
     fit_split_step_law,
     fit_step_law,
 )
-from llmqueue.policy import Policy
+from llmqueue.policy import DEFAULT_ORDER, Policy, queue_order
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.spec import (
     COMPARISON_COLUMNS,
@@ -35,6 +35,7 @@ from llmqueue.studies.validation.spec import (
     CompareSettings,
     RunData,
 )
+from llmqueue.validation.engine import FIFO_SCHEDULING, SCHEDULING_POLICIES
 from llmqueue.validation.environment import ENGINE_ENVS
 
 __all__ = [
@@ -58,7 +59,7 @@ def engine_policy(
     settings: Mapping[str, Any],
     kv_model: str = "paged",
     kv_budget: str = "usable",
-    order: str = "fcfs",
+    order: str = DEFAULT_ORDER,
 ) -> Policy:
     """vLLM's engine settings (``settings.json``) as a continuous-batching policy.
 
@@ -91,12 +92,12 @@ def engine_policy(
     missing = [k for k in SETTINGS_KEYS if k not in settings]
     if missing:
         raise InputError(f"engine settings lack {missing}")
-    if settings["scheduling_policy"] not in ("fcfs", "priority"):
+    if settings["scheduling_policy"] not in SCHEDULING_POLICIES:
         raise InputError(
             f"engine setting scheduling_policy = {settings['scheduling_policy']!r} is not in the "
             "serving model (fcfs, priority)"
         )
-    if settings["scheduling_policy"] == "fcfs" and order != "fcfs":
+    if settings["scheduling_policy"] == FIFO_SCHEDULING and not queue_order(order).by_arrival:
         raise InputError(f"queue order {order!r} needs vLLM's scheduling_policy priority")
     rule = str((settings.get("engine_core") or {}).get("admission_rule", "vllm"))
     if rule not in ("vllm", "batch_queue"):
@@ -107,7 +108,7 @@ def engine_policy(
             f"engine {engine!r} is not in the serving model ({', '.join(ENGINE_ENVS)})"
         )
     hf = engine == "transformers"
-    if hf and settings["scheduling_policy"] != "fcfs":
+    if hf and settings["scheduling_policy"] != FIFO_SCHEDULING:
         raise InputError(
             "the transformers engine's FIFO scheduler is FCFS (scheduling_policy fcfs)"
         )
