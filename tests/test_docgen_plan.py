@@ -1,4 +1,4 @@
-"""The generated block of ``llmqueue plan``'s answer (llmqueue.docgen.render_plan_summary).
+"""The generated block of ``llmqueue plan``'s answer (llmqueue.plan.docs.render_plan_summary).
 
 On a small synthetic plan, read as the docs rule reads it (the CSV as text cells, the summary as
 parsed JSON): the answer table shows the best configuration and the fewest replicas for the target

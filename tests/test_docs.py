@@ -25,7 +25,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llmqueue import docgen
+from llmqueue import docgen, markdown
 from llmqueue.claims import SCOPES, VERDICTS
 from llmqueue.errors import InputError
 
@@ -524,7 +524,7 @@ CELL = st.text(
 @settings(max_examples=200, deadline=None)
 def test_table_cells_round_trip(cells: list[str]) -> None:
     header = [f"c{i}" for i in range(len(cells))]
-    table = docgen.md_table(header, [[docgen.md_cell(c) for c in cells]])
+    table = markdown.md_table(header, [[markdown.md_cell(c) for c in cells]])
     (parsed,) = docgen.parse_tables(table)
     assert list(parsed[0].values()) == [" ".join(c.split()) for c in cells]
 
@@ -545,12 +545,12 @@ def test_splicing_is_idempotent(bodies: list[str]) -> None:
 
 
 def test_number_formats() -> None:
-    assert docgen.fmt(24.7425) == "24.7"
-    assert docgen.fmt(4479.2) == "4,479"
-    assert docgen.fmt(0.000123456) == "0.000123"
-    assert docgen.fmt(0) == "0" and docgen.fmt("") == "-" and docgen.fmt(float("nan")) == "-"
-    assert docgen.fmt_int(121744.0) == "121,744"
-    assert docgen.fmt_pct(0.01927) == "+1.9%" and docgen.fmt_pct(-0.135, sign=False) == "-13.5%"
+    assert markdown.fmt(24.7425) == "24.7"
+    assert markdown.fmt(4479.2) == "4,479"
+    assert markdown.fmt(0.000123456) == "0.000123"
+    assert markdown.fmt(0) == "0" and markdown.fmt("") == "-" and markdown.fmt(float("nan")) == "-"
+    assert markdown.fmt_int(121744.0) == "121,744"
+    assert markdown.fmt_pct(0.01927) == "+1.9%" and markdown.fmt_pct(-0.135, sign=False) == "-13.5%"
 
 
 def test_measured_entries_need_machine_date_and_load() -> None:

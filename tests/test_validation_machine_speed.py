@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.docgen import render_validation_machine_speed
 from llmqueue.errors import InputError
+from llmqueue.studies.validation.docs import render_validation_machine_speed
 from llmqueue.studies.validation.machine_speed import (
     SERIES,
     cycle_table,

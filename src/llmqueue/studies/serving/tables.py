@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.markdown import md_table
 from llmqueue.policy import Policy, policy_spec
 from llmqueue.profiles import (
     Latency,
@@ -218,15 +219,13 @@ def _fmt(x: Any, digits: int = 3) -> str:
 
 def capacity_markdown(cap: pd.DataFrame) -> str:
     """The capacity table as Markdown: policy, spec, time law, max rate, how it was obtained."""
-    lines = [
-        "| policy | spec | time law | highest sustainable rate (requests/s) | method |",
-        "|---|---|---|---|---|",
-    ]
-    for _, r in cap.iterrows():
-        lines.append(
-            f"| {r['policy']} | `{r['spec']}` | {r['latency']} | {_fmt(r['max_rate_per_s'], 4)} "
-            f"| {r['method']}: {r['note']} |"
-        )
+    head = ["policy", "spec", "time law", "highest sustainable rate (requests/s)", "method"]
+    rows = [
+        [f"{r['policy']}", f"`{r['spec']}`", f"{r['latency']}", _fmt(r["max_rate_per_s"], 4),
+         f"{r['method']}: {r['note']}"]
+        for _, r in cap.iterrows()
+    ]  # fmt: skip
+    lines = [md_table(head, rows)]
     kv = cap["kv_tokens"].iloc[0] if "kv_tokens" in cap else None
     if kv is not None:
         lines += [
@@ -244,10 +243,8 @@ def replay_markdown(rep: pd.DataFrame, reference: str) -> str:
         "highest sustainable rate. Own load: the rate over the policy's own max rate (at 1 or more "
         "the queue grows through the replay and no number is given).",
         "",
-        "| load | rate (req/s) | policy | own load | mean JCT (s) | p99 JCT (s) | mean TTFT (s) "
-        "| mean batch |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for _, r in rep.sort_values(["replay_load", "rate_per_s"], kind="stable").iterrows():
         if bool(r["unstable"]):
             mean, p99, ttft, batch = "unstable", "-", "-", "-"
@@ -256,8 +253,9 @@ def replay_markdown(rep: pd.DataFrame, reference: str) -> str:
         else:
             mean, p99 = _fmt(r["jct_mean_s"]), _fmt(r["jct_p99_s"])
             ttft, batch = _fmt(r["ttft_mean_s"]), _fmt(r["mean_batch"])
-        lines.append(
-            f"| {r['replay_load']:g} | {_fmt(r['rate_per_s'])} | {r['policy']} | "
-            f"{_fmt(r['load'], 2)} | {mean} | {p99} | {ttft} | {batch} |"
-        )
+        rows.append([f"{r['replay_load']:g}", _fmt(r["rate_per_s"]), f"{r['policy']}",
+                     _fmt(r["load"], 2), mean, p99, ttft, batch])  # fmt: skip
+    head = ["load", "rate (req/s)", "policy", "own load", "mean JCT (s)", "p99 JCT (s)",
+            "mean TTFT (s)", "mean batch"]  # fmt: skip
+    lines.append(md_table(head, rows))
     return "\n".join(lines) + "\n"

@@ -51,6 +51,7 @@ import pandas as pd
 
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
+from llmqueue.markdown import md_table
 from llmqueue.policy import queue_order
 from llmqueue.studies.validation.matrix_spec import GroupData
 from llmqueue.studies.validation.tables import fit_form, steplaw_check
@@ -329,17 +330,17 @@ def markdown_law_forms(rows: pd.DataFrame) -> str:
         "",
         "Leave-one-batch-out on the calibration batches (law / measured - 1):",
         "",
-        "| group | form | batches | median \\|batch\\| | max \\|batch\\| | RMS per iteration | "
-        "decode-only | with prefill | long context |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for _, r in held.iterrows():
-        lines.append(
-            f"| {r['group']} | {r['form']} | {int(r['batches'])} | "
-            f"{100 * r['median_abs_batch_error']:.1f}% | {100 * r['max_abs_batch_error']:.1f}% | "
-            f"{100 * r['rms_iteration_error']:.1f}% | {_pct(r['decode_rel_error'])} | "
-            f"{_pct(r['prefill_rel_error'])} | {_pct(r['long_rel_error'])} |"
-        )
+    held_rows = [
+        [f"{r['group']}", f"{r['form']}", f"{int(r['batches'])}",
+         f"{100 * r['median_abs_batch_error']:.1f}%", f"{100 * r['max_abs_batch_error']:.1f}%",
+         f"{100 * r['rms_iteration_error']:.1f}%", _pct(r["decode_rel_error"]),
+         _pct(r["prefill_rel_error"]), _pct(r["long_rel_error"])]
+        for _, r in held.iterrows()
+    ]  # fmt: skip
+    head = ["group", "form", "batches", "median \\|batch\\|", "max \\|batch\\|",
+            "RMS per iteration", "decode-only", "with prefill", "long context"]  # fmt: skip
+    lines.append(md_table(head, held_rows, align="llrrrrrrr"))
     lines += [
         "",
         "Judged runs' iterations, each form fitted on all calibration iterations: decode-only / "
@@ -347,9 +348,8 @@ def markdown_law_forms(rows: pd.DataFrame) -> str:
         "mean-JCT error of the run replayed with the form, and with the form at the run's own "
         "mean speed (diagnosis):",
         "",
-        "| group | run | " + " | ".join(forms) + " | mean JCT: " + " | ".join(forms) + " |",
-        "|---|---|" + "---:|" * (2 * len(forms)),
     ]
+    run_rows = []
     runs = rows[rows["scope"] != "heldout"]
     keys = list(dict.fromkeys(zip(runs["group"], runs["scope"], strict=True)))
     for group, scope in keys:
@@ -368,5 +368,7 @@ def markdown_law_forms(rows: pd.DataFrame) -> str:
             else ""
             for f in forms
         ]
-        lines.append(f"| {group} | {scope} | " + " | ".join(steps + jct) + " |")
+        run_rows.append([f"{group}", f"{scope}", *steps, *jct])
+    head = ["group", "run", *forms, f"mean JCT: {forms[0]}", *forms[1:]]
+    lines.append(md_table(head, run_rows, align="ll" + "r" * (2 * len(forms))))
     return "\n".join(lines) + "\n"

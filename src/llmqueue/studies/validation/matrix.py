@@ -70,6 +70,7 @@ from llmqueue.latency import (
     batch_law_from_step,
     fit_linear_latency,
 )
+from llmqueue.markdown import md_table
 from llmqueue.policy import Policy, queue_order
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings
@@ -864,68 +865,66 @@ def markdown_matrix(
         f"Prediction: the serving simulator with the {cfg.law} step law fitted on each group's "
         "calibration only; relative errors predicted / measured - 1 over the measured requests.",
         "",
-        "| group | run | policy | load planned / achieved | n | mean JCT (s) measured / "
-        "predicted | mean | p50 | p90 | p99 | TTFT mean | TTFT p90 | TPOT mean | JCT Pearson | "
-        "flags |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     main = comparison[comparison["variant"] == "prediction"]
-    for _, r in main.iterrows():
-        out.append(
-            f"| {r['group']} | {r['run']} | {r['policy']} | {r['planned_load']:.2f} / "
-            f"{r['achieved_load']:.2f} | {r['requests']} | {_s(r['measured_jct_mean_s'])} / "
-            f"{_s(r['predicted_jct_mean_s'])} | {_pct(r['jct_mean_rel_error'])} | "
-            f"{_pct(r['jct_p50_rel_error'])} | {_pct(r['jct_p90_rel_error'])} | "
-            f"{_pct(r['jct_p99_rel_error'])} | {_pct(r['ttft_mean_rel_error'])} | "
-            f"{_pct(r['ttft_p90_rel_error'])} | {_pct(r['tpot_mean_rel_error'])} | "
-            f"{r['jct_pearson']:.3f} | {r['flags'] if isinstance(r['flags'], str) else ''} |"
-        )
+    rows = [
+        [f"{r['group']}", f"{r['run']}", f"{r['policy']}",
+         f"{r['planned_load']:.2f} / {r['achieved_load']:.2f}", f"{r['requests']}",
+         f"{_s(r['measured_jct_mean_s'])} / {_s(r['predicted_jct_mean_s'])}",
+         *(_pct(r[f"{c}_rel_error"]) for c in ("jct_mean", "jct_p50", "jct_p90", "jct_p99",
+                                                "ttft_mean", "ttft_p90", "tpot_mean")),
+         f"{r['jct_pearson']:.3f}", r["flags"] if isinstance(r["flags"], str) else ""]
+        for _, r in main.iterrows()
+    ]  # fmt: skip
+    out.append(md_table(["group", "run", "policy", "load planned / achieved", "n",
+                         "mean JCT (s) measured / predicted", "mean", "p50", "p90", "p99",
+                         "TTFT mean", "TTFT p90", "TPOT mean", "JCT Pearson", "flags"], rows))  # fmt: skip
     targets = {
         "jct_mean": f"median <= {100 * t.jct_mean_median:g}%, every run <= {100 * t.jct_mean_max:g}%",
         "jct_p90": f"median <= {100 * t.jct_p90_median:g}%",
         "ttft_mean": f"median <= {100 * t.ttft_mean_median:g}%",
     }
-    out += ["", "## Over all judged runs (median and largest |error|)", "",
-            "| variant | metric | runs | median abs. error | largest | worst run | target |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
-    for _, r in summary.iterrows():
-        out.append(
-            f"| {r['variant']} | {r['metric']} | {r['runs']} | "
-            f"{100 * r['median_abs_rel_error']:.1f}% | {100 * r['max_abs_rel_error']:.1f}% | "
-            f"{r['worst_run']} | {targets.get(r['metric'], '-') if r['variant'] == 'prediction' else '-'} |"
-        )
+    out += ["", "## Over all judged runs (median and largest |error|)", ""]
+    rows = [
+        [f"{r['variant']}", f"{r['metric']}", f"{r['runs']}",
+         f"{100 * r['median_abs_rel_error']:.1f}%", f"{100 * r['max_abs_rel_error']:.1f}%",
+         f"{r['worst_run']}",
+         targets.get(r["metric"], "-") if r["variant"] == "prediction" else "-"]
+        for _, r in summary.iterrows()
+    ]  # fmt: skip
+    out.append(md_table(["variant", "metric", "runs", "median abs. error", "largest",
+                         "worst run", "target"], rows))  # fmt: skip
     if len(reductions):
-        out += ["", "## Queue order: mean-JCT reduction against FCFS on the same arrivals", "",
-                f"| run | priority | measured | predicted | error (pp; target {t.reduction_pp:g}) |",
-                "|---|---|---|---|---|"]  # fmt: skip
-        for _, r in reductions.iterrows():
-            out.append(
-                f"| {r['group']}/{r['run']} | {r['priority']} | "
-                f"{100 * r['measured_reduction']:.1f}% | {100 * r['predicted_reduction']:.1f}% | "
-                f"{r['error_pp']:+.1f} |"
-            )
+        out += ["", "## Queue order: mean-JCT reduction against FCFS on the same arrivals", ""]
+        rows = [
+            [f"{r['group']}/{r['run']}", f"{r['priority']}",
+             f"{100 * r['measured_reduction']:.1f}%", f"{100 * r['predicted_reduction']:.1f}%",
+             f"{r['error_pp']:+.1f}"]
+            for _, r in reductions.iterrows()
+        ]  # fmt: skip
+        out.append(md_table(["run", "priority", "measured", "predicted",
+                             f"error (pp; target {t.reduction_pp:g})"], rows))  # fmt: skip
     if len(closed):
-        out += ["", "## Closed forms (the paper's models at the planned rate)", "",
-                "| run | model | rho | mean wait measured (95% CI) | closed form | in CI | "
-                "mean JCT measured (95% CI) | closed form | bound (16) |",
-                "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-        for _, r in closed.iterrows():
-            bnd = r.get("bound16_jct_mean_s", math.nan)
-            out.append(
-                f"| {r['group']}/{r['run']} | {r['model']} | {r['rho']:.3f} | "
-                f"{_s(r['measured_wait_mean_s'])} +- {_s(r['measured_wait_mean_ci95_s'])} | "
-                f"{_s(r['exact_wait_mean_s'])} | {'yes' if r['exact_wait_in_ci'] is True else 'no'} | "
-                f"{_s(r['measured_jct_mean_s'])} +- {_s(r['measured_jct_mean_ci95_s'])} | "
-                f"{_s(r['exact_jct_mean_s'])} | {_s(bnd)} |"
-            )
+        out += ["", "## Closed forms (the paper's models at the planned rate)", ""]
+        rows = [
+            [f"{r['group']}/{r['run']}", f"{r['model']}", f"{r['rho']:.3f}",
+             f"{_s(r['measured_wait_mean_s'])} +- {_s(r['measured_wait_mean_ci95_s'])}",
+             _s(r["exact_wait_mean_s"]), "yes" if r["exact_wait_in_ci"] is True else "no",
+             f"{_s(r['measured_jct_mean_s'])} +- {_s(r['measured_jct_mean_ci95_s'])}",
+             _s(r["exact_jct_mean_s"]), _s(r.get("bound16_jct_mean_s", math.nan))]
+            for _, r in closed.iterrows()
+        ]  # fmt: skip
+        out.append(md_table(["run", "model", "rho", "mean wait measured (95% CI)", "closed form",
+                             "in CI", "mean JCT measured (95% CI)", "closed form", "bound (16)"],
+                            rows))  # fmt: skip
     if len(spread):
-        out += ["", "## Repeats on a fresh engine: measurement noise beside model error", "",
-                "| run | metric | measured per session (s) | spread | model errors |",
-                "|---|---|---|---|---|"]  # fmt: skip
-        for _, r in spread.iterrows():
-            out.append(
-                f"| {r['group']}/{r['run']} | {r['metric']} | {r['measured_s']} | "
-                f"{100 * r['spread']:.1f}% | {r['errors']} |"
-            )
+        out += ["", "## Repeats on a fresh engine: measurement noise beside model error", ""]
+        rows = [
+            [f"{r['group']}/{r['run']}", f"{r['metric']}", f"{r['measured_s']}",
+             f"{100 * r['spread']:.1f}%", f"{r['errors']}"]
+            for _, r in spread.iterrows()
+        ]  # fmt: skip
+        out.append(md_table(["run", "metric", "measured per session (s)", "spread",
+                             "model errors"], rows))  # fmt: skip
     out.append("")
     return "\n".join(out)

@@ -20,6 +20,7 @@ from llmqueue.latency import (
     fit_split_step_law,
     fit_step_law,
 )
+from llmqueue.markdown import md_table
 from llmqueue.policy import DEFAULT_ORDER, Policy, queue_order
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.spec import (
@@ -461,9 +462,9 @@ def markdown_table(comp: pd.DataFrame, settings_note: str = "") -> str:
     out = ["# The serving model against vLLM: measured vs predicted latency per request", ""]
     for run_id, c in comp.groupby("run_id", sort=False):
         out += [f"## {run_id}", ""]
-        head = "| load | rate (req/s) | n | metric | mean: measured / predicted (s) | p50 | p90 "
-        head += "| Pearson / Spearman | median abs. error | target met |"
-        out += [head, "|---|---|---|---|---|---|---|---|---|---|"]
+        head = ["load", "rate (req/s)", "n", "metric", "mean: measured / predicted (s)", "p50",
+                "p90", "Pearson / Spearman", "median abs. error", "target met"]  # fmt: skip
+        rows = []
         main = c[c["variant"] == "prediction"]
         for _, r in main.iterrows():
             cells = [_run_label(r), _rate(r["rate_per_s"]), str(r["requests"]), r["metric"].upper()]
@@ -477,18 +478,16 @@ def markdown_table(comp: pd.DataFrame, settings_note: str = "") -> str:
             w = r["within_target"]
             cells.append("-" if w is None or (isinstance(w, float) and math.isnan(w)) else
                          ("yes" if bool(w) else "no"))  # fmt: skip
-            out.append("| " + " | ".join(cells) + " |")
-        out.append("")
+            rows.append(cells)
+        out += [md_table(head, rows), ""]
         diag = c[c["variant"] != "prediction"]
         out += [
             "Diagnosis (never the result): relative errors of the mean and p90 under each "
             "variant, and the calibration law's total time on each run's own iterations "
             "(law / measured - 1; prefill: iterations with prefill tokens).",
             "",
-            "| load | variant | JCT mean | JCT p90 | TTFT mean | TTFT p90 | law on the run's "
-            "iterations: all / prefill / decode-only / after idle |",
-            "|---|---|---|---|---|---|---|",
         ]
+        rows = []
         order = {v: i for i, v in enumerate(VARIANTS)}
         both = pd.concat([main, diag])
         both = both.assign(_v=both["variant"].map(order), _r=both["run"].map(
@@ -501,12 +500,12 @@ def markdown_table(comp: pd.DataFrame, settings_note: str = "") -> str:
                 f"{_pct(j['law_total_rel_error'])} / {_pct(j['law_prefill_rel_error'])} / "
                 f"{_pct(j['law_decode_rel_error'])} / {_pct(j['law_after_idle_rel_error'])}"
             )
-            out.append(
-                f"| {_run_label(j)} | {variant} | {_pct(j['mean_rel_error'])} | "
-                f"{_pct(j['p90_rel_error'])} | {_pct(t['mean_rel_error'])} | "
-                f"{_pct(t['p90_rel_error'])} | {law} |"
-            )
-        out.append("")
+            rows.append([_run_label(j), str(variant), _pct(j["mean_rel_error"]),
+                         _pct(j["p90_rel_error"]), _pct(t["mean_rel_error"]),
+                         _pct(t["p90_rel_error"]), law])  # fmt: skip
+        head = ["load", "variant", "JCT mean", "JCT p90", "TTFT mean", "TTFT p90",
+                "law on the run's iterations: all / prefill / decode-only / after idle"]  # fmt: skip
+        out += [md_table(head, rows), ""]
     if settings_note:
         out += [settings_note, ""]
     return "\n".join(out)
