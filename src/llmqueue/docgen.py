@@ -14,9 +14,10 @@ from the files the pipeline writes, never from a hand-pasted copy.
 
 The renderers are pure functions of tables (``pandas.DataFrame``) and parsed JSON/YAML objects;
 reading and writing files is left to the workflow script, except the splice itself. This module
-holds the splicer, the claims and measured-figure blocks and the dispatch (:data:`RENDERERS`);
-each study's renderers live in its package's ``docs`` module (:data:`STUDY_DOCS`), and every
-table goes through :func:`llmqueue.markdown.md_table` with the formats of :mod:`llmqueue.markdown`
+holds the splicer, the claims and measured-figure blocks and the dispatch (:data:`RENDERERS`).
+Each study's renderers live in its package's ``docs`` module (:data:`STUDY_DOCS`), a function
+``render_<kind>`` for the blocks of each kind. Every table goes through
+:func:`llmqueue.markdown.md_table` with the formats of :mod:`llmqueue.markdown`
 (:func:`~llmqueue.markdown.fmt`: significant digits, times in s and rates in requests/s as the
 column headers say; :func:`~llmqueue.markdown.fmt_pct`: relative changes in percent).
 """
@@ -429,8 +430,8 @@ def render_measured(measured: Mapping[str, Any], group: str) -> str:
 
 
 # ---- dispatch -----------------------------------------------------------------------------------
-# The blocks of this module, then every study's (its package's ``docs`` module, one RENDERERS
-# each); a kind is declared once.
+# The blocks of this module, then every study's: each function ``render_<kind>`` defined in a
+# study's ``docs`` module renders the blocks of that kind; a kind is declared once.
 _OWN: dict[str, Callable[..., str]] = {
     "claims_table": render_claims_table,
     "claims_headline": render_claims_headline,
@@ -444,7 +445,12 @@ STUDY_DOCS = (serving_docs, ssjf_docs, multibin_docs, validation_docs, profiling
 def _renderers() -> dict[str, Callable[..., str]]:
     out = dict(_OWN)
     for module in STUDY_DOCS:
-        for kind, fn in module.RENDERERS.items():
+        for name, fn in vars(module).items():
+            if not (
+                name.startswith("render_") and getattr(fn, "__module__", "") == module.__name__
+            ):
+                continue
+            kind = name.removeprefix("render_")
             if kind in out:
                 raise InputError(f"generated-block kind {kind!r} is declared twice")
             out[kind] = fn

@@ -1,9 +1,5 @@
-"""Generated documentation: the generated block of ``llmqueue plan``'s answer (docs/cli.md).
-
-Pure functions of result tables and parsed JSON/YAML (:mod:`llmqueue.docgen` reads the files,
-splices the blocks and dispatches by kind through :data:`RENDERERS`); cells through
-:mod:`llmqueue.markdown`.
-"""
+"""The block of ``llmqueue plan``'s answer in docs/cli.md and docs/studies/plan.md: the
+chosen configuration, its SLO verdicts and the runners-up (kind ``plan_summary``)."""
 
 from __future__ import annotations
 
@@ -14,16 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from llmqueue.markdown import (
-    as_float,
-    fmt,
-    fmt_int,
-    fmt_pct,
-    is_true,
-    md_cell,
-    md_table,
-    num,
-)
+from llmqueue.markdown import as_float, fmt, fmt_int, fmt_pct, is_true, md_cell, md_table, num
 
 PLAN_SLO_COLUMN = re.compile(r"(?P<metric>wait|ttft|tpot|jct)_(?P<stat>mean|p50|p90|p95|p99)_s")
 
@@ -177,9 +164,3 @@ def render_plan_summary(
         )
         parts.append(md_table(header, rows))
     return "\n\n".join(parts)
-
-
-# the generated-block kinds of this module (llmqueue.docgen.RENDERERS)
-RENDERERS = {
-    "plan_summary": render_plan_summary,
-}

@@ -43,6 +43,7 @@ from llmqueue.validation.steplog import MODEL_LOG_ENV, STEP_LOG_ENV
 __all__ = [
     "SCHEDULING_POLICIES",
     "FIFO_SCHEDULING",
+    "request_tokens",
     "PROBE_SCHEDULER",
     "TIMING_WORKER",
     "SCHEDULERS",
@@ -139,12 +140,7 @@ class EngineSettings:
         this engine serves whole: each request within max_model_len and the batch's KV blocks
         within the cache (one block is vLLM's null block), else an InputError naming `where` (the
         config key) and `engine` (whose settings)."""
-        n = prompt_tokens + output_tokens
-        if n > self.max_model_len:
-            raise InputError(
-                f"{where}: prompt_tokens + output_tokens ({n}) exceed {engine} max_model_len "
-                f"{self.max_model_len}"
-            )
+        n = request_tokens(prompt_tokens, output_tokens, self.max_model_len, where, engine)
         blocks = batch * -(-n // self.block_size)
         if blocks > self.kv_blocks - 1:
             raise InputError(
@@ -155,6 +151,21 @@ class EngineSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def request_tokens(
+    prompt_tokens: int, output_tokens: int, max_model_len: int, where: str, engine: str
+) -> int:
+    """The tokens one request holds at its end (prompt + output), refused with an InputError
+    naming `where` (the config key) and `engine` (whose settings) when above `max_model_len`: the
+    request-length check every engine's controlled batches share."""
+    n = prompt_tokens + output_tokens
+    if n > max_model_len:
+        raise InputError(
+            f"{where}: prompt_tokens + output_tokens ({n}) exceed {engine} max_model_len "
+            f"{max_model_len}"
+        )
+    return n
 
 
 def engine_environment(

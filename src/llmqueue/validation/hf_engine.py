@@ -41,7 +41,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.limits import section_keys
-from llmqueue.validation.engine import FIFO_SCHEDULING
+from llmqueue.validation.engine import FIFO_SCHEDULING, request_tokens
 from llmqueue.validation.environment import require_engine
 from llmqueue.validation.steplog import ScheduledRequest, StepLogWriter, step_row
 
@@ -141,12 +141,7 @@ class HFEngineSettings:
         this engine serves whole: each request within max_model_len and the batch's KV pages
         within the cache, with the FIFO scheduler's safety share of it free (0.15: a step takes
         no more prompt chunks below it), else an InputError naming `where` and `engine`."""
-        n = prompt_tokens + output_tokens
-        if n > self.max_model_len:
-            raise InputError(
-                f"{where}: prompt_tokens + output_tokens ({n}) exceed {engine} max_model_len "
-                f"{self.max_model_len}"
-            )
+        n = request_tokens(prompt_tokens, output_tokens, self.max_model_len, where, engine)
         pages = batch * -(-n // self.page_size)
         room = int(self.num_blocks * (1.0 - FIFO_SAFETY_MARGIN))
         if pages > room:

@@ -1,9 +1,6 @@
-"""Generated documentation: the Multi-Bin study's generated tables (docs/studies/multibin.md).
-
-Pure functions of result tables and parsed JSON/YAML (:mod:`llmqueue.docgen` reads the files,
-splices the blocks and dispatches by kind through :data:`RENDERERS`); cells through
-:mod:`llmqueue.markdown`.
-"""
+"""The Multi-Bin study's blocks in docs/studies/multibin.md: the synthetic and LLM capacity
+tables, the learned predictor's bins, latency by bin count, and Multi-Bin against continuous
+batching (each ``render_<kind>`` renders blocks of that kind, dispatched by :mod:`llmqueue.docgen`)."""
 
 from __future__ import annotations
 
@@ -11,16 +8,7 @@ import math
 
 import pandas as pd
 
-from llmqueue.markdown import (
-    as_float,
-    fmt,
-    fmt_int,
-    fmt_pct,
-    is_true,
-    md_cell,
-    md_table,
-    num,
-)
+from llmqueue.markdown import as_float, fmt, fmt_int, fmt_pct, is_true, md_cell, md_table, num
 
 
 def render_multibin_synthetic(synthetic: pd.DataFrame) -> str:
@@ -128,13 +116,3 @@ def render_multibin_vs_continuous(vs: pd.DataFrame) -> str:
             cells.append(fmt(m["sim_jct_mean_s"].iloc[0]) if ok else "unstable")
         rows.append(cells)
     return md_table(header, rows)
-
-
-# the generated-block kinds of this module (llmqueue.docgen.RENDERERS)
-RENDERERS = {
-    "multibin_synthetic": render_multibin_synthetic,
-    "multibin_llm": render_multibin_llm,
-    "multibin_learned": render_multibin_learned,
-    "multibin_latency": render_multibin_latency,
-    "multibin_vs_continuous": render_multibin_vs_continuous,
-}

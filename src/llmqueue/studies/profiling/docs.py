@@ -1,9 +1,6 @@
-"""Generated documentation: the profiling study's generated tables: the latency fits, step laws, decode slopes, the kernel composition and the measured runs (docs/studies/profiling.md).
-
-Pure functions of result tables and parsed JSON/YAML (:mod:`llmqueue.docgen` reads the files,
-splices the blocks and dispatches by kind through :data:`RENDERERS`); cells through
-:mod:`llmqueue.markdown`.
-"""
+"""The profiling study's blocks in docs/studies/profiling.md: the batch-law fits per source
+and model, the step laws, the decode slopes, the kernel composition check and the measured runs
+(each ``render_<kind>`` renders blocks of that kind)."""
 
 from __future__ import annotations
 
@@ -13,14 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from llmqueue.markdown import (
-    as_float,
-    fmt,
-    fmt_pct,
-    md_cell,
-    md_table,
-    num,
-)
+from llmqueue.markdown import as_float, fmt, fmt_pct, md_cell, md_table, num
 
 
 def _source_model(path: str) -> tuple[str, str]:
@@ -175,13 +165,3 @@ def render_profiling_runs(metas: Mapping[str, Mapping[str, Any]]) -> str:
         "1-min load before / after",
     ]
     return md_table(header, rows)
-
-
-# the generated-block kinds of this module (llmqueue.docgen.RENDERERS)
-RENDERERS = {
-    "profiling_fits": render_profiling_fits,
-    "profiling_step_laws": render_profiling_step_laws,
-    "profiling_decode": render_profiling_decode,
-    "profiling_composition": render_profiling_composition,
-    "profiling_runs": render_profiling_runs,
-}

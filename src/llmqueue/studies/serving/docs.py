@@ -1,9 +1,5 @@
-"""Generated documentation: the serving study's generated tables (docs/studies/serving.md).
-
-Pure functions of result tables and parsed JSON/YAML (:mod:`llmqueue.docgen` reads the files,
-splices the blocks and dispatches by kind through :data:`RENDERERS`); cells through
-:mod:`llmqueue.markdown`.
-"""
+"""The serving study's block in docs/studies/serving.md: each policy's highest sustainable rate
+beside its latency near capacity (kind ``serving_policies``)."""
 
 from __future__ import annotations
 
@@ -12,15 +8,7 @@ import math
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.markdown import (
-    as_float,
-    fmt,
-    fmt_pct,
-    is_true,
-    md_cell,
-    md_table,
-    num,
-)
+from llmqueue.markdown import as_float, fmt, fmt_pct, is_true, md_cell, md_table, num
 
 
 def render_serving_policies(
@@ -70,9 +58,3 @@ def render_serving_policies(
         f"{table}\n\nThe best continuous policy ({best_c['policy']}) sustains {fmt(ratio)} times "
         f"the highest rate of the best static former ({best_s['policy']})."
     )
-
-
-# the generated-block kinds of this module (llmqueue.docgen.RENDERERS)
-RENDERERS = {
-    "serving_policies": render_serving_policies,
-}

@@ -1,9 +1,5 @@
-"""Generated documentation: the SSJF study's generated tables (docs/studies/ssjf.md).
-
-Pure functions of result tables and parsed JSON/YAML (:mod:`llmqueue.docgen` reads the files,
-splices the blocks and dispatches by kind through :data:`RENDERERS`); cells through
-:mod:`llmqueue.markdown`.
-"""
+"""The SSJF study's blocks in docs/studies/ssjf.md: the predictors' scores, the mean-JCT gains
+over FCFS and the starvation guard's effect (each ``render_<kind>`` renders blocks of that kind)."""
 
 from __future__ import annotations
 
@@ -12,16 +8,7 @@ import math
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.markdown import (
-    as_float,
-    fmt,
-    fmt_int,
-    fmt_pct,
-    is_true,
-    md_cell,
-    md_table,
-    num,
-)
+from llmqueue.markdown import as_float, fmt, fmt_int, fmt_pct, is_true, md_cell, md_table, num
 
 
 def render_ssjf_predictors(predictors: pd.DataFrame) -> str:
@@ -90,11 +77,3 @@ def render_ssjf_starvation(starvation: pd.DataFrame) -> str:
     return md_table(
         ["order", "guard (s)", "mean JCT (s)", "p99 wait (s)", "largest wait (s)"], rows
     )
-
-
-# the generated-block kinds of this module (llmqueue.docgen.RENDERERS)
-RENDERERS = {
-    "ssjf_predictors": render_ssjf_predictors,
-    "ssjf_gains": render_ssjf_gains,
-    "ssjf_starvation": render_ssjf_starvation,
-}

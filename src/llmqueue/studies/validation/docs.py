@@ -1,9 +1,7 @@
-"""Generated documentation: the validation study's generated tables: one vLLM run against the serving model, and the held-out validation matrix of every engine (docs/studies/validation.md).
-
-Pure functions of result tables and parsed JSON/YAML (:mod:`llmqueue.docgen` reads the files,
-splices the blocks and dispatches by kind through :data:`RENDERERS`); cells through
-:mod:`llmqueue.markdown`.
-"""
+"""The validation study's blocks in docs/studies/validation.md and the README: one vLLM run
+against the serving model, and every engine's held-out matrix (errors, targets, speed, laws,
+closed forms, queue-order gains, repeats, noise, machine speed, groups); each
+``render_<kind>`` renders blocks of that kind."""
 
 from __future__ import annotations
 
@@ -14,16 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from llmqueue.markdown import (
-    as_float,
-    fmt,
-    fmt_int,
-    fmt_pct,
-    is_true,
-    md_cell,
-    md_table,
-    num,
-)
+from llmqueue.markdown import as_float, fmt, fmt_int, fmt_pct, is_true, md_cell, md_table, num
 
 
 def _load_label(r: pd.Series) -> str:
@@ -536,22 +525,3 @@ def render_validation_matrix_groups(metas: Mapping[str, Mapping[str, Any]]) -> s
     header = ["group", "model", "calibration batches", "capacity (req/s)", "judged runs",
               "run time (s)", "1-min load before / after", "finished"]  # fmt: skip
     return md_table(header, rows)
-
-
-# the generated-block kinds of this module (llmqueue.docgen.RENDERERS)
-RENDERERS = {
-    "validation_comparison": render_validation_comparison,
-    "validation_run": render_validation_run,
-    "validation_matrix": render_validation_matrix,
-    "validation_matrix_summary": render_validation_matrix_summary,
-    "validation_matrix_closed": render_validation_matrix_closed,
-    "validation_matrix_laws": render_validation_matrix_laws,
-    "validation_matrix_speed": render_validation_matrix_speed,
-    "validation_matrix_reductions": render_validation_matrix_reductions,
-    "validation_matrix_spread": render_validation_matrix_spread,
-    "validation_matrix_noise": render_validation_matrix_noise,
-    "validation_matrix_targets": render_validation_matrix_targets,
-    "validation_matrix_groups": render_validation_matrix_groups,
-    "validation_matrix_engines": render_validation_matrix_engines,
-    "validation_machine_speed": render_validation_machine_speed,
-}
