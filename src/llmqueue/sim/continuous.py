@@ -719,15 +719,16 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
 
 @kernel
 def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    arr, prompt, out, pred, final,
-    sti, stf, qsamp,
-    pool, ring, heap, free, qi,
-    srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
-    sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
+    chunk, final, state, queue, servers, cst, record, id_cap,
 ):  # fmt: skip
     """Continuous batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
     GROW, CAP). Events in time order; an arrival before a boundary at the same time goes first.
     `prm`: the policy's numbers (:func:`policy_params`)."""
+    arr, prompt, out, pred = chunk
+    sti, stf, qsamp = state
+    pool, ring, heap, free, qi = queue
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
+    sums, counts, hist, maxima, fbuf, ibuf, rec = record
     max_batch = prm[P_MAXB]
     kv_tokens = prm[P_KV]
     order = np.int64(prm[P_ORDER])
@@ -817,16 +818,17 @@ def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst):  # type: ign
 
 @kernel
 def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    arr, prompt, out, pred, final,
-    sti, stf, qsamp,
-    pools, rings, heaps, frees, qis, qtot,
-    srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
-    rcode, rst, perm, load,
-    sums, counts, hist, maxima, fbuf, ibuf, rec, id_cap,
+    chunk, final, state, queues, servers, cst, router, record, id_cap,
 ):  # fmt: skip
     """Continuous batching on replicas with a queue each, behind router `rcode` (module
     docstring); returns a code as :func:`run_continuous` (GROW: every queue is doubled). A replica's
     run of decode-only iterations is cut by an arrival only when the arrival joins its queue."""
+    arr, prompt, out, pred = chunk
+    sti, stf, qsamp = state
+    pools, rings, heaps, frees, qis, qtot = queues
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
+    rcode, rst, perm, load = router
+    sums, counts, hist, maxima, fbuf, ibuf, rec = record
     max_batch = prm[P_MAXB]
     kv_tokens = prm[P_KV]
     on_demand = prm[P_ONDEMAND] == 1.0
@@ -951,22 +953,18 @@ class ContinuousFormer(S.Former):
     def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
         qs, rt = self.queues, self.router
+        servers = (
+            self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.sbuf, self.prm,
+        )  # fmt: skip
         if qs is None or rt is None:
             code = run_continuous(
-                *chunk, final, run.sti, run.stf, run.qsamp,
-                run.pool, run.ring, run.heap, run.free, run.qi,
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.sbuf, self.prm,
-                self.step_law, run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
+                tuple(chunk), final, run.state, run.queue, servers, self.step_law, run.record,
                 run.id_cap,
             )  # fmt: skip
         else:
             code = run_continuous_routed(
-                *chunk, final, run.sti, run.stf, run.qsamp,
-                qs.pools, qs.rings, qs.heaps, qs.frees, qs.qis, qs.qtot,
-                self.srv, self.dheap, self.adm, self.pref, self.qbuf, self.phase, self.sbuf, self.prm,
-                self.step_law, rt.code, rt.rst, rt.perm, rt.load,
-                run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
-                run.id_cap,
+                tuple(chunk), final, run.state, qs.arrays, servers, self.step_law, rt.arrays,
+                run.record, run.id_cap,
             )  # fmt: skip
         if code == S.GROW:
             if qs is not None:

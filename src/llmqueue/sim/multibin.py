@@ -103,18 +103,19 @@ def _form(bins, bcnt, j, ready, rbatch, rs, t):  # type: ignore[no-untyped-def] 
 
 @kernel
 def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    arr, prompt, out, pred, final,
-    sti, stf, qsamp,
-    pool, free, qi,
-    free_at, pend_t, pend_tok, pend_n,
-    edges, bins, bcnt, ready, rbatch, rs, flush_s,
-    law_kind, kcoef, table,
-    lengths, comp, idx, slots,
-    sums, counts, hist, maxima, fbuf, ibuf, rec,
-    warmup, n_req, nbat, id_cap,
+    chunk, final, state, store, pending, bin_state, law, batch, record, limits,
 ):  # fmt: skip
     """Multi-Bin Batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
     GROW, CAP). ``flush_s`` = inf: no flush (the paper's model)."""
+    arr, prompt, out, pred = chunk
+    sti, stf, qsamp = state
+    pool, free, qi = store
+    free_at, pend_t, pend_tok, pend_n = pending
+    edges, bins, bcnt, ready, rbatch, rs, flush_s = bin_state
+    law_kind, kcoef, table = law
+    slots, lengths, comp, idx = batch
+    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
     k = bcnt.size
@@ -210,14 +211,9 @@ class MultiBinFormer(S.Former):
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
         b = self.b
         code = run_multibin(
-            *chunk, final, run.sti, run.stf, run.qsamp,
-            run.pool, run.free, run.qi,
-            b.free_at, b.pend_t, b.pend_tok, b.pend_n,
-            self.edges, self.bins, self.bcnt, self.ready, self.rbatch, self.rs, self.flush,
-            self.law.kind, self.law.kcoef, self.law.table,
-            b.lengths, b.comp, b.idx, b.slots,
-            run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
-            run.warmup, run.n_req, run.nbat, run.id_cap,
+            tuple(chunk), final, run.state, (run.pool, run.free, run.qi), b.pending,
+            (self.edges, self.bins, self.bcnt, self.ready, self.rbatch, self.rs, self.flush),
+            self.law.args, b.batch, run.record, run.limits,
         )  # fmt: skip
         if code == S.GROW:
             run.grow_queue()

@@ -31,11 +31,14 @@ replaces the arrays.
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
-from llmqueue.policy import FCFS_ORDER, SJF_ORDER, SPJF_ORDER, order_code
+from llmqueue.policy import FCFS_ORDER, SJF_ORDER, SPJF_ORDER, Policy, order_code
 from llmqueue.sim import heap as H
 from llmqueue.sim.fields import (
     F_ARR,
@@ -62,6 +65,7 @@ __all__ = [
     "SPJF",
     "COMPILED_ORDERS",
     "check_order",
+    "order_rule",
     "QI_SIZE",
     "Q_LEN",
     "Q_NFREE",
@@ -81,6 +85,18 @@ __all__ = [
 
 FCFS, SJF, SPJF = FCFS_ORDER.code, SJF_ORDER.code, SPJF_ORDER.code
 COMPILED_ORDERS = (FCFS, SJF, SPJF)
+
+
+def order_rule(policy: Policy, run0: float, run1: float) -> tuple[Any, ...]:
+    """(order, guard, guard_s, guard_x, run0, run1), the queue order as the static and
+    re-batching loops take it: the order's code (:func:`check_order`), whether the starvation
+    guard is on, its age trigger guard_s (s; inf: none) and run-time factor guard_x (inf: none),
+    and a request's run time alone T_1(n) = run0 + run1 n (s, n output tokens) that guard_x
+    multiplies."""
+    guard_s = policy.guard_s if policy.guard_s is not None else math.inf
+    guard_x = policy.guard_factor if policy.guard_factor is not None else math.inf
+    guard = policy.guard_s is not None
+    return check_order(policy.order), guard, guard_s, guard_x, run0, run1
 
 
 def check_order(name: str) -> int:

@@ -29,7 +29,6 @@ minus its arrival; no first-token time (the run-time law has no prefill).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -122,19 +121,21 @@ def _end_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 @kernel
 def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    arr, prompt, out, pred, final,
-    sti, stf, qsamp,
-    pool, ring, heap, free, qi,
-    xs, seq, free_at, bn, bslots, bd,
-    cap_b, order, guard, guard_s, guard_x, run0, run1, timeout, timeout_s,
-    sums, counts, hist, maxima, fbuf, ibuf, rec,
-    warmup, n_req, nbat, id_cap,
+    chunk, final, state, queue, batches, former_rule, order_rule, record, limits,
 ):  # fmt: skip
     """Re-batching over one chunk of arrivals (module docstring); returns a code (S.NEED_MORE,
     S.DONE, S.GROW, S.BUF, S.CAP). ``free_at[s]``: the end of server s's batch (``bn[s]``
     members in ``bslots[s]``, lasting ``bd[s]``), or while it is idle the next moment it looks
     at the queue (inf: nothing left). All state lives in the arrays, so a call resumes where the
     last one stopped."""
+    arr, prompt, out, pred = chunk
+    sti, stf, qsamp = state
+    pool, ring, heap, free, qi = queue
+    xs, seq, free_at, bn, bslots, bd = batches
+    cap_b, timeout, timeout_s = former_rule
+    order, guard, guard_s, guard_x, run0, run1 = order_rule
+    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
     while True:
@@ -240,11 +241,7 @@ class RebatchFormer(S.Former):
                 "rebatch runs each request for its own run time T_1(n): a fixed batch-time "
                 "table has none"
             )
-        self.run0, self.run1 = run_time_law(law)
-        self.order = Q.check_order(policy.order)
-        self.guard = policy.guard_s is not None
-        self.guard_s = policy.guard_s if policy.guard_s is not None else math.inf
-        self.guard_x = policy.guard_factor if policy.guard_factor is not None else math.inf
+        self.order_rule = Q.order_rule(policy, *run_time_law(law))
         self.timeout = policy.batch_timeout_s is not None
         self.timeout_s = policy.batch_timeout_s if policy.batch_timeout_s is not None else 0.0
         self.cap_b = int(min(policy.cap, 1 << 30))
@@ -259,13 +256,9 @@ class RebatchFormer(S.Former):
     def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
         """One call of the kernel over the arrivals in hand; grows what it asked for."""
         code = run_rebatch(
-            *chunk, final, run.sti, run.stf, run.qsamp,
-            run.pool, run.ring, run.heap, run.free, run.qi,
-            self.xs, self.seq, self.free_at, self.bn, self.bslots, self.bd,
-            self.cap_b, self.order, self.guard, self.guard_s, self.guard_x,
-            self.run0, self.run1, self.timeout, self.timeout_s,
-            run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
-            run.warmup, run.n_req, run.nbat, run.id_cap,
+            tuple(chunk), final, run.state, run.queue,
+            (self.xs, self.seq, self.free_at, self.bn, self.bslots, self.bd),
+            (self.cap_b, self.timeout, self.timeout_s), self.order_rule, run.record, run.limits,
         )  # fmt: skip
         if code == S.GROW:
             run.grow_queue()

@@ -177,6 +177,11 @@ class RouterState:
     perm: np.ndarray
     load: np.ndarray
 
+    @property
+    def arrays(self) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """(code, rst, perm, load): the router as the routed loops take it."""
+        return self.code, self.rst, self.perm, self.load
+
     @classmethod
     def new(cls, policy: Policy, seed: int | np.random.SeedSequence) -> RouterState:
         """The router of a routed `policy`, its stream seeded from a child of the run's seed."""

@@ -147,6 +147,28 @@ class Run:
             self.pool, self.ring, self.heap, self.free, self.qi
         )
 
+    # The groups the compiled loops take (each unpacked at a loop's top, names as there):
+    @property
+    def state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sti, stf, qsamp): the loop's integer and float state and the queue-length samples."""
+        return self.sti, self.stf, self.qsamp
+
+    @property
+    def queue(self) -> tuple[np.ndarray, ...]:
+        """(pool, ring, heap, free, qi): the central queue (:mod:`llmqueue.sim.queue`)."""
+        return self.pool, self.ring, self.heap, self.free, self.qi
+
+    @property
+    def record(self) -> tuple[np.ndarray, ...]:
+        """(sums, counts, hist, maxima, fbuf, ibuf, rec): the recorder's arrays."""
+        return self.sums, self.counts, self.hist, self.maxima, self.fbuf, self.ibuf, self.rec
+
+    @property
+    def limits(self) -> tuple[int, int, int, int]:
+        """(warmup, n_req, nbat, id_cap): requests before recording, to serve, per batch mean,
+        and the ids that fit the recorder."""
+        return self.warmup, self.n_req, self.nbat, self.id_cap
+
     @property
     def queue_cap(self) -> int:
         return int(self.qi[Q.Q_CAP])
@@ -181,6 +203,12 @@ class Queues:
         self.pools, self.rings, self.heaps, self.frees = (
             np.stack([p[i] for p in parts]) for i in range(4)
         )
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        """(pools, rings, heaps, frees, qis, qtot): every replica's queue, as the routed loops
+        take them."""
+        return self.pools, self.rings, self.heaps, self.frees, self.qis, self.qtot
 
     @property
     def cap(self) -> int:

@@ -95,57 +95,21 @@ def start_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 @kernel
 def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    arr,
-    prompt,
-    out,
-    pred,
-    final,
-    sti,
-    stf,
-    qsamp,
-    pool,
-    ring,
-    heap,
-    free,
-    qi,
-    free_at,
-    pend_t,
-    pend_tok,
-    pend_n,
-    former,
-    cap_b,
-    threshold,
-    order,
-    guard,
-    guard_s,
-    guard_x,
-    run0,
-    run1,
-    timeout,
-    timeout_s,
-    tw,
-    law_kind,
-    kcoef,
-    table,
-    slots,
-    lengths,
-    comp,
-    idx,
-    sums,
-    counts,
-    hist,
-    maxima,
-    fbuf,
-    ibuf,
-    rec,
-    warmup,
-    n_req,
-    nbat,
-    id_cap,
-):
+    chunk, final, state, queue, pending, former_rule, order_rule, law, batch, record, limits,
+):  # fmt: skip
     """Static batch formers over one chunk of arrivals; returns a code (S.NEED_MORE, S.DONE, S.GROW,
     S.BUF, S.CAP). All state lives in the arrays, so a call resumes where the last one stopped
     (``tw[0]``: the moment a batch started waiting to fill, NaN when none waits)."""
+    arr, prompt, out, pred = chunk
+    sti, stf, qsamp = state
+    pool, ring, heap, free, qi = queue
+    free_at, pend_t, pend_tok, pend_n = pending
+    former, cap_b, threshold, timeout, timeout_s, tw = former_rule
+    order, guard, guard_s, guard_x, run0, run1 = order_rule
+    law_kind, kcoef, table = law
+    slots, lengths, comp, idx = batch
+    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
     elastic = former == ELASTIC
@@ -254,19 +218,24 @@ def _replica_load(kind, r, t, qis, wwork, pend_t, pend_n, pend_w):  # type: igno
 
 @kernel
 def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    arr, prompt, out, pred, final,
-    sti, stf, qsamp,
-    pools, rings, heaps, frees, qis, qtot, tq, wwork,
-    free_at, pend_t, pend_tok, pend_n, pend_w,
-    former, cap_b, order, guard, guard_s, guard_x, run0, run1,
-    law_kind, kcoef, table, slots, lengths, comp, idx,
-    rcode, rst, perm, load,
-    sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat, id_cap,
+    chunk, final, state, queues, routed_load, pending, former_rule, order_rule, law, batch, router, record, limits,
 ):  # fmt: skip
     """The formers none, dynamic and elastic on replicas with a queue each, behind router `rcode`
     (module docstring): ``tq[r]``, the arrival that found replica r's queue empty; ``wwork[r]``,
     the predicted tokens of its waiting requests; ``pend_w``, those of its members in service.
     Returns a code as :func:`run_static` (GROW: every queue is doubled)."""
+    arr, prompt, out, pred = chunk
+    sti, stf, qsamp = state
+    pools, rings, heaps, frees, qis, qtot = queues
+    tq, wwork, pend_w = routed_load
+    free_at, pend_t, pend_tok, pend_n = pending
+    former, cap_b = former_rule
+    order, guard, guard_s, guard_x, run0, run1 = order_rule
+    law_kind, kcoef, table = law
+    slots, lengths, comp, idx = batch
+    rcode, rst, perm, load = router
+    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
     elastic = former == ELASTIC
@@ -366,6 +335,16 @@ class BatchServers:
     comp: np.ndarray
     idx: np.ndarray
 
+    @property
+    def pending(self) -> tuple[np.ndarray, ...]:
+        """(free_at, pend_t, pend_tok, pend_n): when each server frees, its batches in flight."""
+        return self.free_at, self.pend_t, self.pend_tok, self.pend_n
+
+    @property
+    def batch(self) -> tuple[np.ndarray, ...]:
+        """(slots, lengths, comp, idx): the batch being formed."""
+        return self.slots, self.lengths, self.comp, self.idx
+
     @classmethod
     def new(cls, servers: int, width: int) -> BatchServers:
         z = np.zeros
@@ -401,11 +380,7 @@ class StaticFormer(S.Former):
         policy = setup.policy
         self.law: StaticLaw = static_settings(policy, setup.latency, setup.batch_time_table)
         self.former = former_code(policy.kind)
-        self.order = Q.check_order(policy.order)
-        self.guard = policy.guard_s is not None
-        self.guard_s = policy.guard_s if policy.guard_s is not None else math.inf
-        self.guard_x = policy.guard_factor if policy.guard_factor is not None else math.inf
-        self.run0, self.run1 = run_time_law(self.law)
+        self.order_rule = Q.order_rule(policy, *run_time_law(self.law))
         self.timeout = policy.batch_timeout_s is not None
         self.timeout_s = policy.batch_timeout_s if policy.batch_timeout_s is not None else 0.0
         self.tw = np.full(1, np.nan)
@@ -428,54 +403,19 @@ class StaticFormer(S.Former):
         b = self.b
         return int(
             run_static_routed(
-                *chunk,
+                tuple(chunk),
                 final,
-                run.sti,
-                run.stf,
-                run.qsamp,
-                qs.pools,
-                qs.rings,
-                qs.heaps,
-                qs.frees,
-                qs.qis,
-                qs.qtot,
-                self.tq,
-                self.wwork,
-                b.free_at,
-                b.pend_t,
-                b.pend_tok,
-                b.pend_n,
-                self.pend_w,
-                self.former,
-                self.cap_b,
-                self.order,
-                self.guard,
-                self.guard_s,
-                self.guard_x,
-                self.run0,
-                self.run1,
-                self.law.kind,
-                self.law.kcoef,
-                self.law.table,
-                b.slots,
-                b.lengths,
-                b.comp,
-                b.idx,
-                rt.code,
-                rt.rst,
-                rt.perm,
-                rt.load,
-                run.sums,
-                run.counts,
-                run.hist,
-                run.maxima,
-                run.fbuf,
-                run.ibuf,
-                run.rec,
-                run.warmup,
-                run.n_req,
-                run.nbat,
-                run.id_cap,
+                run.state,
+                qs.arrays,
+                (self.tq, self.wwork, self.pend_w),
+                b.pending,
+                (self.former, self.cap_b),
+                self.order_rule,
+                self.law.args,
+                b.batch,
+                rt.arrays,
+                run.record,
+                run.limits,
             )  # fmt: skip
         )
 
@@ -496,15 +436,9 @@ class StaticFormer(S.Former):
                 self.pend_w = wider
             return code
         code = run_static(
-            *chunk, final, run.sti, run.stf, run.qsamp,
-            run.pool, run.ring, run.heap, run.free, run.qi,
-            b.free_at, b.pend_t, b.pend_tok, b.pend_n,
-            self.former, self.cap_b, self.threshold, self.order, self.guard, self.guard_s,
-            self.guard_x, self.run0, self.run1, self.timeout, self.timeout_s, self.tw,
-            self.law.kind, self.law.kcoef, self.law.table,
-            b.slots, b.lengths, b.comp, b.idx,
-            run.sums, run.counts, run.hist, run.maxima, run.fbuf, run.ibuf, run.rec,
-            run.warmup, run.n_req, run.nbat, run.id_cap,
+            tuple(chunk), final, run.state, run.queue, b.pending,
+            (self.former, self.cap_b, self.threshold, self.timeout, self.timeout_s, self.tw),
+            self.order_rule, self.law.args, b.batch, run.record, run.limits,
         )  # fmt: skip
         if code == S.GROW:
             run.grow_queue()

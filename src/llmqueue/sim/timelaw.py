@@ -89,6 +89,11 @@ class StaticLaw:
     kcoef: np.ndarray
     table: np.ndarray
 
+    @property
+    def args(self) -> tuple[int, np.ndarray, np.ndarray]:
+        """(kind, kcoef, table): the law as the static loops take it."""
+        return self.kind, self.kcoef, self.table
+
 
 def static_law(latency: BatchLatency | LinearLatency) -> np.ndarray:
     """Eq. (18) coefficients (k1, k2, k3, k4) of a batch law; a single-request law S = a*N + b0
