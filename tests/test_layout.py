@@ -185,3 +185,19 @@ def test_every_cited_reference_note_is_in_the_repository() -> None:
         assert (ROOT / "docs" / name).is_file()
     for name in ("equations.md", "figures.md"):
         assert "Vendored copy" in (ROOT / "docs" / name).read_text().splitlines()[0]
+
+
+MAX_KERNEL_PARAMETERS = 15  # docs/architecture.md: a loop takes its arrays in named groups
+
+
+def test_no_compiled_function_takes_more_than_a_few_parameters() -> None:
+    compiled = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(
+                re.search(r"\b(njit|kernel)\b", ast.unparse(d)) for d in node.decorator_list
+            ):
+                compiled.append((path.relative_to(SRC).as_posix(), node.name, len(node.args.args)))
+    assert len(compiled) > 20, "no compiled function found: the pattern is wrong"
+    wide = [f"{p}:{name} ({n})" for p, name, n in compiled if n > MAX_KERNEL_PARAMETERS]
+    assert not wide, f"compiled functions over {MAX_KERNEL_PARAMETERS} parameters: {wide}"

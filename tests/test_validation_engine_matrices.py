@@ -1,7 +1,7 @@
 """Every engine's validation matrix in one error table: config ``validation.matrix_compare
 .matrices`` read per engine (engine_section, MatrixCompareSettings.engine), the folders checked
 against the engine they are listed under, the medians per engine and machine
-(llmqueue.studies.validation.matrix.engine_medians) and the committed side-by-side table
+(llmqueue.studies.validation.matrix_summary.engine_medians) and the committed side-by-side table
 (figures/table_engine_matrix.csv) recomputed from each engine's committed error table."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import yaml
 
 from llmqueue.checks.validation import check_matrix_compare_section
 from llmqueue.errors import InputError
-from llmqueue.studies.validation.matrix import engine_medians, markdown_engines
 from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings, engine_section
+from llmqueue.studies.validation.matrix_summary import engine_medians, markdown_engines
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -14,13 +14,14 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies.validation.matrix import compare_group, summary_rows
+from llmqueue.studies.validation.matrix import compare_group
 from llmqueue.studies.validation.matrix_spec import (
     MatrixCompareSettings,
     check_group_folder,
     engine_section,
     read_group,
 )
+from llmqueue.studies.validation.matrix_summary import summary_rows
 from llmqueue.validation.admission import check_batch_queue
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,12 +1,12 @@
 """Every engine's held-out validation matrix in one error table (figures/table_engine_matrix.csv:
 each engine's error table with its engine and machine columns) and the medians per engine and
 machine beside the targets each engine met (results/validation/matrix/engine_medians.csv,
-figures/table_engine_matrix.md; llmqueue.studies.validation.matrix.engine_medians)."""
+figures/table_engine_matrix.md; llmqueue.studies.validation.matrix_summary.engine_medians)."""
 
 import pandas as pd
 
 from llmqueue.io import write_csv, write_text
-from llmqueue.studies.validation.matrix import engine_medians, markdown_engines
+from llmqueue.studies.validation.matrix_summary import engine_medians, markdown_engines
 
 sm = snakemake  # noqa: F821
 table = pd.concat([pd.read_csv(p) for p in sm.input.tables], ignore_index=True)

@@ -1,6 +1,6 @@
 """One engine's held-out validation matrix: its error table (figures/table_<engine>_matrix.{csv,md}) and its
 summaries: median and largest |error| per metric, SJF/SSJF reductions, run-to-run spread, closed
-forms (llmqueue.studies.validation.matrix); the protocol's alternating blocks, the repeats' noise
+forms (llmqueue.studies.validation.matrix, matrix_summary); the protocol's alternating blocks, the repeats' noise
 floor and every run's error in units of it (llmqueue.studies.validation.protocol); every target
 met or missed (llmqueue.studies.validation.verdict)."""
 
@@ -10,13 +10,13 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.io import write_csv, write_text
-from llmqueue.studies.validation.matrix import (
+from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings
+from llmqueue.studies.validation.matrix_summary import (
     markdown_matrix,
     priority_reductions,
     repeat_spread,
     summary_rows,
 )
-from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings
 from llmqueue.studies.validation.protocol import (
     block_reductions,
     block_summary,

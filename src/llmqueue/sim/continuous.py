@@ -351,8 +351,7 @@ def _stall(pool, srv, dheap, phase, s, sl, bs):  # type: ignore[no-untyped-def] 
 
 @njit(cache=True, nogil=True, inline="always")
 def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    s, t, steps, window, sti, stf, pool, ring, heap, qi,
-    srv, dheap, adm, pref, qbuf, phase, sbuf, prm,
+    s, t, steps, window, state, queue, servers,
 ):  # fmt: skip
     """One step of Hugging Face transformers' FIFO scheduler on server s at time t (after the
     completions; ``generation/continuous_batching/scheduler.py`` and ``offloading_manager.py``
@@ -375,6 +374,9 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     (``need``) when the iteration starts. Returns (queue changed, reset any, scheduled decodes,
     token budget left, prefill tokens, their context, prefilling requests, decode KV, stalled
     decodes, their context)."""
+    sti, stf, _qsamp = state
+    pool, ring, heap, _free, qi = queue
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
     max_batch = prm[P_MAXB]
     kv = prm[P_KV]
     max_tok = prm[P_MAXTOK]
@@ -514,14 +516,15 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
 
 @njit(cache=True, nogil=True, inline="always")
 def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    s, t, next_a, sti, stf,
-    pool, ring, heap, free, qi,
-    srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
-    sums, counts, hist, maxima, fbuf, ibuf, rec,
+    s, t, next_a, state, queue, servers, cst, recorder,
 ):  # fmt: skip
     """Server s at an iteration boundary at time t: the pending decode-only run, completions,
     preemption, admission, then the next iteration (or a closed-form run of decode-only
     iterations, applied when it ends). Returns whether the queue changed."""
+    sti, stf, _qsamp = state
+    pool, ring, heap, free, qi = queue
+    srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     max_batch = prm[P_MAXB]
     kv_tokens = prm[P_KV]
     on_demand = prm[P_ONDEMAND] == 1.0
@@ -579,10 +582,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     if prm[P_CHUNK] == 1.0:
         # 2-3. transformers' FIFO scheduler: KV per chunk, starvation and resets
         changed_pc, preempted, dec, budget, pre, pctx, npf, need, nstall, stall_ctx = (
-            _schedule_per_chunk(
-                s, t, steps, window, sti, stf, pool, ring, heap, qi,
-                srv, dheap, adm, pref, qbuf, phase, sbuf, prm,
-            )
+            _schedule_per_chunk(s, t, steps, window, state, queue, servers)
         )  # fmt: skip
         if changed_pc:
             changed = True
@@ -719,7 +719,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
 
 @kernel
 def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    chunk, final, state, queue, servers, cst, record, id_cap,
+    chunk, final, state, queue, servers, cst, recorder, id_cap,
 ):  # fmt: skip
     """Continuous batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
     GROW, CAP). Events in time order; an arrival before a boundary at the same time goes first.
@@ -728,7 +728,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
     sti, stf, qsamp = state
     pool, ring, heap, free, qi = queue
     srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
-    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     max_batch = prm[P_MAXB]
     kv_tokens = prm[P_KV]
     order = np.int64(prm[P_ORDER])
@@ -787,11 +787,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
             t_ev = tb
             na = a
         # one call site: _iteration is inlined once (compile time), for both kinds of event
-        ch = _iteration(
-            s, t_ev, na, sti, stf, pool, ring, heap, free, qi,
-            srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
-            sums, counts, hist, maxima, fbuf, ibuf, rec,
-        )  # fmt: skip
+        ch = _iteration(s, t_ev, na, state, queue, servers, cst, recorder)
         if ch:
             _interrupt(s, t_ev, srv, max_batch, cst)
 
@@ -818,7 +814,7 @@ def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst):  # type: ign
 
 @kernel
 def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    chunk, final, state, queues, servers, cst, router, record, id_cap,
+    chunk, final, state, queues, servers, cst, router, recorder, id_cap,
 ):  # fmt: skip
     """Continuous batching on replicas with a queue each, behind router `rcode` (module
     docstring); returns a code as :func:`run_continuous` (GROW: every queue is doubled). A replica's
@@ -828,7 +824,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     pools, rings, heaps, frees, qis, qtot = queues
     srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
     rcode, rst, perm, load = router
-    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     max_batch = prm[P_MAXB]
     kv_tokens = prm[P_KV]
     on_demand = prm[P_ONDEMAND] == 1.0
@@ -895,11 +891,8 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
                 return S.DONE  # nothing runs and no arrivals are left
             t_ev = tb
         # a replica's decode-only runs are not cut at every arrival, only at its own (_cut)
-        _iteration(
-            s, t_ev, np.inf, sti, stf, pools[s], rings[s], heaps[s], frees[s], qis[s],
-            srv, dheap, adm, pref, qbuf, phase, sbuf, prm, cst,
-            sums, counts, hist, maxima, fbuf, ibuf, rec,
-        )  # fmt: skip
+        replica = (pools[s], rings[s], heaps[s], frees[s], qis[s])
+        _iteration(s, t_ev, np.inf, state, replica, servers, cst, recorder)
 
 
 NO_CAP_RUN = 1 << 30  # max_batch of a policy without one
@@ -958,13 +951,13 @@ class ContinuousFormer(S.Former):
         )  # fmt: skip
         if qs is None or rt is None:
             code = run_continuous(
-                tuple(chunk), final, run.state, run.queue, servers, self.step_law, run.record,
+                tuple(chunk), final, run.state, run.queue, servers, self.step_law, run.recorder,
                 run.id_cap,
             )  # fmt: skip
         else:
             code = run_continuous_routed(
                 tuple(chunk), final, run.state, qs.arrays, servers, self.step_law, rt.arrays,
-                run.record, run.id_cap,
+                run.recorder, run.id_cap,
             )  # fmt: skip
         if code == S.GROW:
             if qs is not None:

@@ -75,6 +75,8 @@ __all__ = ["simulate_mg1", "simulate_mg1_replications", "DEFAULT_WARMUP"]
 DEFAULT_WARMUP = 100_000
 """Requests discarded at the start of every simulator unless told otherwise."""
 
+# the ziggurat tables of the exponential and normal samplers, as the kernel takes them
+ZIGGURAT = (EXP_K, EXP_W, EXP_F, NOR_K, NOR_W, NOR_F)
 # Token-source modes of the kernel.
 _MODE_ARRAY = 0  # tokens given per chunk (shared sampler, or NumPy's float32 exp for log-normal)
 _MODE_LOGNORMAL = 1
@@ -84,43 +86,18 @@ _MODE_DETERMINISTIC = 3
 
 @kernel
 def _run_chunk(
-    raw,
-    tokens,
-    mode,
-    p1,
-    p2,
-    a,
-    b0,
-    limit,
-    inv_rate,
-    tau,
-    v,
-    start,
-    warmup,
-    bounds,
-    sum_all,
-    sum_served,
-    n_served,
-    n_lost,
-    hist,
-    fbuf,
-    ibuf,
-    vmax,
-    ek,
-    ew,
-    ef,
-    nk,
-    nw,
-    nf,
-    spare,
-    sp,
-):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    raw, tokens, law, service, v, start, warmup, acc, ziggurat, spare, sp,
+):  # fmt: skip
     """Advance the Lindley recursion over one chunk; returns (virtual wait after it, spare index).
 
     Requests with global index < warmup go to the sink slot (index `batches` of the sums, row 0
     of `hist`); measured request m = g - warmup goes to batch k with bounds[k] <= m < bounds[k+1]
     and to row 1 of `hist`.
     """
+    mode, p1, p2 = law
+    a, b0, limit, inv_rate, tau = service
+    bounds, sum_all, sum_served, n_served, n_lost, hist, fbuf, ibuf, vmax = acc
+    ek, ew, ef, nk, nw, nf = ziggurat
     n = raw.size
     nbatch = bounds.size - 1
     total = bounds[nbatch]
@@ -349,32 +326,13 @@ def simulate_mg1(
         v, sp = _run_chunk(
             raw,
             tokens,
-            kernel_mode,
-            p1,
-            p2,
-            a,
-            b0,
-            lim,
-            1.0 / rate,
-            tau,
+            (kernel_mode, p1, p2),
+            (a, b0, lim, 1.0 / rate, tau),
             v,
             start,
             warmup,
-            bounds,
-            sum_all,
-            sum_served,
-            n_served,
-            n_lost,
-            hist,
-            fbuf,
-            ibuf,
-            vmax,
-            EXP_K,
-            EXP_W,
-            EXP_F,
-            NOR_K,
-            NOR_W,
-            NOR_F,
+            (bounds, sum_all, sum_served, n_served, n_lost, hist, fbuf, ibuf, vmax),
+            ZIGGURAT,
             spare,
             sp,
         )

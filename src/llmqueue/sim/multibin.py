@@ -103,7 +103,7 @@ def _form(bins, bcnt, j, ready, rbatch, rs, t):  # type: ignore[no-untyped-def] 
 
 @kernel
 def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    chunk, final, state, store, pending, bin_state, law, batch, record, limits,
+    chunk, final, state, store, pending, bin_state, law, batch, recorder, limits,
 ):  # fmt: skip
     """Multi-Bin Batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
     GROW, CAP). ``flush_s`` = inf: no flush (the paper's model)."""
@@ -114,7 +114,7 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     edges, bins, bcnt, ready, rbatch, rs, flush_s = bin_state
     law_kind, kcoef, table = law
     slots, lengths, comp, idx = batch
-    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
@@ -165,9 +165,8 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             qi[Q.Q_LEN] -= b
             d, t1 = batch_time(law_kind, kcoef, table, lengths, b, False, comp, idx)
             start_batch(
-                s, start, b, d, t1, slots, lengths, comp, pool, free, qi, sti, stf,
-                free_at, pend_t, pend_tok, pend_n,
-                sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+                s, start, b, d, t1, slots, lengths, comp, pool, free, qi, state, pending, recorder,
+                limits,
             )  # fmt: skip
         elif t_arr <= t_flush:
             if qi[Q.Q_NFREE] == 0:
@@ -213,7 +212,7 @@ class MultiBinFormer(S.Former):
         code = run_multibin(
             tuple(chunk), final, run.state, (run.pool, run.free, run.qi), b.pending,
             (self.edges, self.bins, self.bcnt, self.ready, self.rbatch, self.rs, self.flush),
-            self.law.args, b.batch, run.record, run.limits,
+            self.law.args, b.batch, run.recorder, run.limits,
         )  # fmt: skip
         if code == S.GROW:
             run.grow_queue()

@@ -297,10 +297,12 @@ def select(pool, ring, heap, qi, order, guard, guard_s, now):  # type: ignore[no
 
 
 @njit(cache=True, nogil=True, inline="always")
-def select_aged(pool, ring, heap, qi, order, guard, guard_s, guard_x, r0, r1, now):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """:func:`select` with the guard's run-time trigger: the longest-waiting request is overdue
-    when it has waited more than `guard_s` or more than `guard_x` times its run time
+def select_aged(pool, ring, heap, qi, order_rule, now):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """:func:`select` with the guard's run-time trigger; `order_rule` = (order, guard, guard_s,
+    guard_x, r0, r1) (:func:`order_rule`): the longest-waiting request is overdue when it has
+    waited more than `guard_s` or more than `guard_x` times its run time
     ``r0 + r1 * pool[slot, F_OUT]`` (s; `guard_x` = inf: never by run time, as :func:`select`)."""
+    order, guard, guard_s, guard_x, r0, r1 = order_rule
     if qi[Q_LEN] == 0:
         return -1
     if order == FCFS:

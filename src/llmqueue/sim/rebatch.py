@@ -55,10 +55,14 @@ NX = 4
 
 @njit(cache=True, nogil=True, inline="always")
 def _arrive(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    pos, arr, prompt, out, pred, sti, stf, qsamp, pool, ring, heap, free, qi, xs, seq,
-    order, guard, run0, run1, warmup, n_req, nbat, id_cap,
+    pos, chunk, state, queue, xs, seq, order_rule, limits,
 ):  # fmt: skip
     """Put arrival `pos` in the queue; returns -1, or the code to return (GROW, CAP)."""
+    arr, prompt, out, pred = chunk
+    sti, stf, qsamp = state
+    pool, ring, heap, free, qi = queue
+    order, guard, _guard_s, _guard_x, run0, run1 = order_rule
+    warmup, n_req, nbat, id_cap = limits
     if qi[Q.Q_NFREE] == 0:
         return S.GROW
     if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
@@ -82,11 +86,14 @@ def _arrive(  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 @njit(cache=True, nogil=True, inline="always")
 def _end_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    s, t, pool, ring, heap, free, qi, xs, seq, bn, bslots, bd, order, guard,
-    sti, stf, sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+    s, t, queue, xs, seq, bn, bslots, bd, order, guard, state, recorder, limits,
 ):  # fmt: skip
     """Server s's batch ends at t: its members with d left to run finish (recorded, slots
     freed), the others go back to the queue with d less to run."""
+    pool, ring, heap, free, qi = queue
+    sti, stf, _qsamp = state
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
+    warmup, n_req, nbat, _id_cap = limits
     d = bd[s]
     for i in range(bn[s]):
         sl = bslots[s, i]
@@ -121,7 +128,7 @@ def _end_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 @kernel
 def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    chunk, final, state, queue, batches, former_rule, order_rule, record, limits,
+    chunk, final, state, queue, batches, former_rule, order_rule, recorder, limits,
 ):  # fmt: skip
     """Re-batching over one chunk of arrivals (module docstring); returns a code (S.NEED_MORE,
     S.DONE, S.GROW, S.BUF, S.CAP). ``free_at[s]``: the end of server s's batch (``bn[s]``
@@ -134,7 +141,7 @@ def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     xs, seq, free_at, bn, bslots, bd = batches
     cap_b, timeout, timeout_s = former_rule
     order, guard, guard_s, guard_x, run0, run1 = order_rule
-    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
@@ -157,17 +164,11 @@ def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 break
             if arr[pos] > t:
                 break
-            code = _arrive(
-                pos, arr, prompt, out, pred, sti, stf, qsamp, pool, ring, heap, free, qi,
-                xs, seq, order, guard, run0, run1, warmup, n_req, nbat, id_cap,
-            )  # fmt: skip
+            code = _arrive(pos, chunk, state, queue, xs, seq, order_rule, limits)
             if code >= 0:
                 return code
         if bn[s] > 0:
-            _end_batch(
-                s, t, pool, ring, heap, free, qi, xs, seq, bn, bslots, bd, order, guard,
-                sti, stf, sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
-            )  # fmt: skip
+            _end_batch(s, t, queue, xs, seq, bn, bslots, bd, order, guard, state, recorder, limits)
             if qi[Q.Q_LEN] > 0:
                 for j in range(c):  # idle servers take what was put back at once
                     if bn[j] == 0 and free_at[j] > t:
@@ -195,10 +196,7 @@ def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                     break
                 if arr[pos] > t_end:
                     break
-                code = _arrive(
-                    pos, arr, prompt, out, pred, sti, stf, qsamp, pool, ring, heap, free, qi,
-                    xs, seq, order, guard, run0, run1, warmup, n_req, nbat, id_cap,
-                )  # fmt: skip
+                code = _arrive(pos, chunk, state, queue, xs, seq, order_rule, limits)
                 if code >= 0:
                     return code
             if qi[Q.Q_LEN] >= cap_b:
@@ -211,8 +209,9 @@ def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             return S.BUF
         d = np.inf
         for i in range(b):
+            # pool[:, F_OUT] holds each request's remaining run time: r0 = 0, r1 = 1
             sl = Q.select_aged(
-                pool, ring, heap, qi, order, guard, guard_s, guard_x, 0.0, 1.0, start
+                pool, ring, heap, qi, (order, guard, guard_s, guard_x, 0.0, 1.0), start
             )
             Q.remove(pool, ring, heap, qi, sl, order)
             bslots[s, i] = sl
@@ -258,7 +257,7 @@ class RebatchFormer(S.Former):
         code = run_rebatch(
             tuple(chunk), final, run.state, run.queue,
             (self.xs, self.seq, self.free_at, self.bn, self.bslots, self.bd),
-            (self.cap_b, self.timeout, self.timeout_s), self.order_rule, run.record, run.limits,
+            (self.cap_b, self.timeout, self.timeout_s), self.order_rule, run.recorder, run.limits,
         )  # fmt: skip
         if code == S.GROW:
             run.grow_queue()

@@ -159,7 +159,7 @@ class Run:
         return self.pool, self.ring, self.heap, self.free, self.qi
 
     @property
-    def record(self) -> tuple[np.ndarray, ...]:
+    def recorder(self) -> tuple[np.ndarray, ...]:
         """(sums, counts, hist, maxima, fbuf, ibuf, rec): the recorder's arrays."""
         return self.sums, self.counts, self.hist, self.maxima, self.fbuf, self.ibuf, self.rec
 

@@ -51,9 +51,7 @@ NONE, DYNAMIC, FIXED, ELASTIC = (former_code(k) for k in ("none", "dynamic", "fi
 
 @njit(cache=True, nogil=True, inline="always")
 def start_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    s, start, b, d, t1, slots, lengths, comp, pool, free, qi, sti, stf,
-    free_at, pend_t, pend_tok, pend_n,
-    sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+    s, start, b, d, t1, slots, lengths, comp, pool, free, qi, state, pending, recorder, limits,
 ):  # fmt: skip
     """Server `s` starts at `start` a batch of the `b` requests in ``slots[:b]`` that lasts `d`
     (first token at ``start + t1``, NaN when the law has none; member i replies at
@@ -61,6 +59,10 @@ def start_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
     (they have happened by now), adds the batch to the window's size and duration sums, records
     every measured member's wait, response and TTFT (each member's reply time is known now), and
     frees the members' slots. Shared by the static formers and Multi-Bin Batching."""
+    sti, stf, _qsamp = state
+    free_at, pend_t, pend_tok, pend_n = pending
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
+    warmup, n_req, nbat, _id_cap = limits
     for j in range(pend_n[s]):
         if S.in_window(sti, stf, pend_t[s, j]):
             sti[S.I_COMPLETED] += 1
@@ -95,7 +97,7 @@ def start_batch(  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 @kernel
 def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    chunk, final, state, queue, pending, former_rule, order_rule, law, batch, record, limits,
+    chunk, final, state, queue, pending, former_rule, order_rule, law, batch, recorder, limits,
 ):  # fmt: skip
     """Static batch formers over one chunk of arrivals; returns a code (S.NEED_MORE, S.DONE, S.GROW,
     S.BUF, S.CAP). All state lives in the arrays, so a call resumes where the last one stopped
@@ -108,7 +110,7 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     order, guard, guard_s, guard_x, run0, run1 = order_rule
     law_kind, kcoef, table = law
     slots, lengths, comp, idx = batch
-    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
@@ -184,17 +186,13 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         if b > slots.size:
             return S.BUF
         for i in range(b):
-            sl = Q.select_aged(
-                pool, ring, heap, qi, order, guard, guard_s, guard_x, run0, run1, start
-            )
+            sl = Q.select_aged(pool, ring, heap, qi, order_rule, start)
             Q.remove(pool, ring, heap, qi, sl, order)
             slots[i] = sl
             lengths[i] = pool[sl, F.F_OUT]
         d, t1 = batch_time(law_kind, kcoef, table, lengths, b, elastic, comp, idx)
         start_batch(
-            s, start, b, d, t1, slots, lengths, comp, pool, free, qi, sti, stf,
-            free_at, pend_t, pend_tok, pend_n,
-            sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+            s, start, b, d, t1, slots, lengths, comp, pool, free, qi, state, pending, recorder, limits,
         )  # fmt: skip
         tw[0] = np.nan
 
@@ -218,7 +216,7 @@ def _replica_load(kind, r, t, qis, wwork, pend_t, pend_n, pend_w):  # type: igno
 
 @kernel
 def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    chunk, final, state, queues, routed_load, pending, former_rule, order_rule, law, batch, router, record, limits,
+    chunk, final, state, queues, routed_load, pending, former_rule, order_rule, law, batch, router, recorder, limits,
 ):  # fmt: skip
     """The formers none, dynamic and elastic on replicas with a queue each, behind router `rcode`
     (module docstring): ``tq[r]``, the arrival that found replica r's queue empty; ``wwork[r]``,
@@ -234,7 +232,7 @@ def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     law_kind, kcoef, table = law
     slots, lengths, comp, idx = batch
     rcode, rst, perm, load = router
-    sums, counts, hist, maxima, fbuf, ibuf, rec = record
+    sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
     n_avail = arr.size
     c = free_at.size
@@ -291,9 +289,7 @@ def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             return S.BUF
         pool = pools[s]
         for i in range(b):
-            sl = Q.select_aged(
-                pool, rings[s], heaps[s], qis[s], order, guard, guard_s, guard_x, run0, run1, ts
-            )
+            sl = Q.select_aged(pool, rings[s], heaps[s], qis[s], order_rule, ts)
             Q.remove(pool, rings[s], heaps[s], qis[s], sl, order)
             slots[i] = sl
             lengths[i] = pool[sl, F.F_OUT]
@@ -302,9 +298,8 @@ def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             pend_w[s, i] = w
         d, t1 = batch_time(law_kind, kcoef, table, lengths, b, elastic, comp, idx)
         start_batch(
-            s, ts, b, d, t1, slots, lengths, comp, pool, frees[s], qis[s], sti, stf,
-            free_at, pend_t, pend_tok, pend_n,
-            sums, counts, hist, maxima, fbuf, ibuf, rec, warmup, n_req, nbat,
+            s, ts, b, d, t1, slots, lengths, comp, pool, frees[s], qis[s], state, pending,
+            recorder, limits,
         )  # fmt: skip
         tq[s] = ts
 
@@ -414,7 +409,7 @@ class StaticFormer(S.Former):
                 self.law.args,
                 b.batch,
                 rt.arrays,
-                run.record,
+                run.recorder,
                 run.limits,
             )  # fmt: skip
         )
@@ -438,7 +433,7 @@ class StaticFormer(S.Former):
         code = run_static(
             tuple(chunk), final, run.state, run.queue, b.pending,
             (self.former, self.cap_b, self.threshold, self.timeout, self.timeout_s, self.tw),
-            self.order_rule, self.law.args, b.batch, run.record, run.limits,
+            self.order_rule, self.law.args, b.batch, run.recorder, run.limits,
         )  # fmt: skip
         if code == S.GROW:
             run.grow_queue()

@@ -72,33 +72,15 @@ class RequestChunk(NamedTuple):
 
 @njit(cache=True, nogil=True)
 def _fill(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    raw0,
-    raw1,
-    spare,
-    sp,
-    t_last,
-    inv_rate,
-    src,
-    ok,
-    oprm,
-    ocap,
-    ovals,
-    ocum,
-    pk,
-    pprm,
-    pcap,
-    pvals,
-    pcum,
-    rows_prompt,
-    rows_out,
-    whole,
-    arr,
-    prompt,
-    out,
-    row,
-):
+    rng, t_last, inv_rate, src, out_law, prompt_law, rows, whole, dest,
+):  # fmt: skip
     """Poisson arrivals with tokens from laws (src 0) or joint rows (src 1, the row drawn into
     row[:]); returns (last arrival time, spare index)."""
+    raw0, raw1, spare, sp = rng
+    ok, oprm, ocap, ovals, ocum = out_law
+    pk, pprm, pcap, pvals, pcum = prompt_law
+    rows_prompt, rows_out = rows
+    arr, prompt, out, row = dest
     nrows = rows_out.size
     for j in range(raw0.size):
         w0 = raw0[j]
@@ -239,31 +221,19 @@ class PoissonWorkload(Workload):
             raw1 = ws.words(chunk)
             spare, sp = ws.spare()
             arr, prompt, out = np.empty(chunk), np.empty(chunk), np.empty(chunk)
+            prompt_law = (
+                (pc.kind, pc.prm, pc.cap, pc.values, pc.cum) if pc else (-1, empty, math.inf, empty, empty)
+            )  # fmt: skip
             t, sp = _fill(
-                raw0,
-                raw1,
-                spare,
-                sp,
+                (raw0, raw1, spare, sp),
                 t,
                 inv,
                 0,
-                oc.kind,
-                oc.prm,
-                oc.cap,
-                oc.values,
-                oc.cum,
-                pc.kind if pc else -1,
-                pc.prm if pc else empty,
-                pc.cap if pc else math.inf,
-                pc.values if pc else empty,
-                pc.cum if pc else empty,
-                empty,
-                empty,
+                (oc.kind, oc.prm, oc.cap, oc.values, oc.cum),
+                prompt_law,
+                (empty, empty),
                 whole_tokens,
-                arr,
-                prompt,
-                out,
-                no_rows,
+                (arr, prompt, out, no_rows),
             )
             pred, sp = _predict(self.predictor, out, raw1, spare, sp)
             ws.used(sp)
@@ -399,30 +369,15 @@ class TraceWorkload(Workload):
             arr, prompt, out = np.empty(chunk), np.empty(chunk), np.empty(chunk)
             row = np.zeros(chunk, dtype=np.int64)
             t, sp = _fill(
-                raw0,
-                raw1,
-                spare,
-                sp,
+                (raw0, raw1, spare, sp),
                 t,
                 inv,
                 1,
-                0,
-                empty,
-                math.inf,
-                empty,
-                empty,
-                -1,
-                empty,
-                math.inf,
-                empty,
-                empty,
-                self.prompt_tokens,
-                self.output_tokens,
+                (0, empty, math.inf, empty, empty),
+                (-1, empty, math.inf, empty, empty),
+                (self.prompt_tokens, self.output_tokens),
                 whole_tokens,
-                arr,
-                prompt,
-                out,
-                row,
+                (arr, prompt, out, row),
             )
             if self.row_pred is not None:
                 pred = self.row_pred[row]

@@ -495,8 +495,8 @@ def render_validation_machine_speed(
 def render_validation_matrix_engines(medians: pd.DataFrame) -> str:
     """Every engine's matrix side by side: per engine and machine, the median (and largest)
     absolute errors over its judged runs and the targets it met
-    (:func:`llmqueue.studies.validation.matrix.markdown_engines`)."""
-    from llmqueue.studies.validation.matrix import markdown_engines
+    (:func:`llmqueue.studies.validation.matrix_summary.markdown_engines`)."""
+    from llmqueue.studies.validation.matrix_summary import markdown_engines
 
     return markdown_engines(medians).rstrip("\n")
 

@@ -54,9 +54,9 @@ def judge_targets(
     its value, the limit, the unit (``fraction``, ``pp`` or ``groups``), a detail (runs, worst
     run, rounds, group names) and ``met`` / ``missed`` / ``n/a``.
 
-    `summary`: :func:`~llmqueue.studies.validation.matrix.summary_rows` over every variant;
+    `summary`: :func:`~llmqueue.studies.validation.matrix_summary.summary_rows` over every variant;
     `blocks`: :func:`~llmqueue.studies.validation.protocol.block_summary` (may be empty);
-    `reductions`: :func:`~llmqueue.studies.validation.matrix.priority_reductions` (read only when
+    `reductions`: :func:`~llmqueue.studies.validation.matrix_summary.priority_reductions` (read only when
     `blocks` has no prediction rows); `defects`: the groups beyond 2 sigma in every repeat."""
     rows: list[dict[str, object]] = []
 
