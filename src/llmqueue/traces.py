@@ -616,6 +616,26 @@ def _json_document(p: Path, where: str) -> Any:
         raise InputError(f"{where}: {p} is not JSON ({err.msg}, line {err.lineno})") from None
 
 
+def _time_and_tokens(
+    df: Any, columns: Sequence[str], f: str, where: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(times in [0, MAX_TIME_S] s, prompt tokens, output tokens) from a table's three columns
+    (time, prompt, output), each refused with its row when out of range."""
+    t_col, prompt_col, output_col = columns
+    t = _checked(
+        _numbers(df[t_col]),
+        df[t_col].iloc.__getitem__,
+        f"column {t_col!r} of {f}",
+        where,
+        lo=0,
+        hi=MAX_TIME_S,
+        unit="s",
+    )
+    prompt = _tokens(df[prompt_col], f"column {prompt_col!r} of {f}", where)
+    output = _tokens(df[output_col], f"column {output_col!r} of {f}", where)
+    return t, prompt, output
+
+
 def _in_order(
     t: np.ndarray, f: str, where: str, label: Callable[[int], str], column: str, unit: str
 ) -> None:
@@ -651,17 +671,7 @@ def _read_burstgpt(path: str | os.PathLike[str], columns: TraceColumns, where: s
     ts_col, req_col, resp_col = BURSTGPT_COLUMNS
     if len(df) == 0:
         raise InputError(f"{where}: {f} holds no rows (a header only)")
-    ts = _checked(
-        _numbers(df[ts_col]),
-        df[ts_col].iloc.__getitem__,
-        f"column {ts_col!r} of {f}",
-        where,
-        lo=0,
-        hi=MAX_TIME_S,
-        unit="s",
-    )
-    prompt = _tokens(df[req_col], f"column {req_col!r} of {f}", where)
-    output = _tokens(df[resp_col], f"column {resp_col!r} of {f}", where)
+    ts, prompt, output = _time_and_tokens(df, BURSTGPT_COLUMNS, f, where)
     ok = output > 0
     if not ok.any():
         raise InputError(
@@ -764,17 +774,7 @@ def _read_vidur(path: str | os.PathLike[str], columns: TraceColumns, where: str)
     f = str(path)
     _enough(len(df), f, where)
     at_col, prefill_col, decode_col = VIDUR_COLUMNS
-    t = _checked(
-        _numbers(df[at_col]),
-        df[at_col].iloc.__getitem__,
-        f"column {at_col!r} of {f}",
-        where,
-        lo=0,
-        hi=MAX_TIME_S,
-        unit="s",
-    )
-    prompt = _tokens(df[prefill_col], f"column {prefill_col!r} of {f}", where)
-    output = _tokens(df[decode_col], f"column {decode_col!r} of {f}", where)
+    t, prompt, output = _time_and_tokens(df, VIDUR_COLUMNS, f, where)
     _in_order(t, f, where, _data_row, "arrived_at", "s")
     arrival = t - t[0]
     return TraceRows(

@@ -80,9 +80,14 @@ def fig2a_data(
             "kind": "reference",
         }
     )
-    for f in roofline:
-        if not str(f["source"]).startswith("roofline-a100"):
-            continue  # the A100 panel: only A100 predictions beside the paper's A100 numbers
+    # the A100 panel: only A100 predictions beside the paper's A100 numbers
+    a100 = [(f, "predicted") for f in roofline if str(f["source"]).startswith("roofline-a100")]
+    a100 += [
+        (f, "measured-kernels")
+        for f in kernels
+        if str(f.get("gpu", {}).get("name", "")).startswith("a100")
+    ]
+    for f, kind in a100:
         lin = f["linear"]
         lines.append(
             {
@@ -94,24 +99,7 @@ def fig2a_data(
                 "intercept": lin["intercept"],
                 "r2": lin["r2"],
                 "n": lin["n"],
-                "kind": "predicted",
-            }
-        )
-    for f in kernels:
-        if not str(f.get("gpu", {}).get("name", "")).startswith("a100"):
-            continue
-        lin = f["linear"]
-        lines.append(
-            {
-                "source": f["source"],
-                "label": f["label"],
-                "model": f["model"],
-                "panel": "A100",
-                "slope": lin["slope"],
-                "intercept": lin["intercept"],
-                "r2": lin["r2"],
-                "n": lin["n"],
-                "kind": "measured-kernels",
+                "kind": kind,
             }
         )
     for hw, (e2e, meta, fits) in measured.items():
