@@ -53,7 +53,7 @@ if MB_RAW:
         script:
             "../scripts/multibin_llm_capacity.py"
 
-    MB_LEARNED = MB["llm"].get("learned_model", "none")
+    MB_LEARNED = MB["llm"]["learned_model"]  # the schema's default: regressor
     if MB_LEARNED != "none" and config.get("ssjf"):
 
         rule multibin_learned:
