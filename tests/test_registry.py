@@ -46,6 +46,18 @@ def test_order_records_are_the_registry() -> None:
         P.queue_order("srpt_typo")
 
 
+def test_the_predicting_names_are_every_predicting_part_and_formers_only_when_asked() -> None:
+    full, without = P.predicting_names(), P.predicting_names(formers=False)
+    predicting = [o.name for o in P.QUEUE_ORDERS if o.needs_prediction]
+    for name in predicting:
+        assert f"--order {name}" in full and f"--order {name}" in without
+    for name in P.PREDICTING_ROUTERS:
+        assert f"--router {name}" in full and f"--router {name}" in without
+    for name in P.PREDICTING_FORMERS:
+        assert f"--batching {name}" in full
+    assert "--batching" not in without and " and " in without and not without.endswith(" and ")
+
+
 # string constants equal to an order name allowed outside policy.py, with their reason
 OTHER_VOCABULARIES = {
     # vLLM's EngineArgs.scheduling_policy names its first-come-first-served scheduler "fcfs"

@@ -207,12 +207,14 @@ def predictions_needed(
     )
 
 
-def predicting_names() -> str:
-    """The orders, formers and routers that need predictions, as the CLI's messages name them."""
-    orders = ", ".join(f"--order {o.name}" for o in QUEUE_ORDERS if o.needs_prediction)
-    formers = ", ".join(f"--batching {f}" for f in PREDICTING_FORMERS)
-    routers = ", ".join(f"--router {r}" for r in PREDICTING_ROUTERS)
-    return f"{orders}, {formers} and {routers}"
+def predicting_names(*, formers: bool = True) -> str:
+    """The orders, formers and routers that need predictions, as the CLI's messages name them;
+    `formers=False` for a command without --batching (plan)."""
+    names = [f"--order {o.name}" for o in QUEUE_ORDERS if o.needs_prediction]
+    if formers:
+        names += [f"--batching {f}" for f in PREDICTING_FORMERS]
+    names += [f"--router {r}" for r in PREDICTING_ROUTERS]
+    return ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else names[0]
 
 
 def router_code(name: str) -> int:

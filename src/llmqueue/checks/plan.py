@@ -42,7 +42,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     routers = key("space.router", parse_names, sp.get("router", "central"), "--router", ROUTERS)
     orders = key("space.order", parse_names, sp.get("order", DEFAULT_ORDER), "--order", ORDERS)
     if predictions_needed(orders=orders, routers=routers) and not sec.get("predictor"):
-        raise InputError(f"plan.predictor: {predicting_names()} need a predictor spec")
+        raise InputError(f"plan.predictor: {predicting_names(formers=False)} need a predictor spec")
     if sec.get("predictor"):
         from llmqueue.sim.predictors import parse_predictor
 

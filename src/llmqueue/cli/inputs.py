@@ -123,12 +123,13 @@ def parse_batch_time(text: str) -> BatchLatency:
         raise InputError(f"--batch-time {text!r}: {str(err).split(': ', 1)[-1]}") from None
 
 
-def predictor_from(args: argparse.Namespace, needed: bool) -> Any:
-    """The --predictor of `args` (None when not given); `needed`: refuse its absence."""
+def predictor_from(args: argparse.Namespace, needed: bool, *, formers: bool = True) -> Any:
+    """The --predictor of `args` (None when not given); `needed`: refuse its absence (the message
+    names --batching's predicting formers only when the command has `formers`)."""
     if args.predictor is None:
         if needed:
             raise InputError(
-                f"--predictor SPEC is needed by {predicting_names()} "
+                f"--predictor SPEC is needed by {predicting_names(formers=formers)} "
                 "(oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH)"
             )
         return None

@@ -343,7 +343,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     if args.export and export_rate is None:
         raise InputError("--export writes the load at --target-rate R (or at --rate R): give one")
     needed = predictions_needed(orders=args.order.split(","), routers=args.router.split(","))
-    predictor = inputs.predictor_from(args, needed)
+    predictor = inputs.predictor_from(args, needed, formers=False)
     latency, fit = inputs.latency_from(args, "continuous")
     if not isinstance(latency, StepLaw):
         raise InputError(f"--profile {args.profile}: plan needs a step profile (step_profiles)")
