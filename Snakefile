@@ -23,6 +23,7 @@ include: "workflow/rules/common.smk"
 
 
 from llmqueue.checks import check_config
+from llmqueue.checks.schema import fill_defaults
 from llmqueue.errors import InputError
 
 # errors name the file(s) the config came from: config/config.yaml, or those given with --configfile
@@ -30,6 +31,9 @@ CONFIG_FILES = (
     ", ".join(str(p) for p in workflow.overwrite_configfiles) or "config/config.yaml"
 )
 try:
+    # every default the schema declares, in every section (snakemake's validate fills only the
+    # top file's): the rules read config[key], never a second default
+    fill_defaults(config, "workflow/schemas/config.schema.yaml")
     check_config(config, workflow.basedir)
 except InputError as err:
     raise WorkflowError(f"{CONFIG_FILES}: {err}")

@@ -273,6 +273,25 @@ def test_defaults_match_the_schema() -> None:
         spec_mod.section("llm", {"batchsize": 8})
 
 
+def test_the_filled_schema_defaults_are_the_specs_defaults() -> None:
+    """The rules read the section as the Snakefile fills it from the schema; the typed specs fill
+    a partial section from DEFAULTS: an empty section gives the same settings either way."""
+    from llmqueue.checks.schema import fill_defaults
+
+    cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
+    cfg["multibin"] = {}
+    fill_defaults(cfg, ROOT / "workflow/schemas/config.schema.yaml")
+    for part in spec_mod.DEFAULTS:
+        assert cfg["multibin"][part] == spec_mod.section(part, {}) | (
+            {"continuous": cfg["multibin"][part]["continuous"]} if part == "vs_continuous" else {}
+        )
+    want = [
+        dict({"admission": "reserve"}, **v)
+        for v in spec_mod.DEFAULTS["vs_continuous"]["continuous"]
+    ]
+    assert cfg["multibin"]["vs_continuous"]["continuous"] == want
+
+
 def test_shipped_config_parses() -> None:
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())["multibin"]
     syn = spec_mod.SyntheticSpec.from_config(cfg["synthetic"])

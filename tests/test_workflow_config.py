@@ -124,3 +124,64 @@ def test_snakemake_config_override_is_validated() -> None:
     )
     assert done.returncode != 0
     assert "seed" in done.stdout + done.stderr
+
+
+# ---- the schema as the one declaration of the defaults (llmqueue.checks.schema) ----------------
+def test_every_declared_default_is_filled_in_every_section() -> None:
+    """Snakemake's validate fills only the top schema file's defaults; fill_defaults fills those of
+    every section file it references too (serving, ssjf, plan, ...), and a default kept with a
+    shared definition ($ref) as well."""
+    from llmqueue.checks.schema import declared_defaults, fill_defaults
+
+    declared = declared_defaults(SCHEMA)
+    cfg = base_config()
+    del cfg["serving"]["kv_memory_fraction"], cfg["ssjf"]["claim_load"]
+    del cfg["multibin"]["llm"]["capacity"], cfg["latency_profiles"][cfg["token_limit"]["profile"]]
+    validate(cfg, SCHEMA, set_default=True)
+    assert "kv_memory_fraction" not in cfg["serving"]  # the gap fill_defaults closes
+    fill_defaults(cfg, SCHEMA)
+    assert cfg["serving"]["kv_memory_fraction"] == declared["serving.kv_memory_fraction"]
+    assert cfg["ssjf"]["claim_load"] == declared["ssjf.claim_load"]
+    assert cfg["multibin"]["llm"]["capacity"] == declared["multibin.llm.capacity"]
+    assert cfg["serving"]["kv_tokens"] is None and "serving.kv_tokens" in declared
+    # every declared default of a fixed key path reaches the shipped config
+    full = base_config()
+    fill_defaults(full, SCHEMA)
+    for key in declared:
+        if "<name>" in key or "[]" in key:
+            continue
+        node: Any = full
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict):  # a section the config has
+            assert parts[-1] in node, key
+
+
+def test_fill_defaults_names_the_key_of_a_bad_value() -> None:
+    from llmqueue.checks.schema import fill_defaults
+    from llmqueue.errors import InputError
+
+    with pytest.raises(InputError, match=r"^serving\.max_load: "):
+        fill_defaults(changed("serving.max_load", 1.5), SCHEMA)
+
+
+def test_no_rule_repeats_a_default_the_schema_declares() -> None:
+    """A rule reads a filled setting as config[...]; `.get(key, default)` on a key the schema gives
+    a default would be its second declaration (and could drift from the schema's)."""
+    import re
+
+    from llmqueue.checks.schema import declared_defaults
+
+    names = {key.rsplit(".", 1)[-1] for key in declared_defaults(SCHEMA)}
+    sources = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    found = [
+        f"{path.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: .get({m.group(1)!r})"
+        for path in sources
+        for text in [path.read_text()]
+        for m in re.finditer(r"""\.get\(\s*["'](\w+)["']""", text)
+        if m.group(1) in names
+    ]
+    assert not found, found
+    # the check sees such a call
+    assert re.search(r"""\.get\(\s*["'](\w+)["']""", 'SERV.get("max_load", 0.97)')

@@ -2,7 +2,7 @@
 # (llmqueue.studies.batching). Sweeps: exact embedded Markov chain, closed forms (Eq. 16, 25) and
 # the simulation per (policy, lambda); lambda grids are fractions of each profile's best mu_b.
 BAT = config["batching"]
-BPROF = config.get("batch_profiles", {})
+BPROF = config["batch_profiles"]
 F3, F5, F6 = BAT["fig3"], BAT["fig5"], BAT["fig6"]
 FIG5_PANELS = list(F5["panels"])
 FIG6_PROFILES = list(F6["profiles"])
@@ -17,7 +17,7 @@ SWEEPS = {
         b_range=F5["b_range"],
         rates=F5["rates"],
         stream=5,
-        bound_fit_range=F5.get("bound_fit_range"),
+        bound_fit_range=F5["bound_fit_range"],
     ),
     "fig6a": dict(
         curves="fixed_batch",
@@ -26,7 +26,7 @@ SWEEPS = {
         rates=F6["rates"],
         stream=61,
         fixed_K=F6["fixed_K"],
-        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+        tail_cap_tokens=BAT["tail_cap_tokens"],
     ),
     "fig6b": dict(
         curves="bmax",
@@ -35,7 +35,7 @@ SWEEPS = {
         rates=F6["rates"],
         stream=62,
         bmax=F6["bmax"],
-        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+        tail_cap_tokens=BAT["tail_cap_tokens"],
     ),
 }
 # Which profile each sweep output uses: a Fig. 5 panel names a model, Fig. 6 files a profile.
@@ -118,7 +118,7 @@ rule batching_kstar:
         profile=lambda w: w.bprofile,
         profile_cfg=lambda w: BPROF[w.bprofile],
         tokens=F6["tokens"],
-        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+        tail_cap_tokens=BAT["tail_cap_tokens"],
         rate_per_s=F6["claim_rate"],
         k_range=F6["claim_K"],
         sim=dict(BAT["simulation"], requests=F6["claim_requests"]),
@@ -164,10 +164,10 @@ rule batching_claims:
         fig5_panels=F5["panels"],
         fig5_rates=F5["rates"],
         fig5_b_range=F5["b_range"],
-        fig5_bound_fit_range=F5.get("bound_fit_range"),
+        fig5_bound_fit_range=F5["bound_fit_range"],
         fig6_profiles=FIG6_PROFILES,
         fig6_tokens=F6["tokens"],
-        tail_cap_tokens=BAT.get("tail_cap_tokens"),
+        tail_cap_tokens=BAT["tail_cap_tokens"],
         claim_rate=F6["claim_rate"],
         inoue_fit_ranges=F6["inoue_fit_ranges"],
         chain=BAT["chain"],
@@ -190,7 +190,7 @@ declare_figure(
     data={"data": "results/batching/fig3a_EL_Hb.csv"},
     params=dict(
         profiles=F3["profiles"],
-        verdicts={n: BPROF[n].get("verdict", "independent") for n in F3["profiles"]},
+        verdicts={n: BPROF[n]["verdict"] for n in F3["profiles"]},
     ),
     category=BAT_CATEGORY,
 )

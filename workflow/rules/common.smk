@@ -197,7 +197,7 @@ def tl_figure_data(*tables):
     data = {}
     for name in tables:
         data[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
-        for p in TL.get("extra_profiles", []):
+        for p in TL["extra_profiles"]:
             data[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
     return data
 

@@ -115,7 +115,7 @@ DOC_BLOCKS = {
     "ssjf-gains": doc_block(
         "ssjf_gains",
         dict(jct="results/ssjf/jct_poisson.csv"),
-        load=SSJF.get("claim_load", 0.9),
+        load=SSJF["claim_load"],
     ),
     "ssjf-starvation": doc_block(
         "ssjf_starvation", dict(starvation="results/ssjf/starvation.csv")
@@ -160,12 +160,12 @@ DOC_BLOCKS = {
             summary="results/validation/matrix/vllm/summary.csv",
             published="data/reference/validation_published.csv",
         ),
-        targets=dict(VMX.get("targets") or {}),
+        targets=dict(VMX["targets"]),
     ),
     "validation-matrix-speed": doc_block(
         "validation_matrix_speed",
         dict(table="figures/table_vllm_matrix.csv"),
-        window_s=VMX.get("speed_window_s", 15),
+        window_s=VMX["speed_window_s"],
     ),
     "validation-matrix-laws": doc_block(
         "validation_matrix_laws", dict(table="figures/table_vllm_matrix.csv")
@@ -257,7 +257,7 @@ else:
 # top 10 configurations by goodput per replica (docs/studies/plan.md)
 if PLAN:
     DOC_PLAN = dict(summary="results/plan/summary.json", plan="results/plan/plan.csv")
-    DOC_PLAN_HEADROOM = (PLAN.get("run") or {}).get("headroom", 0.8)
+    DOC_PLAN_HEADROOM = run_setting(PLAN, "headroom")
     DOC_BLOCKS["plan-answer"] = doc_block(
         "plan_summary", DOC_PLAN, top=0, headroom=DOC_PLAN_HEADROOM
     )
@@ -274,9 +274,9 @@ MB_BLOCKS = {
     "multibin-latency": ("multibin_latency", "latency", "llm_latency"),
     "multibin-vs-continuous": ("multibin_vs_continuous", "vs", "vs_continuous"),
 }
-MB_LEARNED_OFF = (MB_RAW.get("llm") or {}).get("learned_model", "regressor") == "none"
+MB_LEARNED_OFF = bool(MB) and MB["llm"]["learned_model"] == "none"
 for name, (kind, role, table) in MB_BLOCKS.items():
-    if MB_RAW and not (table == "llm_learned" and MB_LEARNED_OFF):
+    if MB and not (table == "llm_learned" and MB_LEARNED_OFF):
         DOC_BLOCKS[name] = doc_block(kind, {role: f"results/multibin/{table}.csv"})
     else:
         DOC_SKIPPED.append(name)

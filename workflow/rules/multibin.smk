@@ -3,15 +3,10 @@
 # Theorem 4.2 and its exact form for any length law and prediction errors) and simulated
 # (replicated saturated queues); latency against the number of bins with Lemma 5.1's bound;
 # Multi-Bin against continuous batching on the same measured kernels.
-from llmqueue.studies.multibin.spec import section as mb_section
 from llmqueue.studies.multibin.spec import trace_files as mb_trace
 
-MB_RAW = config.get("multibin") or {}
-if MB_RAW:
-    MB = {
-        part: mb_section(part, MB_RAW.get(part))
-        for part in ("synthetic", "llm", "vs_continuous")
-    }
+MB = config.get("multibin") or {}  # every part filled with the schema's defaults (Snakefile)
+if MB:
     MB_VS = MB["vs_continuous"]
     MB_BATCH_CFG = config["batch_profiles"][MB_VS["batch_profile"]]
     MB_STEP_CFG = config["step_profiles"][MB_VS["step_profile"]]

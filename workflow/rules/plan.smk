@@ -4,10 +4,10 @@
 # large for one machine runs the same way on a cluster: --profile profiles/slurm.
 PLAN = config.get("plan") or {}
 if PLAN:
-    from llmqueue.plan.spec import plan_args
+    from llmqueue.plan.spec import plan_args, run_setting
 
     PLAN_SLICES = list(range(PLAN["slices"]))
-    PLAN_TRACE = PLAN.get("trace") or config["data"]["azure_trace"]
+    PLAN_TRACE = PLAN["trace"] or config["data"]["azure_trace"]
 
     wildcard_constraints:
         pslice=r"\d+",
@@ -51,8 +51,8 @@ if PLAN:
         conda:
             "../../envs/analysis.yaml"
         params:
-            rate=str(PLAN.get("rate", "max")),
-            target_rate=PLAN.get("target_rate"),
+            rate=str(PLAN["rate"]),
+            target_rate=PLAN["target_rate"],
             slo=PLAN["slo"],
         script:
             "../scripts/plan_merge.py"
@@ -64,7 +64,7 @@ if PLAN:
         data={"plan": "results/plan/plan.csv"},
         params={
             "metric": PLAN["slo"].split("_")[0].split("=")[0].upper(),
-            "headroom": (PLAN.get("run") or {}).get("headroom", 0.8),
+            "headroom": run_setting(PLAN, "headroom"),
             "note": (
                 f"llmqueue plan, {PLAN['step_profile']}, SLOs {PLAN['slo']}; "
                 f"space {PLAN['space']}"

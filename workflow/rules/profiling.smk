@@ -12,12 +12,12 @@
 PROF = config["profiling"]
 PROF_MODELS = PROF["models"]
 ROOF_GPUS = PROF["roofline"]["gpus"]
-MEASURED = PROF.get("measured", [])
-KERNELS = PROF.get("kernel_profiles", {})
+MEASURED = PROF["measured"]
+KERNELS = PROF["kernel_profiles"]
 KERNEL_FITS = [
     f"results/profiling/{k}/{v['model']}/fit.json" for k, v in KERNELS.items()
 ]
-STEP_PROFILES = config.get("step_profiles", {})
+STEP_PROFILES = config["step_profiles"]
 
 
 wildcard_constraints:
@@ -209,7 +209,7 @@ rule profiling_step_laws:
         fits=[
             f"results/profiling/{p['source']}/{p['model']}/fit.json"
             for p in STEP_PROFILES.values()
-            if p.get("kind") == "fit"
+            if p["kind"] == "fit"
         ],
         code=script_code("profiling_step_laws.py"),
     output:

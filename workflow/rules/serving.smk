@@ -5,16 +5,16 @@
 SERV = config.get("serving") or {}
 if SERV:
     SERV_POLICIES = list(SERV["policies"])
-    SERV_STATIC = SERV.get("static_law", "from_step")
+    SERV_STATIC = SERV["static_law"]
     SERV_FITS = fit_inputs(config["step_profiles"][SERV["step_profile"]])
     SERV_STATIC_FITS = [] if SERV_STATIC == "from_step" else bprof_fit(SERV_STATIC)
     # one small dict per job: what serving_setup reads of the config for one policy
     SERV_SETUP = dict(
         step_profile=SERV["step_profile"],
         static_law=SERV_STATIC,
-        kv_memory_fraction=SERV.get("kv_memory_fraction", 0.9),
-        kv_tokens=SERV.get("kv_tokens"),
-        trace_columns=SERV.get("trace_columns"),
+        kv_memory_fraction=SERV["kv_memory_fraction"],
+        kv_tokens=SERV["kv_tokens"],
+        trace_columns=SERV["trace_columns"],
     )
     SERV_PROFILES = dict(
         step_profiles={
@@ -46,7 +46,7 @@ if SERV:
             setup=SERV_SETUP,
             profiles=SERV_PROFILES,
             spec=lambda w: SERV["policies"][w.spolicy],
-            requests=SERV.get("capacity_requests", 200000),
+            requests=SERV["capacity_requests"],
             seed=config["seed"],
         script:
             "../scripts/serving_capacity.py"
@@ -71,7 +71,7 @@ if SERV:
             profiles=SERV_PROFILES,
             spec=lambda w: SERV["policies"][w.spolicy],
             rates=SERV["rates"],
-            max_load=SERV.get("max_load", 0.97),
+            max_load=SERV["max_load"],
             sim=SERV["simulation"],
             seed=config["seed"],
         script:
@@ -98,7 +98,7 @@ if SERV:
             profiles=SERV_PROFILES,
             spec=lambda w: SERV["policies"][w.spolicy],
             loads=SERV["replay"]["loads"],
-            warmup=SERV["replay"].get("warmup", 1000),
+            warmup=SERV["replay"]["warmup"],
             seed=config["seed"],
         script:
             "../scripts/serving_replay.py"

@@ -26,8 +26,8 @@ SSJF_TRACE = dict(
 )
 SSJF_SETTINGS = dict(
     settings=SSJF["settings"],
-    batch_profiles=config.get("batch_profiles", {}),
-    step_profiles=config.get("step_profiles", {}),
+    batch_profiles=config["batch_profiles"],
+    step_profiles=config["step_profiles"],
 )
 
 
@@ -339,9 +339,7 @@ declare_figure(
     data=lambda panel: {"data": f"results/ssjf/jct_{panel.split('_', 1)[0]}.csv"},
     params=dict(
         setting=lambda panel: panel.split("_", 1)[1],
-        description=lambda panel: SSJF["settings"][panel.split("_", 1)[1]].get(
-            "description", ""
-        ),
+        description=lambda panel: SSJF["settings"][panel.split("_", 1)[1]]["description"],
     ),
     category=SSJF_CATEGORY,
 )

@@ -1,6 +1,6 @@
 # Token-limit study (paper Sec. III, V-B): Fig. 4a-4d and claims 3-5 (llmqueue.studies.token_limit).
 TL = config["token_limit"]
-TL_PROFILES = [TL["profile"], *TL.get("extra_profiles", [])]
+TL_PROFILES = [TL["profile"], *TL["extra_profiles"]]
 TL_SCENARIO = {
     "patient": dict(rate_per_s=TL["patient"]["rate_per_s"], patience_s=None),
     "impatient": dict(
@@ -96,8 +96,8 @@ CLAIM_TABLES.append("results/claims/token_limit.csv")
 # tl_figure_data in common.smk)
 TL_PLOT = dict(
     main_profile=TL["profile"],
-    extra_profiles=TL.get("extra_profiles", []),
-    verdicts={p: config["latency_profiles"][p].get("verdict") for p in TL_PROFILES},
+    extra_profiles=TL["extra_profiles"],
+    verdicts={p: config["latency_profiles"][p]["verdict"] for p in TL_PROFILES},
     tokens=TL["tokens"],
 )
 TL_IMPATIENT = dict(

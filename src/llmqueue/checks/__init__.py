@@ -107,6 +107,10 @@ def check_numbers(node: Any, where: str = "") -> None:
             raise InputError(f"{where} must lie in [{lo:g}, {hi:g}], got {node}")
 
 
+# modules of this package that are no study's check (every other module must define `check`)
+SHARED_MODULES = ("schema",)
+
+
 def check_config(config: Mapping[str, Any], base_dir: str | Path) -> None:
     """Run the checks of every number, then every study's ``check(config, base_dir)`` (one module
     per study in this package)."""
@@ -115,4 +119,6 @@ def check_config(config: Mapping[str, Any], base_dir: str | Path) -> None:
 
     check_numbers(config)
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name in SHARED_MODULES:
+            continue
         importlib.import_module(f"{__name__}.{info.name}").check(config, Path(base_dir))

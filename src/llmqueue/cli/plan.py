@@ -54,6 +54,7 @@ from llmqueue.cli import add_command, flags, inputs
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.limits import MAX_BATCH, MAX_REQUESTS, MAX_SERVERS, MAX_TIME_S, MAX_TOKENS
+from llmqueue.plan.spec import RUN_DEFAULTS
 from llmqueue.policy import DEFAULT_ORDER, ORDERS, ROUTERS, predictions_needed
 
 MAX_SLOTS = 1 << 22  # replicas x max batch of one configuration (the engine's per-server arrays)
@@ -455,32 +456,36 @@ def register(subparsers: Any) -> None:
     g.add_argument(
         "--requests",
         type=flags.count(400, MAX_REQUESTS),
-        default=20_000,
-        help="measured requests per run (a replayed trace: at most its rows; default 20000)",
+        default=RUN_DEFAULTS["requests"],
+        help="measured requests per run (a replayed trace: at most its rows; default "
+        f"{RUN_DEFAULTS['requests']})",
     )
     g.add_argument(
         "--warmup",
         type=flags.count(0, MAX_REQUESTS),
-        default=2_000,
-        help="warm-up requests per run (default 2000)",
+        default=RUN_DEFAULTS["warmup"],
+        help=f"warm-up requests per run (default {RUN_DEFAULTS['warmup']})",
     )
     g.add_argument(
         "--tolerance",
         type=flags.number(0.001, 0.5),
-        default=0.02,
-        help="bisection's relative tolerance on the goodput, in [0.001, 0.5] (default 0.02)",
+        default=RUN_DEFAULTS["tolerance"],
+        help="bisection's relative tolerance on the goodput, in [0.001, 0.5] (default "
+        f"{RUN_DEFAULTS['tolerance']:g})",
     )
     g.add_argument(
         "--headroom",
         type=flags.number(0, 1, lo_open=True),
-        default=0.8,
-        help="the Pareto latency is measured at this fraction of the goodput (default 0.8)",
+        default=RUN_DEFAULTS["headroom"],
+        help="the Pareto latency is measured at this fraction of the goodput (default "
+        f"{RUN_DEFAULTS['headroom']:g})",
     )
     g.add_argument(
         "--max-load",
         type=flags.number(0, 1, lo_open=True),
-        default=0.95,
-        help="--rate max searches up to this fraction of the saturation rate (default 0.95)",
+        default=RUN_DEFAULTS["max_load"],
+        help="--rate max searches up to this fraction of the saturation rate (default "
+        f"{RUN_DEFAULTS['max_load']:g})",
     )
     g.add_argument("--seed", type=flags.seed, default=0, help="random seed in [0, 2**63)")
     g.add_argument(

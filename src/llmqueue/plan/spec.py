@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["plan_args", "SPACE_FLAGS", "RUN_FLAGS"]
+__all__ = ["plan_args", "run_setting", "SPACE_FLAGS", "RUN_FLAGS", "RUN_DEFAULTS"]
 
 # config key -> flag of llmqueue plan
 SPACE_FLAGS = {
@@ -35,6 +35,22 @@ RUN_FLAGS = {
     "guard_s": "--guard",
     "max_load": "--max-load",
 }
+# the defaults of the run flags (llmqueue plan's parser takes them from here, and the workflow
+# reads a key the section leaves out through run_setting): one declaration
+RUN_DEFAULTS: dict[str, Any] = {
+    "requests": 20_000,
+    "warmup": 2_000,
+    "tolerance": 0.02,
+    "headroom": 0.8,
+    "guard_s": None,
+    "max_load": 0.95,
+}
+
+
+def run_setting(section: Mapping[str, Any], key: str) -> Any:
+    """``run.<key>`` of a plan section, or the command's default (:data:`RUN_DEFAULTS`)."""
+    run = section.get("run") or {}
+    return run[key] if run.get(key) is not None else RUN_DEFAULTS[key]
 
 
 def plan_args(section: Mapping[str, Any], *, seed: int) -> list[str]:

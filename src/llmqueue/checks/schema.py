@@ -1,0 +1,138 @@
+"""The config's JSON schema as the one declaration of its defaults: fill them in every section.
+
+Snakemake's ``validate(config, schema, set_default=True)`` fills a ``default`` only in the schema
+file it is given: a section kept in its own file (``serving: {$ref: serving.schema.yaml}``) is
+validated by jsonschema's plain Draft 2020-12 validator, because the referenced file declares its
+``$schema`` and jsonschema picks the validator class from it, so that section's defaults were
+never filled and the rules repeated them as ``.get(key, default)``. :func:`fill_defaults` walks
+the same schema with the default-filling validator through every ``$ref`` (the referenced files
+are read as Draft 2020-12 resources with their ``$schema`` set aside, so the class is kept), and
+:func:`declared_defaults` lists every default the schema declares, for the tests and the docs.
+
+Defaults fill an object's missing property, recursively, as JSON Schema's FAQ recipe does; an
+object absent from the config stays absent unless its own property declares a default.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmqueue.errors import InputError
+
+
+def _load(path: Path) -> dict[str, Any]:
+    with path.open() as fh:
+        doc = yaml.safe_load(fh)
+    if not isinstance(doc, dict):
+        raise InputError(f"config schema {path}: not a YAML mapping")
+    return doc
+
+
+def _validator(schema_path: Path) -> Any:
+    """A Draft 2020-12 validator of `schema_path` that fills defaults, through file $refs."""
+    from jsonschema import Draft202012Validator, validators
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    root = schema_path.resolve()
+
+    def retrieve(uri: str) -> Any:
+        from urllib.parse import urlparse
+        from urllib.request import url2pathname
+
+        doc = _load(Path(url2pathname(urlparse(uri).path)))
+        doc.pop("$schema", None)  # keep the default-filling class below this $ref
+        return DRAFT202012.create_resource(doc)
+
+    base = validators.validator_for({"$schema": Draft202012Validator.META_SCHEMA["$schema"]})
+    plain_properties = base.VALIDATORS["properties"]
+
+    def default(validator: Any, sub: Any) -> tuple[bool, Any]:
+        """(declared, value): the default of property schema `sub`, or of the schema its $ref
+        names (a default kept with a shared definition)."""
+        while isinstance(sub, dict):
+            if "default" in sub:
+                return True, sub["default"]
+            if "$ref" not in sub:
+                break
+            # jsonschema keeps the resolver of the schema being walked (its base URI) here
+            sub = validator._resolver.lookup(sub["$ref"]).contents
+        return False, None
+
+    def properties(validator: Any, props: dict, instance: Any, schema: dict) -> Iterator[Any]:
+        if validator.is_type(instance, "object"):
+            for name, sub in props.items():
+                declared, value = default(validator, sub)
+                if declared and name not in instance:
+                    instance[name] = copy.deepcopy(value)
+        yield from plain_properties(validator, props, instance, schema)
+
+    filling = validators.extend(base, {"properties": properties})
+    schema = _load(root)
+    schema["$id"] = root.as_uri()
+    registry: Registry = Registry(retrieve=retrieve).with_resource(  # type: ignore[call-arg]
+        root.as_uri(), DRAFT202012.create_resource(schema)
+    )
+    return filling(schema, registry=registry)
+
+
+def fill_defaults(config: MutableMapping[str, Any], schema_path: str | Path) -> None:
+    """Set every default the schema at `schema_path` declares, in place, in every section
+    (module docstring). InputError naming the key when the config breaks the schema."""
+    validator = _validator(Path(schema_path))
+    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        key = ".".join(str(k) for k in e.absolute_path) or "(top level)"
+        raise InputError(f"{key}: {e.message}")
+
+
+def declared_defaults(schema_path: str | Path) -> dict[str, Any]:
+    """{dotted key: default} of every property with a ``default`` in the schema and the files it
+    references; a free-named mapping entry is spelled ``<name>``, an array item ``[]``."""
+    root = Path(schema_path).resolve()
+    out: dict[str, Any] = {}
+
+    def resolve(node: dict[str, Any], doc: dict[str, Any], here: Path) -> tuple[dict, dict, Path]:
+        while "$ref" in node:
+            ref = node["$ref"]
+            target, _, pointer = ref.partition("#")
+            if target:
+                here = (here.parent / target).resolve()
+                doc = _load(here)
+            found: Any = doc
+            for part in [p for p in pointer.split("/") if p]:
+                found = found[part]
+            node = found
+        return node, doc, here
+
+    def walk(node: Any, doc: dict[str, Any], here: Path, prefix: str) -> None:
+        if not isinstance(node, dict):
+            return
+        node, doc, here = resolve(node, doc, here)
+        for name, sub in (node.get("properties") or {}).items():
+            key = f"{prefix}.{name}" if prefix else name
+            if isinstance(sub, dict) and "default" not in sub:
+                sub, sub_doc, sub_here = resolve(sub, doc, here)
+            else:
+                sub_doc, sub_here = doc, here
+            if isinstance(sub, dict) and "default" in sub:
+                out[key] = sub["default"]
+            walk(sub, sub_doc, sub_here, key)
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            walk(extra, doc, here, f"{prefix}.<name>" if prefix else "<name>")
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], doc, here, f"{prefix}[]")
+        for word in ("anyOf", "oneOf", "allOf"):
+            for option in node.get(word) or []:
+                walk(option, doc, here, prefix)
+
+    top = _load(root)
+    walk(top, top, root, "")
+    return out
