@@ -1,15 +1,23 @@
 """The shape of the code: the layers of docs/architecture.md over the whole package (imports point
-down, no cycles, no study imports another, no private names across modules), workflow scripts
-are glue, and every reference the code cites is in the repository."""
+down, no cycles, no study imports another, no private names across modules: import-linter
+contracts in .importlinter where it can say the rule, hand-written checks where it cannot),
+workflow scripts are glue, and every reference the code cites is in the repository."""
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
+import grimp
+import importlinter.api
+import importlinter.configuration
 import pytest
+from importlinter.application import use_cases
 
 from llmqueue.importgraph import ImportGraph
 
@@ -53,54 +61,131 @@ def layers() -> dict[str, int]:
 LAYERS = layers()
 GRAPH = ImportGraph.read(ROOT / "src")
 
-
-def top(module: str) -> str:
-    """The entry of the layer table a module belongs to (its first name below llmqueue)."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
-
-
-def test_every_module_has_a_layer() -> None:
-    missing = sorted({top(m) for m in GRAPH.files if m != "llmqueue"} - set(LAYERS))
-    assert not missing, f"add {missing} to the layer table of docs/architecture.md"
-    assert len(set(LAYERS.values())) >= 8
+# The layers, the independence of the studies and the acyclic packages are import-linter
+# contracts (.importlinter) checked on grimp's import graph; the table above declares the layers
+# and the contracts file must say the same. What import-linter cannot say stays below, on the
+# project's own graph (llmqueue.importgraph, which the workflow's code inputs also read).
+CONTRACTS = ROOT / ".importlinter"
+importlinter.configuration.configure()
 
 
-@pytest.mark.parametrize("module", sorted(GRAPH.files), ids=str)
-def test_imports_point_down_the_layers(module: str) -> None:
-    if module == "llmqueue":
-        return
-    here = LAYERS[top(module)]
-    up = sorted(
-        {
-            f"{i.module} (line {i.line})"
-            for i in GRAPH.edges[module]
-            if i.module != "llmqueue" and LAYERS[top(i.module)] > here
-        }
+def lint(*contracts: str) -> bool:
+    """Whether import-linter keeps the `contracts` (their ids in .importlinter; all when none is
+    named) on the llmqueue package Python finds; its report goes to stdout, which pytest shows
+    when a test fails. A configuration error raises instead of counting as a broken contract."""
+    return use_cases.lint_imports(
+        config_filename=str(CONTRACTS),
+        limit_to_contracts=contracts,
+        cache_dir=None,
+        no_logo=True,
+        is_debug_mode=True,
     )
-    assert not up, f"{module} (layer {here}) imports a layer above it: {up}"
+
+
+def test_the_import_contracts_declare_the_layer_table() -> None:
+    """.importlinter's layers are the table's rows, highest first, each a group of modules that
+    may import each other (``:``); the contracts cover the whole package with no exception."""
+    assert len(set(LAYERS.values())) >= 8
+    by_layer: dict[int, list[str]] = {}
+    for name, i in LAYERS.items():
+        by_layer.setdefault(i, []).append(name)
+    want = [by_layer[i] for i in sorted(by_layer, reverse=True)]
+    config = importlinter.api.read_configuration(str(CONTRACTS))
+    assert config["session_options"]["root_packages"] == ["llmqueue"]
+    contracts = {c["id"]: c for c in config["contracts_options"]}
+    assert {"layers", "studies", "acyclic"} <= set(contracts)
+    assert not [c for c in contracts.values() if "ignore_imports" in c], "no exceptions"
+    layered = contracts["layers"]
+    assert layered["type"] == "layers" and layered["containers"] == ["llmqueue"]
+    assert layered["exhaustive"] == "true", "every module of llmqueue must have a layer"
+    assert not [row for row in layered["layers"] if "|" in row or "(" in row]
+    got = [[n.strip() for n in row.split(":")] for row in layered["layers"]]
+    block = "\n    ".join(" : ".join(row) for row in want)
+    assert got == want, f"the table changed: in .importlinter write\nlayers =\n    {block}"
+    studies = contracts["studies"]
+    assert studies["type"] == "independence" and studies["modules"] == ["llmqueue.studies.*"]
+    acyclic = contracts["acyclic"]
+    assert acyclic["type"] == "acyclic_siblings" and acyclic["ancestors"] == ["llmqueue"]
+    assert "depth" not in acyclic and "skip_descendants" not in acyclic
+
+
+def linted_here() -> None:
+    """import-linter and grimp read the llmqueue that Python finds: this checkout's."""
+    found = importlib.util.find_spec("llmqueue")
+    assert found and found.origin == str(SRC / "__init__.py"), found
+
+
+def test_the_import_contracts_hold() -> None:
+    linted_here()
+    assert lint(), "broken import contracts: see the report above"
+
+
+# Each probe writes imports into a copy of the package and names the contracts they must break.
+PROBES = {
+    "function-level import up the layers": (
+        {"tokens.py": "def probe():\n    from llmqueue.sim import engine\n"},
+        {"layers"},
+    ),
+    "import of a package above": ({"errors.py": "from llmqueue import plots\n"}, {"layers"}),
+    "relative import up the layers": ({"hardware/__init__.py": "from .. import cli\n"}, {"layers"}),
+    "a study imports another": (
+        {"studies/token_limit/__init__.py": "def probe():\n    import llmqueue.studies.ssjf\n"},
+        {"studies"},
+    ),
+    "a cycle inside one layer": (
+        {"seeds.py": "import llmqueue.grids\n", "grids.py": "import llmqueue.seeds\n"},
+        {"acyclic"},
+    ),
+}
+
+
+@pytest.mark.parametrize("probe", PROBES)
+def test_the_import_contracts_catch(
+    probe: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upward import (inside a function, of a package, relative), a study importing another
+    and a cycle each break their contract; same-layer probes leave the layers kept."""
+    edits, broken = PROBES[probe]
+    shutil.copytree(SRC, tmp_path / "llmqueue", ignore=shutil.ignore_patterns("__pycache__"))
+    for name, code in edits.items():
+        path = tmp_path / "llmqueue" / name
+        path.write_text(path.read_text() + "\n" + code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "llmqueue")
+    found = importlib.util.find_spec("llmqueue")
+    assert found and found.origin == str(tmp_path / "llmqueue" / "__init__.py")
+    for contract in sorted(broken):
+        assert not lint(contract), f"{probe}: the {contract} contract is kept"
+    if "layers" not in broken:
+        assert lint("layers"), f"{probe}: the layers contract is broken"
+
+
+def test_our_graph_sees_every_import_grimp_sees() -> None:
+    """The workflow's code inputs and the hand-written checks below read llmqueue.importgraph,
+    the contracts grimp: every module and import grimp finds must be in ours too, or a job would
+    miss a code input (a relative import, which ours does not follow, fails here). Ours also
+    counts ``from pkg import module`` as importing ``pkg``, which grimp does not."""
+    linted_here()
+    g = grimp.build_graph("llmqueue", cache_dir=None)
+    assert set(g.modules) == set(GRAPH.files)
+    ours = {(m, i.module) for m, imports in GRAPH.edges.items() for i in imports}
+    theirs = {(m, n) for m in g.modules for n in g.find_modules_directly_imported_by(m)}
+    missing = sorted(f"{m} -> {n}" for m, n in theirs - ours)
+    assert not missing, f"imports llmqueue.importgraph does not see: {missing}"
 
 
 def test_no_import_cycles() -> None:
+    """Every cycle between modules. The acyclic contract compares the children of each package
+    only, so a package whose ``__init__`` imports a module of its own that imports the package
+    back, or a module importing itself, is a cycle it cannot see."""
     assert GRAPH.cycles() == []
 
 
-def test_no_study_imports_another_study() -> None:
-    bad = []
-    for m, imports in GRAPH.edges.items():
-        parts = m.split(".")
-        if parts[1:2] != ["studies"] or len(parts) < 3:
-            continue
-        for i in imports:
-            other = i.module.split(".")
-            if other[1:2] == ["studies"] and len(other) > 2 and other[2] != parts[2]:
-                bad.append(f"{m} -> {i.module}")
-    assert not bad
-
-
 def test_no_module_imports_another_modules_private_names() -> None:
-    """``from a import _x`` only for a module _x of package a imported from inside a (a
-    package-private helper such as plots._token_limit); never a private function or constant."""
+    """``from a import _x`` only for a module _x of package a imported from a module of a itself
+    (a package-private helper such as plots._token_limit); never a private function or constant.
+    Hand-written: grimp's graph holds modules, not the names taken from them, and import-linter's
+    private_modules contract also lets the subpackages of a import a._x."""
     bad = []
     for m, imports in GRAPH.edges.items():
         package = m if GRAPH.files[m].name == "__init__.py" else m.rsplit(".", 1)[0]

@@ -6,8 +6,10 @@ Two users:
   depends on every library file its script imports, directly or not (function-level imports
   included), with the package ``__init__`` files on the way, so editing any of them reruns
   exactly the jobs that import it;
-- the layering test (``tests/test_layout.py``) checks it against the layers of
-  ``docs/architecture.md``.
+- ``tests/test_layout.py`` checks on it what import-linter's contracts (``.importlinter``, on
+  grimp's graph) cannot say: no module imports another's ``_private`` names, and no cycle
+  through a package's own ``__init__``; a test there checks that it holds every import grimp
+  finds.
 
 Modules are named as Python names them (``llmqueue.sim.engine``); ``from llmqueue.sim import
 queue`` counts as importing ``llmqueue.sim.queue``. Parsing the whole package takes a fraction of
