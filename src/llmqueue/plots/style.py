@@ -62,8 +62,10 @@ def color(i: int) -> Any:
 
 
 def formula_line(ax: Axes, x: ArrayLike, y: ArrayLike, label: str, i: int = 0, **kw: Any) -> None:
-    """A closed form or exact numeric solution: a line."""
-    ax.plot(x, y, "-", color=color(i), label=label, **kw)
+    """A closed form or exact numeric solution: a line (solid unless `kw` gives ls/linestyle)."""
+    if "ls" not in kw and "linestyle" not in kw:
+        kw["linestyle"] = "-"
+    ax.plot(x, y, color=color(i), label=label, **kw)
 
 
 def sim_points(
