@@ -33,8 +33,9 @@ unlock: $(STAMP)
 # job's old outputs when it starts it) are asked for by name beside the target, else Snakemake
 # would leave them missing while the files made from them are still there
 # (workflow/scripts/resume_targets.py lists them from `snakemake --summary`, only after a run that
-# did not finish: its mark .snakemake/llmqueue-unfinished, set while Snakemake runs, or
-# Snakemake's own incomplete marks; then it runs the Snakemake command with them added).
+# did not finish: its mark .snakemake/llmqueue-unfinished, set while Snakemake runs and removed
+# only by a successful run of `all` (another target's writes its targets there), or Snakemake's
+# own incomplete marks; then it runs the Snakemake command with them added).
 RESUME := $(BIN)/python workflow/scripts/resume_targets.py --snakemake $(BIN)/snakemake
 
 # The whole study, then the HTML report (rewritten only when an output or caption changed, so a

@@ -32,7 +32,7 @@ RERUN = ["plan_slice", "batching_sweep"]  # the jobs the killed run redoes
 pytestmark = pytest.mark.slow
 
 sys.path.insert(0, str(ROOT / "workflow" / "scripts"))
-from resume_targets import removed  # noqa: E402
+from resume_targets import removed, run, unfinished  # noqa: E402
 
 
 def copy_tree(dest: Path) -> None:
@@ -114,6 +114,25 @@ def test_the_dag_is_listed_only_after_a_run_that_did_not_finish(tmp_path: Path) 
     shutil.rmtree(tmp_path / ".snakemake" / "incomplete")
     (tmp_path / ".snakemake" / "llmqueue-unfinished").touch()
     assert listed().returncode == 3
+    # make's mark lists the targets a run has since checked: those skip the listing, others not
+    (tmp_path / ".snakemake" / "llmqueue-unfinished").write_text("fig6b\nfig4a\n")
+    assert not unfinished(tmp_path, ["fig6b"]) and not unfinished(tmp_path, ["fig4a", "fig6b"])
+    assert unfinished(tmp_path, ["fig_plan_pareto"]) and unfinished(tmp_path, ["all"])
+    assert unfinished(tmp_path, [])
+
+
+def test_a_run_clears_the_mark_only_for_the_whole_workflow(tmp_path: Path) -> None:
+    """make's mark belongs to the directory: a run that succeeds on some targets leaves it, naming
+    them (another target is still listed after a kill); one on `all` removes it; one that fails
+    leaves it naming none."""
+    mark = tmp_path / ".snakemake" / "llmqueue-unfinished"
+    assert run(["true"], tmp_path, ["fig_plan_pareto", "fig6b"]) == 0
+    assert mark.read_text().split() == ["fig_plan_pareto", "fig6b"]
+    assert run(["false"], tmp_path, ["fig6b"]) != 0
+    assert mark.exists() and mark.read_text() == ""
+    assert unfinished(tmp_path, ["fig6b"])
+    assert run(["true"], tmp_path, ["all"]) == 0 and not mark.exists()
+    assert not unfinished(tmp_path, ["fig6b"])
 
 
 def test_sigkill_after_a_build_then_make_restores_every_output(tmp_path: Path) -> None:
@@ -150,6 +169,18 @@ def test_sigkill_after_a_build_then_make_restores_every_output(tmp_path: Path) -
 
     out = make(tmp_path)
     assert "stale Snakemake lock" in out
-    assert results(tmp_path) == built, f"not restored byte-identical (removed: {gone})"
+    assert results(tmp_path) == built, (
+        f"not restored byte-identical (removed: {gone}); make said:\n{out[-3000:]}"
+    )
     for fig in ("fig_plan_pareto", "fig6b_dy_bmax"):
         assert (tmp_path / "figures" / f"{fig}.pdf").is_file()
+
+    # The kill can land after Snakemake removed a job's outputs and before it wrote the job's
+    # incomplete mark: that file has no mark, only make's (written empty by a run that never
+    # finished). `make fig_plan_pareto fig6b` runs one Snakemake command per target; the first
+    # (the plan's) succeeds, and the Fig. 6b sweep file must come back all the same.
+    sweep = sorted(f for f in built if f.startswith("results/batching/fig6b_"))[0]
+    (tmp_path / sweep).unlink()
+    (tmp_path / ".snakemake" / "llmqueue-unfinished").write_text("")
+    out = make(tmp_path)
+    assert results(tmp_path) == built, f"{sweep} not restored; make said:\n{out[-3000:]}"

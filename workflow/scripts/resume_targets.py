@@ -10,10 +10,16 @@ update`` are those. Asked for by name they are rebuilt (byte-identical: the runs
 the files made from them, now older than their input, are rebuilt after them.
 
 Listing the DAG costs about as much as a run with nothing to do, so it is done only after a run
-that may have been cut off: `make` touches :data:`UNFINISHED` before it starts Snakemake and
-removes it when Snakemake succeeds (a run killed by any signal, or failed, leaves it), and
-Snakemake itself leaves marks in .snakemake/incomplete/ when it is killed outright (a run started
-by hand). With neither, nothing is listed.
+that may have been cut off: `make` writes :data:`UNFINISHED` before it starts Snakemake (a run
+killed by any signal, or failed, leaves it), and Snakemake itself leaves marks in
+.snakemake/incomplete/ when it is killed outright (a run started by hand). With neither, nothing
+is listed. The mark belongs to the directory while a listing covers only the targets asked for,
+so a run that succeeds removes the mark only when its targets are the whole workflow (rule
+``all``); otherwise it writes its targets into the mark, and a later run of those same targets
+skips the listing, while any other target is still listed once. Without this,
+``make fig_plan_pareto fig6b`` after a kill (one Snakemake run per target) would let the plan's
+run clear the mark while a Fig. 6b sweep file is still gone: a kill between Snakemake's removing
+a job's outputs and its writing the job's incomplete mark leaves no other trace.
 
 Usage: python workflow/scripts/resume_targets.py [--snakemake .venv/bin/snakemake] [--dir .]
            TARGET ... [-- COMMAND ...]
@@ -34,12 +40,20 @@ COLUMNS = ("output_file", "date", "rule", "log-file(s)", "status", "plan")
 UNFINISHED = ".snakemake/llmqueue-unfinished"  # make's mark of a run under way (Makefile)
 
 
-def unfinished(workdir: Path) -> bool:
-    """Whether the last run here may have been cut off (module docstring)."""
-    if (workdir / UNFINISHED).exists():
-        return True
+WHOLE = "all"  # the Snakefile's rule of every result (`make reproduce`'s target)
+
+
+def unfinished(workdir: Path, targets: list[str]) -> bool:
+    """Whether a run here may have been cut off with files of `targets`' DAG removed: Snakemake's
+    incomplete marks, or make's mark unless it lists every one of `targets` (module docstring)."""
     marks = workdir / ".snakemake" / "incomplete"
-    return marks.is_dir() and any(marks.iterdir())
+    if marks.is_dir() and any(marks.iterdir()):
+        return True
+    mark = workdir / UNFINISHED
+    if not mark.exists():
+        return False
+    checked = set(mark.read_text().split())
+    return not targets or not set(targets) <= checked
 
 
 def removed(summary: str) -> list[str]:
@@ -74,7 +88,7 @@ def main(args: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     workdir = Path(opts.dir)
     files: list[str] = []
-    if unfinished(workdir):
+    if unfinished(workdir, opts.targets):
         done = subprocess.run(
             [opts.snakemake, "--summary", "--rerun-incomplete", *opts.targets],
             cwd=workdir,
@@ -95,15 +109,17 @@ def main(args: list[str] | None = None) -> int:
         for f in files:
             print(f)
         return 0
-    return run(command + files, workdir)
+    return run(command + files, workdir, opts.targets)
 
 
-def run(command: list[str], workdir: Path) -> int:
-    """`command` in `workdir` under make's mark (module docstring): set before, cleared when it
-    succeeds; its exit status (a Ctrl-C reaches it too: its own status, at least 130)."""
+def run(command: list[str], workdir: Path, targets: list[str]) -> int:
+    """`command` in `workdir` under make's mark (module docstring): written empty before; when it
+    succeeds, removed if `targets` hold the whole workflow, else holding `targets` (checked since
+    the last run that may have been cut off). Its exit status (a Ctrl-C reaches it too: its own
+    status, at least 130)."""
     mark = workdir / UNFINISHED
     mark.parent.mkdir(parents=True, exist_ok=True)
-    mark.touch()
+    mark.write_text("")
     print(" ".join(command), flush=True)
     proc = subprocess.Popen(command, cwd=workdir)
     try:
@@ -111,7 +127,10 @@ def run(command: list[str], workdir: Path) -> int:
     except KeyboardInterrupt:
         code = proc.wait() or 130
     if code == 0:
-        mark.unlink(missing_ok=True)
+        if WHOLE in targets or not targets:  # no target: Snakemake's first rule, `all`
+            mark.unlink(missing_ok=True)
+        else:
+            mark.write_text("".join(f"{t}\n" for t in targets))
     return code
 
 
