@@ -185,3 +185,74 @@ def test_no_rule_repeats_a_default_the_schema_declares() -> None:
     assert not found, found
     # the check sees such a call
     assert re.search(r"""\.get\(\s*["'](\w+)["']""", 'SERV.get("max_load", 0.97)')
+
+
+def _readme_keys() -> dict[str, str]:
+    """{dotted key: its section} of every key config/README.md's tables name (a row's first cell,
+    each backticked key taken relative to the section heading it sits under)."""
+    import re
+
+    keys: dict[str, str] = {}
+    section = None
+    for line in (ROOT / "config" / "README.md").read_text().splitlines():
+        head = re.match(r"^## `(\w+)`", line)
+        if head:
+            section = head.group(1)
+        elif section and line.startswith("| `"):
+            for key in re.findall(r"`([^`]+)`", line.split("|")[1]):
+                keys[key if key == section else f"{section}.{key}"] = section
+    return keys
+
+
+def _segments(key: str) -> list[str]:
+    import re
+
+    return [s for s in re.split(r"\.|\[\]", key) if s]
+
+
+def _free_map(node: dict[str, Any]) -> bool:
+    """A schema object that declares no keys of its own (free-form: overrides, shapes)."""
+    return node.get("type") == "object" and not node.get("properties")
+
+
+def _documents(doc: str, key: str, node: dict[str, Any], *, exact: bool = False) -> bool:
+    """Whether README key `doc` names schema key `key` (or, unless `exact`, a key above it: a row
+    may describe a whole object or list of objects; or its entries, `key.<name>`, when `key` is a
+    free-form object); a <placeholder> stands for any name."""
+    d, k = _segments(doc), _segments(key)
+    if len(d) > len(k) and not (_free_map(node) and len(d) == len(k) + 1):
+        return False
+    if exact and len(d) < len(k):
+        return False
+    return all(a == b or (a.startswith("<") and a.endswith(">")) for a, b in zip(d, k))
+
+
+def test_config_readme_documents_every_key_the_schema_declares_and_no_other() -> None:
+    """The schema declares the keys; config/README.md's tables must name each one (a row may
+    cover an object or a list of objects whole) and name no key the schema lacks."""
+    from llmqueue.checks.schema import declared_keys
+
+    keys = declared_keys(SCHEMA)
+    docs = _readme_keys()
+
+    def leaf(node: dict[str, Any]) -> bool:
+        items = node.get("items")
+        return not (
+            node.get("properties")
+            or isinstance(node.get("additionalProperties"), dict)
+            or (isinstance(items, dict) and items.get("properties"))
+        )
+
+    undocumented = sorted(k for k, n in keys.items() if leaf(n) and not any(
+        _documents(d, k, n) for d in docs))  # fmt: skip
+    assert not undocumented, f"keys of the schema missing from config/README.md: {undocumented}"
+    unknown = sorted(d for d in docs if not any(
+        _documents(d, k, n, exact=True) for k, n in keys.items()))  # fmt: skip
+    assert not unknown, f"config/README.md names keys the schema does not declare: {unknown}"
+    # the check sees a gap and a stale row
+    num: dict[str, Any] = {"type": "number"}
+    assert not _documents("serving.kv_tokens", "serving.kv_memory_fraction", num)
+    assert _documents("ssjf.official.predictions", "ssjf.official.predictions[].edges", num)
+    assert not _documents("ssjf.official.predictions", "ssjf.official", num, exact=True)
+    assert not _documents("serving.max_load.x", "serving.max_load", num, exact=True)
+    assert _documents("a.engine.<name>", "a.engine", {"type": "object"}, exact=True)

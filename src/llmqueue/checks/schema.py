@@ -92,16 +92,19 @@ def fill_defaults(config: MutableMapping[str, Any], schema_path: str | Path) -> 
         raise InputError(f"{key}: {e.message}")
 
 
-def declared_defaults(schema_path: str | Path) -> dict[str, Any]:
-    """{dotted key: default} of every property with a ``default`` in the schema and the files it
-    references; a free-named mapping entry is spelled ``<name>``, an array item ``[]``."""
+def declared_keys(schema_path: str | Path) -> dict[str, dict[str, Any]]:
+    """{dotted key: its schema node, $refs resolved} of every property the schema at
+    `schema_path` and the files it references declare. A free-named mapping entry is spelled
+    ``<name>`` (or, when ``propertyNames`` lists them, each allowed name), an array item ``[]``;
+    the branches of ``anyOf``/``oneOf``/``allOf`` and ``then``/``else`` add their keys."""
     root = Path(schema_path).resolve()
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
 
     def resolve(node: dict[str, Any], doc: dict[str, Any], here: Path) -> tuple[dict, dict, Path]:
+        extra: dict[str, Any] = {}
         while "$ref" in node:
-            ref = node["$ref"]
-            target, _, pointer = ref.partition("#")
+            extra = {**{k: v for k, v in node.items() if k != "$ref"}, **extra}
+            target, _, pointer = node["$ref"].partition("#")
             if target:
                 here = (here.parent / target).resolve()
                 doc = _load(here)
@@ -109,30 +112,43 @@ def declared_defaults(schema_path: str | Path) -> dict[str, Any]:
             for part in [p for p in pointer.split("/") if p]:
                 found = found[part]
             node = found
-        return node, doc, here
+        return {**node, **extra}, doc, here
 
     def walk(node: Any, doc: dict[str, Any], here: Path, prefix: str) -> None:
         if not isinstance(node, dict):
             return
         node, doc, here = resolve(node, doc, here)
-        for name, sub in (node.get("properties") or {}).items():
+
+        def child(name: str, sub: Any) -> None:
             key = f"{prefix}.{name}" if prefix else name
-            if isinstance(sub, dict) and "default" not in sub:
+            if isinstance(sub, dict):
                 sub, sub_doc, sub_here = resolve(sub, doc, here)
-            else:
-                sub_doc, sub_here = doc, here
-            if isinstance(sub, dict) and "default" in sub:
-                out[key] = sub["default"]
-            walk(sub, sub_doc, sub_here, key)
+                out.setdefault(key, sub)  # a branch's narrower node never hides the declaration
+                walk(sub, sub_doc, sub_here, key)
+
+        for name, sub in (node.get("properties") or {}).items():
+            child(name, sub)
         extra = node.get("additionalProperties")
         if isinstance(extra, dict):
-            walk(extra, doc, here, f"{prefix}.<name>" if prefix else "<name>")
+            names = (node.get("propertyNames") or {}).get("enum") or ["<name>"]
+            for name in names:
+                child(str(name), extra)
         if isinstance(node.get("items"), dict):
             walk(node["items"], doc, here, f"{prefix}[]")
         for word in ("anyOf", "oneOf", "allOf"):
             for option in node.get(word) or []:
                 walk(option, doc, here, prefix)
+        for word in ("then", "else"):  # `if` tests a key, it declares none
+            walk(node.get(word), doc, here, prefix)
 
     top = _load(root)
     walk(top, top, root, "")
     return out
+
+
+def declared_defaults(schema_path: str | Path) -> dict[str, Any]:
+    """{dotted key: default} of every property with a ``default`` (:func:`declared_keys`'s
+    spelling; a default kept with a shared definition counts)."""
+    return {
+        k: node["default"] for k, node in declared_keys(schema_path).items() if "default" in node
+    }
