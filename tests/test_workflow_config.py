@@ -224,7 +224,9 @@ def _documents(doc: str, key: str, node: dict[str, Any], *, exact: bool = False)
         return False
     if exact and len(d) < len(k):
         return False
-    return all(a == b or (a.startswith("<") and a.endswith(">")) for a, b in zip(d, k, strict=False))
+    return all(
+        a == b or (a.startswith("<") and a.endswith(">")) for a, b in zip(d, k, strict=False)
+    )
 
 
 def test_config_readme_documents_every_key_the_schema_declares_and_no_other() -> None:

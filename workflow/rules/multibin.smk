@@ -5,7 +5,8 @@
 # Multi-Bin against continuous batching on the same measured kernels.
 from llmqueue.studies.multibin.spec import trace_files as mb_trace
 
-MB = config.get("multibin") or {}  # every part filled with the schema's defaults (Snakefile)
+# every part filled with the schema's defaults (Snakefile: fill_defaults)
+MB = config.get("multibin") or {}
 if MB:
     MB_VS = MB["vs_continuous"]
     MB_BATCH_CFG = config["batch_profiles"][MB_VS["batch_profile"]]

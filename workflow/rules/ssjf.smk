@@ -339,7 +339,9 @@ declare_figure(
     data=lambda panel: {"data": f"results/ssjf/jct_{panel.split('_', 1)[0]}.csv"},
     params=dict(
         setting=lambda panel: panel.split("_", 1)[1],
-        description=lambda panel: SSJF["settings"][panel.split("_", 1)[1]]["description"],
+        description=lambda panel: SSJF["settings"][panel.split("_", 1)[1]][
+            "description"
+        ],
     ),
     category=SSJF_CATEGORY,
 )
