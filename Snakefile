@@ -42,16 +42,16 @@ except InputError as err:
 report: "workflow/report/workflow.rst"
 
 
-include: "workflow/rules/calibration.smk"
-include: "workflow/rules/profiling.smk"
-include: "workflow/rules/token_limit.smk"
-include: "workflow/rules/batching.smk"
-include: "workflow/rules/serving.smk"
-include: "workflow/rules/ssjf.smk"
-include: "workflow/rules/multibin.smk"
-include: "workflow/rules/validation.smk"
-include: "workflow/rules/validation_law.smk"
-include: "workflow/rules/plan.smk"
+# every study's rule files, in the registry's order (llmqueue.studies.STUDIES)
+from llmqueue.studies import STUDIES
+
+for _study in STUDIES:
+    for _rules in _study.rules:
+
+        include: f"workflow/rules/{_rules}.smk"
+
+
+# then what reads every study's declarations: plot rules, claims, docs, notebooks
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/docs.smk"

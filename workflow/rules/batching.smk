@@ -3,6 +3,13 @@
 # the simulation per (policy, lambda); lambda grids are fractions of each profile's best mu_b.
 BAT = config["batching"]
 BPROF = config["batch_profiles"]
+
+
+def bprof_fit(name):
+    """The fit.json a batch profile of kind 'fit' is read from (none for a fixed profile)."""
+    return fit_inputs(BPROF[name])
+
+
 F3, F5, F6 = BAT["fig3"], BAT["fig5"], BAT["fig6"]
 FIG5_PANELS = list(F5["panels"])
 FIG6_PROFILES = list(F6["profiles"])

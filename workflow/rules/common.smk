@@ -1,6 +1,6 @@
 # Shared by every rule file (the job environment, library dependencies, fit inputs, study targets,
-# claim tables), the figure registry (declare_figure; figures.smk makes its rules) and the
-# helpers of the study rule files.
+# claim tables) and the figure registry (declare_figure; figures.smk makes its rules). It names
+# no study: a study's own helpers live in its rule files (llmqueue.studies.STUDIES lists them).
 import json
 import os
 import sys
@@ -186,23 +186,3 @@ def _plot_params(fig, panel):
     if panel is not None:
         values["panel"] = panel
     return {"module": fig["module"], **values}
-
-
-# ---- token-limit study (workflow/rules/token_limit.smk; TL is defined there)
-def tl_tables(name):
-    return expand(f"results/token_limit/{{profile}}/{name}.csv", profile=TL_PROFILES)
-
-
-def tl_figure_data(*tables):
-    data = {}
-    for name in tables:
-        data[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
-        for p in TL["extra_profiles"]:
-            data[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
-    return data
-
-
-# ---- batching study (workflow/rules/batching.smk; BPROF is defined there)
-def bprof_fit(name):
-    """The fit.json a batch profile of kind 'fit' is read from (none for a fixed profile)."""
-    return fit_inputs(BPROF[name])

@@ -6,6 +6,7 @@
 # its blocks changed. tests/test_docs.py checks the committed blocks on a fresh clone.
 
 from llmqueue.docgen import block_sources
+from llmqueue.studies import claim_titles
 
 # Pages that hold generated blocks.
 DOC_PAGES = [
@@ -22,19 +23,7 @@ DOC_REFERENCE = {
 }
 DOC_CLAIMS = dict(claims="results/claims.csv", reference=DOC_REFERENCE)
 # What each claim number says, for the README's headline table (docs/figures.md has the claims).
-CLAIM_TITLES = {
-    1: "Table I latencies and their linear law, LLaMA-2-7B on an A100",
-    2: "the KV cache holds 49 sequences of 1280 tokens",
-    3: "patient users: W_q at the limit 1600 and the optimal limit",
-    4: "impatient users: the lost fraction at 1300 and the optimal limit",
-    5: "shares of requests below 1600 and 1300 tokens",
-    6: "mu_b rises with b and peaks for LogNormal lengths (Fig. 3b)",
-    7: "bound (16) tracks dynamic batching; elastic beats dynamic (Fig. 5)",
-    8: "the optimal fixed batch K* = 8 and Eq. (16)'s 125 s (Fig. 6a); can the A100 run it",
-    9: "a finite b_max against b_max = inf; elastic against dynamic (Fig. 6b)",
-    10: "SSJF: mean JCT and throughput against FCFS (companion paper)",
-    11: "Multi-Bin Batching: throughput against the number of bins (companion paper)",
-}
+CLAIM_TITLES = claim_titles()  # the registry (llmqueue.studies.STUDIES)
 DOC_MEASURED = dict(measured="docs/measured.yaml")
 DOC_FITS = sorted(
     {

@@ -1,6 +1,21 @@
 # Token-limit study (paper Sec. III, V-B): Fig. 4a-4d and claims 3-5 (llmqueue.studies.token_limit).
 TL = config["token_limit"]
 TL_PROFILES = [TL["profile"], *TL["extra_profiles"]]
+
+
+def tl_tables(name):
+    return expand(f"results/token_limit/{{profile}}/{name}.csv", profile=TL_PROFILES)
+
+
+def tl_figure_data(*tables):
+    data = {}
+    for name in tables:
+        data[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
+        for p in TL["extra_profiles"]:
+            data[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
+    return data
+
+
 TL_SCENARIO = {
     "patient": dict(rate_per_s=TL["patient"]["rate_per_s"], patience_s=None),
     "impatient": dict(

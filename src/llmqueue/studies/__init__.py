@@ -1,1 +1,95 @@
-"""Study tables: pure functions that turn config values into the DataFrames the pipeline caches."""
+"""The studies, registered once: each study's name, rule files, library package and claims.
+
+A study is a config section (``config/config.yaml``, its schema ``workflow/schemas``), a library
+package (``llmqueue.studies.<name>``, or ``llmqueue.plan`` for the operators' worked example:
+pure functions that turn config values into the DataFrames the pipeline caches), its rule files
+(``workflow/rules/<file>.smk``), its figures (``declare_figure`` in those rules), its notebook
+(``notebooks/intro/<name>.md``) and documentation page (``docs/studies/<name>.md``), and, for
+the paper's and companions' claims, its rows of ``data/reference/claims_<name>.csv``.
+
+:data:`STUDIES` is the one list: the Snakefile includes the rule files from it (in this order:
+a study's rules may use what an earlier one defines), the documentation's claim titles come from
+it, and a test checks each record against the files it names. Light on purpose (no import of a
+study), so the Snakefile reads it before any rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Study", "STUDIES", "study", "claim_titles"]
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study. `rules`: its rule files under ``workflow/rules`` (no ``.smk``), in include
+    order; `package`: the library package that computes its tables; `claims`: claim number ->
+    the title the documentation's by-claim table gives it (the numbers its reference rows use)."""
+
+    name: str
+    rules: tuple[str, ...]
+    package: str
+    claims: Mapping[int, str] = field(default_factory=dict)
+
+
+STUDIES: tuple[Study, ...] = (
+    Study(
+        "profiling",
+        ("calibration", "profiling"),
+        "llmqueue.studies.profiling",
+        {
+            1: "Table I latencies and their linear law, LLaMA-2-7B on an A100",
+            2: "the KV cache holds 49 sequences of 1280 tokens",
+        },
+    ),
+    Study(
+        "token_limit",
+        ("token_limit",),
+        "llmqueue.studies.token_limit",
+        {
+            3: "patient users: W_q at the limit 1600 and the optimal limit",
+            4: "impatient users: the lost fraction at 1300 and the optimal limit",
+            5: "shares of requests below 1600 and 1300 tokens",
+        },
+    ),
+    Study(
+        "batching",
+        ("batching",),
+        "llmqueue.studies.batching",
+        {
+            6: "mu_b rises with b and peaks for LogNormal lengths (Fig. 3b)",
+            7: "bound (16) tracks dynamic batching; elastic beats dynamic (Fig. 5)",
+            8: "the optimal fixed batch K* = 8 and Eq. (16)'s 125 s (Fig. 6a); can the A100 run it",
+            9: "a finite b_max against b_max = inf; elastic against dynamic (Fig. 6b)",
+        },
+    ),
+    Study("serving", ("serving",), "llmqueue.studies.serving"),
+    Study(
+        "ssjf",
+        ("ssjf",),
+        "llmqueue.studies.ssjf",
+        {10: "SSJF: mean JCT and throughput against FCFS (companion paper)"},
+    ),
+    Study(
+        "multibin",
+        ("multibin",),
+        "llmqueue.studies.multibin",
+        {11: "Multi-Bin Batching: throughput against the number of bins (companion paper)"},
+    ),
+    Study("validation", ("validation", "validation_law"), "llmqueue.studies.validation"),
+    Study("plan", ("plan",), "llmqueue.plan"),
+)
+
+
+def study(name: str) -> Study:
+    """The registered study `name` (KeyError naming the registered ones otherwise)."""
+    for s in STUDIES:
+        if s.name == name:
+            return s
+    raise KeyError(f"no study {name!r}; registered: {[s.name for s in STUDIES]}")
+
+
+def claim_titles() -> dict[int, str]:
+    """{claim number: title} of every study, in claim order (the documentation's tables)."""
+    return dict(sorted((n, t) for s in STUDIES for n, t in s.claims.items()))

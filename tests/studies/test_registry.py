@@ -1,0 +1,82 @@
+"""The study registry (llmqueue.studies.STUDIES) against the files each record names, and every
+study's files against the registry: a study is registered once and the rest follows from it."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from llmqueue.studies import STUDIES, Study, claim_titles, study
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "workflow" / "rules"
+# rule files that belong to no study: the shared helpers and what reads every study's declarations
+SHARED_RULES = {"common", "figures", "claims", "docs", "notebooks"}
+
+
+def snakefile_includes() -> list[str]:
+    text = (ROOT / "Snakefile").read_text()
+    return re.findall(r'^\s*include:\s*"workflow/rules/(\w+)\.smk"', text, flags=re.M)
+
+
+@pytest.mark.parametrize("s", STUDIES, ids=lambda s: s.name)
+def test_each_registered_study_has_its_files(s: Study) -> None:
+    for rules in s.rules:
+        assert (RULES / f"{rules}.smk").is_file(), rules
+    assert importlib.util.find_spec(s.package) is not None, s.package
+    assert (ROOT / "docs" / "studies" / f"{s.name}.md").is_file()
+    assert (ROOT / "notebooks" / "intro" / f"{s.name}.md").is_file()
+    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
+    assert s.name in schema["properties"], f"config section {s.name!r} has no schema"
+    # its figures are declared under its name, in its own rule files
+    declared = {
+        name
+        for rules in s.rules
+        for name in re.findall(r'study="(\w+)"', (RULES / f"{rules}.smk").read_text())
+    }
+    assert declared <= {s.name}, (s.name, declared)
+
+
+def test_every_rule_file_is_a_studys_or_shared_and_included_once() -> None:
+    files = {p.stem for p in RULES.glob("*.smk")}
+    owned = [r for s in STUDIES for r in s.rules]
+    assert len(owned) == len(set(owned)), "a rule file registered twice"
+    assert files == set(owned) | SHARED_RULES, files ^ (set(owned) | SHARED_RULES)
+    # the Snakefile names only the shared files; the studies' come from the registry's loop
+    assert set(snakefile_includes()) == SHARED_RULES
+    assert "for _study in STUDIES" in (ROOT / "Snakefile").read_text()
+
+
+def test_every_study_package_is_registered() -> None:
+    packages = {
+        f"llmqueue.studies.{p.name}"
+        for p in (ROOT / "src/llmqueue/studies").iterdir()
+        if p.is_dir() and (p / "__init__.py").is_file()
+    }
+    assert packages <= {s.package for s in STUDIES}, packages - {s.package for s in STUDIES}
+    assert len({s.name for s in STUDIES}) == len(STUDIES)
+
+
+def test_claim_numbers_are_the_reference_tables() -> None:
+    """A study's claim numbers are those its reference rows use (ids '6a', '10a1' -> 6, 10)."""
+    for s in STUDIES:
+        path = ROOT / "data" / "reference" / f"claims_{s.name}.csv"
+        if not path.is_file():
+            assert not s.claims, f"{s.name} has claim titles but no reference table"
+            continue
+        with path.open(newline="") as fh:
+            numbers = {int(re.match(r"\d+", row["id"]).group()) for row in csv.DictReader(fh)}
+        assert numbers == set(s.claims), (s.name, numbers, set(s.claims))
+    titles = claim_titles()
+    assert list(titles) == sorted(titles) and len(titles) == sum(len(s.claims) for s in STUDIES)
+
+
+def test_lookup_by_name() -> None:
+    assert study("ssjf").claims and study("plan").package == "llmqueue.plan"
+    with pytest.raises(KeyError, match="registered"):
+        study("nope")
