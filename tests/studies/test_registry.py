@@ -80,3 +80,12 @@ def test_lookup_by_name() -> None:
     assert study("ssjf").claims and study("plan").package == "llmqueue.plan"
     with pytest.raises(KeyError, match="registered"):
         study("nope")
+
+
+def test_the_docs_generator_reads_every_registered_studys_docs_module() -> None:
+    """docgen imports the studies' docs modules by name (so the import graph, and with it the docs
+    job's code inputs, sees them); the registry says which exist: the two must agree."""
+    from llmqueue import docgen
+
+    have = {f"{s.package}.docs" for s in STUDIES if importlib.util.find_spec(f"{s.package}.docs")}
+    assert {m.__name__ for m in docgen.STUDY_DOCS} == have
