@@ -3,13 +3,6 @@
 # the simulation per (policy, lambda); lambda grids are fractions of each profile's best mu_b.
 BAT = config["batching"]
 BPROF = config["batch_profiles"]
-
-
-def bprof_fit(name):
-    """The fit.json a batch profile of kind 'fit' is read from (none for a fixed profile)."""
-    return fit_inputs(BPROF[name])
-
-
 F3, F5, F6 = BAT["fig3"], BAT["fig5"], BAT["fig6"]
 FIG5_PANELS = list(F5["panels"])
 FIG6_PROFILES = list(F6["profiles"])
@@ -61,7 +54,7 @@ wildcard_constraints:
 
 rule batching_fig3_data:
     input:
-        fits=[f for n in F3["profiles"] for f in bprof_fit(n)],
+        fits=[f for n in F3["profiles"] for f in fit_inputs(BPROF[n])],
         code=script_code("batching_fig3.py"),
     output:
         fig3a="results/batching/fig3a_EL_Hb.csv",
@@ -87,7 +80,7 @@ rule batching_fig3_data:
 rule batching_sweep:
     """One lambda sweep: a Fig. 5 panel (sname = panel) or Fig. 6a / 6b (sname = profile)."""
     input:
-        fit=lambda w: bprof_fit(SWEEP_PROFILE[w.sweep](w.sname)),
+        fit=lambda w: fit_inputs(BPROF[SWEEP_PROFILE[w.sweep](w.sname)]),
         code=script_code("batching_sweep.py"),
     output:
         "results/batching/{sweep}_{sname}.csv",
@@ -111,7 +104,7 @@ rule batching_sweep:
 rule batching_kstar:
     """Claim 8: every fixed K of claim_K at claim_rate, one profile."""
     input:
-        fit=lambda w: bprof_fit(w.bprofile),
+        fit=lambda w: fit_inputs(BPROF[w.bprofile]),
         code=script_code("batching_kstar.py"),
     output:
         "results/batching/fig6a_kstar_{bprofile}.csv",
@@ -149,7 +142,7 @@ rule batching_claims:
             {
                 f
                 for n in [*F3["profiles"], *F5["panels"].values(), *FIG6_PROFILES]
-                for f in bprof_fit(n)
+                for f in fit_inputs(BPROF[n])
             }
         ),
         code=script_code("batching_claims.py"),

@@ -7,7 +7,11 @@ if SERV:
     SERV_POLICIES = list(SERV["policies"])
     SERV_STATIC = SERV["static_law"]
     SERV_FITS = fit_inputs(config["step_profiles"][SERV["step_profile"]])
-    SERV_STATIC_FITS = [] if SERV_STATIC == "from_step" else bprof_fit(SERV_STATIC)
+    SERV_STATIC_FITS = (
+        []
+        if SERV_STATIC == "from_step"
+        else fit_inputs(config["batch_profiles"][SERV_STATIC])
+    )
     # one small dict per job: what serving_setup reads of the config for one policy
     SERV_SETUP = dict(
         step_profile=SERV["step_profile"],

@@ -3,17 +3,22 @@ TL = config["token_limit"]
 TL_PROFILES = [TL["profile"], *TL["extra_profiles"]]
 
 
-def tl_tables(name):
-    return expand(f"results/token_limit/{{profile}}/{name}.csv", profile=TL_PROFILES)
-
-
-def tl_figure_data(*tables):
-    data = {}
-    for name in tables:
-        data[f"main_{name}"] = f"results/token_limit/{TL['profile']}/{name}.csv"
-        for p in TL["extra_profiles"]:
-            data[f"{p}_{name}"] = f"results/token_limit/{p}/{name}.csv"
-    return data
+# every table of the study: one file per latency profile, listed by name (the claims read them all)
+TL_TABLES = {
+    name: expand(f"results/token_limit/{{profile}}/{name}.csv", profile=TL_PROFILES)
+    for name in ("patient", "impatient", "tradeoff", "gamma_sweep")
+}
+# a figure's inputs: the main profile's table and each extra profile's as a labelled second curve
+TL_FIGURE_DATA = {
+    name: {
+        f"{label}_{name}": f"results/token_limit/{p}/{name}.csv"
+        for label, p in [
+            ("main", TL["profile"]),
+            *((p, p) for p in TL["extra_profiles"]),
+        ]
+    }
+    for name in TL_TABLES
+}
 
 
 TL_SCENARIO = {
@@ -80,10 +85,10 @@ rule token_limit_tradeoff:
 rule token_limit_claims:
     input:
         reference="data/reference/claims_token_limit.csv",
-        patient=tl_tables("patient"),
-        impatient=tl_tables("impatient"),
-        tradeoff=tl_tables("tradeoff"),
-        gamma_sweep=tl_tables("gamma_sweep"),
+        patient=TL_TABLES["patient"],
+        impatient=TL_TABLES["impatient"],
+        tradeoff=TL_TABLES["tradeoff"],
+        gamma_sweep=TL_TABLES["gamma_sweep"],
         fits=[f for p in TL_PROFILES for f in fit_inputs(config["latency_profiles"][p])],
         code=script_code("token_limit_claims.py"),
     output:
@@ -108,7 +113,7 @@ CLAIM_TABLES.append("results/claims/token_limit.csv")
 
 
 # ---- figures (Fig. 4a-4d: the main profile, each extra profile as a labelled second curve;
-# tl_figure_data in common.smk)
+# TL_FIGURE_DATA above)
 TL_PLOT = dict(
     main_profile=TL["profile"],
     extra_profiles=TL["extra_profiles"],
@@ -127,7 +132,7 @@ declare_figure(
     study="token_limit",
     claims=[3],
     plot="fig4a_mg1_EW",
-    data=tl_figure_data("patient"),
+    data=TL_FIGURE_DATA["patient"],
     params=dict(TL_PLOT, rate_per_s=TL["patient"]["rate_per_s"]),
     category=TL_CATEGORY,
 )
@@ -136,7 +141,7 @@ declare_figure(
     study="token_limit",
     claims=[4],
     plot="fig4b_mg1_EWqs",
-    data=tl_figure_data("impatient"),
+    data=TL_FIGURE_DATA["impatient"],
     params=TL_IMPATIENT,
     category=TL_CATEGORY,
 )
@@ -145,7 +150,7 @@ declare_figure(
     study="token_limit",
     claims=[4],
     plot="fig4c_mg1_pai",
-    data=tl_figure_data("impatient"),
+    data=TL_FIGURE_DATA["impatient"],
     params=TL_IMPATIENT,
     category=TL_CATEGORY,
 )
@@ -154,7 +159,7 @@ declare_figure(
     study="token_limit",
     claims=[3, 4, 5],
     plot="fig4d_tradeoff",
-    data=tl_figure_data("tradeoff"),
+    data=TL_FIGURE_DATA["tradeoff"],
     params=dict(
         TL_PLOT,
         rate_per_s=TL["patient"]["rate_per_s"],
