@@ -60,7 +60,7 @@ TARGETS = ("fig3a", "fig3b", "fig4a")
 PACKAGES = ("slurm-wlm", "munge")
 PARTITIONS = ("cpu", "gpu")
 # Finished jobs stay visible to `squeue` this long; the profile's status checks need at least
-# 3 x slurm-init-seconds-before-status-checks (tests/test_workflow_slurm.py checks both).
+# 3 x slurm-init-seconds-before-status-checks (tests/workflow/test_workflow_slurm.py checks both).
 MIN_JOB_AGE_S = 600
 SLURM_BUILD_TIMEOUT_S = 1800
 

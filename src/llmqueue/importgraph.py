@@ -6,7 +6,7 @@ Two users:
   depends on every library file its script imports, directly or not (function-level imports
   included), with the package ``__init__`` files on the way, so editing any of them reruns
   exactly the jobs that import it;
-- ``tests/test_layout.py`` checks on it what import-linter's contracts (``.importlinter``, on
+- ``tests/workflow/test_layout.py`` checks on it what import-linter's contracts (``.importlinter``, on
   grimp's graph) cannot say: no module imports another's ``_private`` names, and no cycle
   through a package's own ``__init__``; a test there checks that it holds every import grimp
   finds.

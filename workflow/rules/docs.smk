@@ -3,7 +3,7 @@
 #   <!-- generated: NAME (from PATH, ...) --> ... <!-- end generated: NAME -->
 # The pages are never outputs (Snakemake deletes outputs before a job runs): the job's output is
 # the set of rendered fragments, results/docs/blocks.json, and it rewrites a page only when one of
-# its blocks changed. tests/test_docs.py checks the committed blocks on a fresh clone.
+# its blocks changed. tests/workflow/test_docs.py checks the committed blocks on a fresh clone.
 
 from llmqueue.docgen import block_sources
 from llmqueue.studies import claim_titles

@@ -2,7 +2,7 @@
 # validation matrix (validation.matrix_compare.matrices), leave-one-batch-out on each group's
 # calibration batches (the only data a law is fitted on) and on the judged runs' iterations and
 # mean JCT; the engine's prediction law is the form chosen here
-# (tests/test_validation_engine_matrices.py).
+# (tests/studies/validation/test_engine_matrices.py).
 # VMX, VMX_MATRICES, VMX_ENGINES and VAL_CATEGORY come from validation.smk (included before this
 # file).
 

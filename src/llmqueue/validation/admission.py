@@ -29,7 +29,7 @@ holds b_max whole prompts (``llmqueue.validation.groups`` checks both); otherwis
 would stop at the budget and the rest would wait for the next batch.
 
 The rule itself, :func:`admission_limit`, is a pure function; the mixin has no vLLM import, so it is
-unit tested on a fake scheduler (tests/test_validation_admission.py), and
+unit tested on a fake scheduler (tests/validation/test_matrix.py), and
 :class:`llmqueue.validation.probe.BatchQueueScheduler` puts it on vLLM's recording scheduler.
 """
 
