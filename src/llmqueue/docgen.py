@@ -15,8 +15,9 @@ from the files the pipeline writes, never from a hand-pasted copy.
 The renderers are pure functions of tables (``pandas.DataFrame``) and parsed JSON/YAML objects;
 reading and writing files is left to the workflow script, except the splice itself. This module
 holds the splicer, the claims and measured-figure blocks and the dispatch (:data:`RENDERERS`).
-Each study's renderers live in its package's ``docs`` module (:data:`STUDY_DOCS`), a function
-``render_<kind>`` for the blocks of each kind. Every table goes through
+Each study's renderers live in its package's ``docs`` module (:data:`STUDY_DOCS`, from the
+study registry :data:`llmqueue.studies.STUDIES`), a function ``render_<kind>`` for the blocks of
+each kind. Every table goes through
 :func:`llmqueue.markdown.md_table` with the formats of :mod:`llmqueue.markdown`
 (:func:`~llmqueue.markdown.fmt`: significant digits, times in s and rates in requests/s as the
 column headers say; :func:`~llmqueue.markdown.fmt_pct`: relative changes in percent).
@@ -24,6 +25,7 @@ column headers say; :func:`~llmqueue.markdown.fmt_pct`: relative changes in perc
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -41,12 +43,7 @@ from llmqueue.markdown import (
     md_text,
     parse_tables,
 )
-from llmqueue.plan import docs as plan_docs
-from llmqueue.studies.multibin import docs as multibin_docs
-from llmqueue.studies.profiling import docs as profiling_docs
-from llmqueue.studies.serving import docs as serving_docs
-from llmqueue.studies.ssjf import docs as ssjf_docs
-from llmqueue.studies.validation import docs as validation_docs
+from llmqueue.studies import docs_modules
 
 NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 BEGIN = re.compile(rf"^<!-- generated: (?P<name>{NAME}) \(from (?P<sources>[^()]*)\) -->$")
@@ -439,7 +436,9 @@ _OWN: dict[str, Callable[..., str]] = {
     "study_claims": render_study_claims,
     "measured": render_measured,
 }
-STUDY_DOCS = (serving_docs, ssjf_docs, multibin_docs, validation_docs, profiling_docs, plan_docs)
+# every registered study's renderers (llmqueue.studies.STUDIES; the docs rule adds these modules
+# to its code inputs, as the import graph does not see an import by name)
+STUDY_DOCS = tuple(importlib.import_module(m) for m in docs_modules())
 
 
 def _renderers() -> dict[str, Callable[..., str]]:

@@ -30,6 +30,17 @@ from llmqueue.profiles import fit_json_path, setting_fit_paths
 # Each study appends its final outputs (figures, tables, fits) and its claims CSV here.
 STUDY_TARGETS = {}
 CLAIM_TABLES = []
+# The generated blocks of the documentation (docs.smk renders and splices them). A study declares
+# its own in its .smk file as DOC_BLOCKS["<name>"] = doc_block("<kind>", inputs, **options),
+# <kind> naming a render_<kind> function of its docs module (llmqueue.studies.Study.docs).
+DOC_BLOCKS = {}
+
+
+def doc_block(kind, inputs, **options):
+    """One generated block: its renderer (llmqueue.docgen.RENDERERS), the files it is rendered
+    from by role ({role: path | [paths] | {key: path}}) and the renderer's options."""
+    return dict(kind=kind, inputs=inputs, options=options)
+
 
 # The library code a job runs is derived from the import graph (llmqueue.importgraph, read once
 # at parse time): a job depends on every library file its script imports, directly or not, so

@@ -6,7 +6,7 @@
 # its blocks changed. tests/workflow/test_docs.py checks the committed blocks on a fresh clone.
 
 from llmqueue.docgen import block_sources
-from llmqueue.studies import claim_titles
+from llmqueue.studies import claim_titles, docs_modules
 
 # Pages that hold generated blocks.
 DOC_PAGES = [
@@ -43,14 +43,8 @@ DOC_VALIDATION = f"results/validation/{VAL['figure_run']}/comparison.csv"
 DOC_VALIDATION_RUN = f"{VAL['dir']}/{VAL['figure_run']}"
 
 
-# One generated block: its renderer (llmqueue.docgen.RENDERERS), the files it is rendered from by
-# role ({role: path | [paths] | {key: path}}) and the renderer's options.
-doc_block = lambda kind, inputs, **options: dict(
-    kind=kind, inputs=inputs, options=options
-)
-
-
-DOC_BLOCKS = {
+# the shared blocks, after those the studies declared in their own rule files (common.smk)
+DOC_BLOCKS |= {
     # README.md
     "measured-commands": doc_block("measured", DOC_MEASURED, group="commands"),
     "claims-headline": doc_block(
@@ -281,6 +275,8 @@ rule docs:
     input:
         DOC_SOURCES,
         code=script_code("docs_blocks.py"),
+        # the studies' renderers, which llmqueue.docgen imports by name from the registry
+        renderers=sorted({f for m in docs_modules() for f in module_code(m)}),
     output:
         "results/docs/blocks.json",
     log:

@@ -18,19 +18,30 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Study", "STUDIES", "study", "claim_titles"]
+__all__ = ["Study", "STUDIES", "study", "claim_titles", "docs_modules"]
 
 
 @dataclass(frozen=True)
 class Study:
     """One study. `rules`: its rule files under ``workflow/rules`` (no ``.smk``), in include
     order; `package`: the library package that computes its tables; `claims`: claim number ->
-    the title the documentation's by-claim table gives it (the numbers its reference rows use)."""
+    the title the documentation's by-claim table gives it (the numbers its reference rows use);
+    `docs`: the module of its ``render_<kind>`` functions (its generated documentation blocks;
+    None: ``<package>.docs`` where that module exists)."""
 
     name: str
     rules: tuple[str, ...]
     package: str
     claims: Mapping[int, str] = field(default_factory=dict)
+    docs: str | None = None
+
+    @property
+    def docs_module(self) -> str | None:
+        """The module of its renderers, or None when it renders no block."""
+        from importlib.util import find_spec
+
+        name = self.docs or f"{self.package}.docs"
+        return name if find_spec(name) is not None else None
 
 
 STUDIES: tuple[Study, ...] = (
@@ -93,3 +104,9 @@ def study(name: str) -> Study:
 def claim_titles() -> dict[int, str]:
     """{claim number: title} of every study, in claim order (the documentation's tables)."""
     return dict(sorted((n, t) for s in STUDIES for n, t in s.claims.items()))
+
+
+def docs_modules() -> tuple[str, ...]:
+    """The modules of every study's ``render_<kind>`` functions, in registry order (what
+    :mod:`llmqueue.docgen` imports; the docs job's code inputs)."""
+    return tuple(m for s in STUDIES if (m := s.docs_module) is not None)
