@@ -209,7 +209,7 @@ def test_the_import_graph_sees_function_level_and_package_imports(tmp_path: Path
         "from llmqueue.traces import read_trace\n"
     )
     code = GRAPH.code_of(script, root=ROOT)
-    for f in ("sim/queue.py", "sim/__init__.py", "sim/heap.py", "policy.py", "traces.py"):
+    for f in ("sim/queue.py", "sim/__init__.py", "sim/heap.py", "policy.py", "traces/formats.py"):
         assert f"src/llmqueue/{f}" in code, f
     assert "src/llmqueue/sim/engine.py" not in code
 

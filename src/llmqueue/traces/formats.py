@@ -1,43 +1,17 @@
-"""Every reader of request tables, behind one small interface returning one typed table.
-
-A *request table* is a list of requests in arrival order with their prompt and output tokens:
-the Azure LLM inference traces (``data/traces/``), any CSV with such columns, the request tables
-of a vLLM validation run (``requests_<run>.csv``, which also carry the measured first token and
-finish times), and the traces operators have: BurstGPT's CSV, Mooncake's JSONL, vidur's request
-CSV and vLLM's benchmark result JSON (docs/traces.md). Every one of them is read here into
-:class:`TraceRows`, whatever the file's format; the simulators' workloads
-(:mod:`llmqueue.sim.workload`), the learned predictor (:mod:`llmqueue.predictor`), token laws of
-a trace column (:mod:`llmqueue.tokens`), the profiling and validation drivers and the studies read
-tables through this module only.
-
-- :func:`read_trace`: a file as :class:`TraceRows`, by format name (:data:`FORMATS`): ``csv``
-  (named timestamp, prompt, output and optional finish columns; timestamps are seconds or
-  date-times), ``vllm-requests`` (a validation run's request table), ``ssjf-predictions``
-  (SSJF's published output lengths with their proxy model's predicted class,
-  ``data/ssjf-predictions/``), ``burstgpt``, ``mooncake``, ``vidur``, ``vllm-bench``, or
-  ``auto`` (the default: the format :func:`detect_format` recognises from the file);
-- :func:`write_vidur`: rows as vidur's request CSV (atomically), to run the same load in vidur;
-- :func:`read_columns`, :func:`read_token_columns`, :func:`read_timestamps`, :func:`read_column`,
-  :func:`read_table`: the parts they are built from, for callers that need only some columns;
-- :func:`parse_trace_spec`: the one parser of a ``trace:PATH:COLUMN[:cap=L]`` token-law spec.
-
-A new format plugs in as one reader function ``(path, columns, where) -> TraceRows`` added to
-:data:`FORMATS` (and, to be recognised, a signature in :func:`detect_format`). Errors are
-:class:`~llmqueue.errors.InputError` s of one line naming the file, the column or key, the row
-and what is allowed (`where` names the flag or config key the path came from): a missing file or
-column, an empty file, a ragged CSV row, a value that is not a finite number or is out of range
-(token counts in [0, :data:`~llmqueue.limits.MAX_TOKENS`]). Units: seconds and tokens (Mooncake's
-timestamps are read in ms and returned in s). pandas is imported on first use.
+"""The request-table formats (:mod:`llmqueue.traces`): one reader ``(path, columns, where) ->
+TraceRows`` per format in :data:`FORMATS` (a CSV with named columns, a vLLM validation run's
+request table, SSJF's published predictions, and the traces operators have: BurstGPT, Mooncake,
+vidur, vLLM's benchmark JSON), the recognition of a file's format (:func:`detect_format`),
+:func:`read_trace` and the export to vidur's request CSV (:func:`write_vidur`). Built from the
+shared parts of :mod:`llmqueue.traces.base`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +20,24 @@ import numpy as np
 from llmqueue.errors import InputError
 from llmqueue.io import atomic_path
 from llmqueue.limits import MAX_TIME_S, MAX_TOKENS
+from llmqueue.traces.base import (
+    DAY_S,
+    TraceColumns,
+    TraceRows,
+    checked,
+    csv_frame,
+    csv_header,
+    data_row,
+    enough_rows,
+    existing_file,
+    numbers,
+    read_table,
+    span_checked,
+    timestamps_of,
+    token_counts,
+)
 
 __all__ = [
-    "DAY_S",
-    "TraceRows",
-    "TraceColumns",
-    "TraceSpec",
     "FORMATS",
     "VLLM_REQUEST_COLUMNS",
     "SSJF_PREDICTION_COLUMNS",
@@ -62,391 +48,9 @@ __all__ = [
     "VLLM_BENCH_KEYS",
     "detect_format",
     "format_columns",
-    "path_kind",
-    "parse_trace_spec",
     "read_trace",
-    "read_table",
-    "read_columns",
-    "read_token_columns",
-    "read_column",
-    "read_timestamps",
     "write_vidur",
 ]
-
-DAY_S = 86_400.0  # seconds in a day: a numeric timestamp's time of day is taken modulo this
-# the largest numeric timestamp of a CSV (s): any clock's origin up to ~30,000 years, with float64
-# still resolving microseconds; the span of a trace's timestamps is at most MAX_TIME_S
-MAX_EPOCH_S = 1e12
-
-
-@dataclass(frozen=True)
-class TraceRows:
-    """Requests in arrival order: arrival (s from the first request, unless the reader says
-    otherwise), time of day (s since midnight), prompt and output tokens, optionally each
-    request's finish time (s, the arrival's clock); ``source`` names where they came from.
-
-    ``frame``: the table as it was read (a pandas DataFrame with every column, in file order),
-    for formats that carry more than a trace (a validation run's measured times); None for the
-    others."""
-
-    arrival_s: np.ndarray
-    time_of_day_s: np.ndarray
-    prompt_tokens: np.ndarray
-    output_tokens: np.ndarray
-    finish_s: np.ndarray | None = None
-    source: str = "trace"
-    frame: Any = field(default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        cols = [self.arrival_s, self.time_of_day_s, self.prompt_tokens, self.output_tokens]
-        if self.finish_s is not None:
-            cols.append(self.finish_s)
-        arr = [np.asarray(c, dtype=float) for c in cols]
-        n = arr[0].size
-        if any(a.ndim != 1 or a.size != n for a in arr) or n < 2:
-            raise InputError(f"{self.source}: trace columns must be equal, 1-D, >= 2 rows")
-        if any(not np.all(np.isfinite(a)) for a in arr):
-            raise InputError(f"{self.source}: trace columns must be finite numbers")
-        if np.any(np.diff(arr[0]) < 0):
-            raise InputError(f"{self.source}: rows must be in arrival order")
-        times = arr[0] if self.finish_s is None else np.concatenate([arr[0], arr[4]])
-        if not float(times.max() - times.min()) <= MAX_TIME_S:
-            raise InputError(
-                f"{self.source}: its times span {float(times.max() - times.min()):.4g} s; "
-                f"allowed: at most {MAX_TIME_S:g} s"
-            )
-        if np.any(arr[2] < 0) or np.any(arr[3] < 0):
-            raise InputError(f"{self.source}: token counts must be >= 0")
-        if self.finish_s is not None and np.any(arr[4] <= arr[0]):
-            raise InputError(f"{self.source}: every finish time must be after its arrival")
-        object.__setattr__(self, "arrival_s", arr[0])
-        object.__setattr__(self, "time_of_day_s", arr[1])
-        object.__setattr__(self, "prompt_tokens", arr[2])
-        object.__setattr__(self, "output_tokens", arr[3])
-        if self.finish_s is not None:
-            object.__setattr__(self, "finish_s", arr[4])
-
-    @property
-    def n(self) -> int:
-        return int(self.arrival_s.size)
-
-    def take(self, lo: int, hi: int | None = None) -> TraceRows:
-        """Rows lo..hi-1 (arrival times kept on the trace's clock)."""
-        s = slice(lo, hi)
-        fin = None if self.finish_s is None else self.finish_s[s]
-        frame = None if self.frame is None else self.frame.iloc[s]
-        return TraceRows(
-            self.arrival_s[s],
-            self.time_of_day_s[s],
-            self.prompt_tokens[s],
-            self.output_tokens[s],
-            fin,
-            self.source,
-            frame,
-        )
-
-    def fingerprint(self) -> str:
-        """SHA-256 of the arrival, prompt and output columns (tells one trace from another)."""
-        h = hashlib.sha256()
-        for a in (self.arrival_s, self.prompt_tokens, self.output_tokens):
-            h.update(np.ascontiguousarray(a, dtype="<f8").tobytes())
-        return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class TraceColumns:
-    """Which columns of a CSV request table hold what (the Azure traces' names by default);
-    ``finish`` is optional (None: the table has no finish times)."""
-
-    timestamp: str = "TIMESTAMP"
-    prompt: str = "ContextTokens"
-    output: str = "GeneratedTokens"
-    finish: str | None = None
-
-    @classmethod
-    def from_mapping(cls, cols: Mapping[str, Any]) -> TraceColumns:
-        """From a config ``columns`` mapping (keys timestamp, prompt, output[, finish])."""
-        known = {"timestamp", "prompt", "output", "finish"}
-        extra = sorted(set(cols) - known)
-        if extra:
-            raise InputError(f"trace columns: unknown keys {extra}; known: {sorted(known)}")
-        given = {k: str(v) for k, v in cols.items() if v is not None}
-        finish = given.pop("finish", None)
-        return cls(**given, finish=finish)
-
-
-# ---- the parts ---------------------------------------------------------------------------------
-def _existing(path: str | os.PathLike[str], where: str) -> Path:
-    """`path` when it is a regular file (or a link to one) that can be read and does not start
-    with a UTF-16 or UTF-32 byte-order mark; else one InputError saying what it is instead: no
-    such file, a directory, a FIFO (named pipe), a device, a socket, unreadable, or text in
-    another encoding (a UTF-8 byte-order mark is accepted by every reader)."""
-    p = Path(path)
-    what = path_kind(p)
-    if what:
-        raise InputError(f"{where}: trace file {str(path)!r} {what}; allowed: a regular file")
-    try:
-        with p.open("rb") as fh:
-            head = fh.read(4)
-    except OSError as err:
-        raise InputError(
-            f"{where}: trace file {str(path)!r} cannot be read ({err.strerror})"
-        ) from None
-    for bom, name in _OTHER_BOMS:
-        if head.startswith(bom):
-            raise InputError(
-                f"{where}: trace file {str(path)!r} starts with a {name} byte-order mark; allowed: "
-                "UTF-8 text (with or without its byte-order mark): save it as UTF-8"
-            )
-    return p
-
-
-# byte-order marks of encodings no reader takes (UTF-32 first: its LE mark starts like UTF-16's)
-_OTHER_BOMS = (
-    (b"\xff\xfe\x00\x00", "UTF-32"),
-    (b"\x00\x00\xfe\xff", "UTF-32"),
-    (b"\xff\xfe", "UTF-16"),
-    (b"\xfe\xff", "UTF-16"),
-)
-
-
-def path_kind(path: str | os.PathLike[str]) -> str:
-    """ "" when `path` is a regular file (or a link to one); else what it is, as an error message
-    says it: "does not exist", "is a directory", "is a FIFO (named pipe)", "is a device",
-    "is a socket" (never opened: opening a FIFO would block)."""
-    import stat
-
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return "does not exist"
-    except OSError as err:
-        return f"cannot be read ({err.strerror})"
-    if stat.S_ISREG(mode):
-        return ""
-    if stat.S_ISDIR(mode):
-        return "is a directory, not a file"
-    if stat.S_ISFIFO(mode):
-        return "is a FIFO (named pipe), not a file"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "is a device, not a file"
-    if stat.S_ISSOCK(mode):
-        return "is a socket, not a file"
-    return "is not a regular file"
-
-
-def _header(p: Path, where: str) -> list[str]:
-    import pandas as pd
-
-    try:
-        return [str(c) for c in pd.read_csv(p, nrows=0, encoding="utf-8-sig").columns]
-    except pd.errors.EmptyDataError:
-        raise InputError(f"{where}: {p} is empty (no header, no rows)") from None
-    except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
-        raise InputError(f"{where}: {p} cannot be read as CSV: {err}") from None
-
-
-def _check_rows(p: Path, where: str) -> None:
-    """Refuse a ragged CSV: every non-blank line holds as many fields as the header (pandas would
-    pad a short row with NaN, or drop a long row's extra fields, without a word)."""
-    import csv
-
-    try:
-        with p.open(newline="", encoding="utf-8-sig", errors="replace") as fh:
-            reader = csv.reader(fh)
-            width = None
-            for row in reader:
-                if not row:
-                    continue  # a blank line (pandas skips it too)
-                if width is None:
-                    width = len(row)
-                elif len(row) != width:
-                    raise InputError(
-                        f"{where}: {p}, line {reader.line_num}: {len(row)} fields where the "
-                        f"header has {width} (a ragged row); every row needs one value per column"
-                    )
-    except csv.Error as err:
-        raise InputError(f"{where}: {p} cannot be read as CSV: {err}") from None
-
-
-def _csv_frame(path: str | os.PathLike[str], columns: Sequence[str], where: str) -> Any:
-    """The named columns of a CSV (a pandas DataFrame, file order), after refusing a missing
-    file, an empty file, a missing column (naming what exists) and a ragged row."""
-    import pandas as pd
-
-    p = _existing(path, where)
-    head = _header(p, where)
-    missing = [c for c in columns if c not in head]
-    if missing:
-        what = f"column {missing[0]!r}" if len(missing) == 1 else f"columns {missing}"
-        raise InputError(f"{where}: {path} has no {what}; its columns are {head}")
-    _check_rows(p, where)
-    try:
-        return pd.read_csv(p, usecols=list(dict.fromkeys(columns)), encoding="utf-8-sig")
-    except Exception as err:  # noqa: BLE001 - any parse failure is the user's file
-        raise InputError(f"{where}: {p} cannot be read as CSV: {err}") from None
-
-
-def _show(value: Any) -> str:
-    """A raw value as an error message quotes it."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if value is None:
-        return "null"
-    if isinstance(value, float) and math.isnan(value):
-        return "an empty value or NaN"
-    return repr(value)
-
-
-def _data_row(i: int) -> str:
-    return f"data row {i + 1}"
-
-
-def _checked(
-    values: np.ndarray,
-    raw: Callable[[int], Any],
-    place: str,
-    where: str,
-    label: Callable[[int], str] = _data_row,
-    lo: float = -math.inf,
-    hi: float = math.inf,
-    unit: str = "",
-    lo_open: bool = False,
-) -> np.ndarray:
-    """`values` (float64, NaN where the raw value is not a number) when every one is a finite
-    number in [lo, hi] (lo excluded when `lo_open`); else an InputError naming `where`, the
-    `place` (``column 'x' of FILE``), how many values are bad, the first (`label` names its row
-    or line, `raw` gives what the file holds) and what is allowed."""
-    bounded = math.isfinite(lo) or math.isfinite(hi)
-    rng = f"{'>' if lo_open else '>='} {lo:g} and <= {hi:g}{' ' + unit if unit else ''}"
-    allowed = f"numbers {rng}" if bounded else "finite numbers"
-    for bad, what in (
-        (np.isnan(values), "are not numbers (or are empty)"),
-        (np.isinf(values), "are not finite"),
-    ):
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(
-                f"{where}: {place}: {int(bad.sum())} values {what}, the first in {label(i)}: "
-                f"{_show(raw(i))}; allowed: {allowed}"
-            )
-    out = (values <= lo if lo_open else values < lo) | (values > hi)
-    if out.any():
-        i = int(np.flatnonzero(out)[0])
-        raise InputError(
-            f"{where}: {place}: {int(out.sum())} values are out of range, the first in "
-            f"{label(i)}: {values[i]:g}; allowed: {allowed}"
-        )
-    return values
-
-
-def _numbers(series: Any) -> np.ndarray:
-    """A pandas column as float64, NaN where a value is not a number."""
-    import pandas as pd
-
-    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=float)
-
-
-def _tokens(series: Any, place: str, where: str) -> np.ndarray:
-    """A column of token counts: finite numbers in [0, MAX_TOKENS]."""
-    return _checked(
-        _numbers(series), series.iloc.__getitem__, place, where, lo=0, hi=MAX_TOKENS, unit="tokens"
-    )
-
-
-def _enough(n: int, f: str, where: str, what: str = "rows") -> None:
-    if n < 2:
-        raise InputError(f"{where}: {f} holds {n} {what}; a trace needs at least 2")
-
-
-def _span_checked(
-    t: np.ndarray, place: str, where: str, label: Callable[[int], str] = _data_row, unit: str = "s"
-) -> np.ndarray:
-    """`t` (finite seconds, any order) when its span, latest minus earliest, is at most
-    :data:`~llmqueue.limits.MAX_TIME_S` (the engine's clock keeps sub-millisecond steps there);
-    else an InputError naming the latest row."""
-    if t.size:
-        span = float(t.max() - t.min())
-        if not span <= MAX_TIME_S:
-            i = int(np.argmax(t))
-            raise InputError(
-                f"{where}: {place}: {label(i)} lies {span:.4g} {unit} after the earliest "
-                f"timestamp; allowed: a span of at most {MAX_TIME_S:g} s"
-            )
-    return t
-
-
-def read_table(path: str | os.PathLike[str], where: str = "--trace") -> Any:
-    """The whole CSV as a pandas DataFrame (InputError for a missing, empty, unreadable or ragged
-    file)."""
-    p = _existing(path, where)
-    return _csv_frame(p, _header(p, where), where)
-
-
-def read_columns(
-    path: str | os.PathLike[str], columns: list[str], where: str = "--trace"
-) -> dict[str, np.ndarray]:
-    """Numeric columns of a CSV trace as float64 (InputError naming the file, the column and what
-    exists, a ragged row, or the column holding a value that is not a finite number)."""
-    df = _csv_frame(path, columns, where)
-    return {
-        c: _checked(_numbers(df[c]), df[c].iloc.__getitem__, f"column {c!r} of {path}", where)
-        for c in columns
-    }
-
-
-def read_token_columns(
-    path: str | os.PathLike[str], columns: list[str], where: str = "--trace"
-) -> dict[str, np.ndarray]:
-    """Columns of token counts of a CSV trace as float64, every value a number in
-    [0, MAX_TOKENS] (so that it fits the engine's integers); else one InputError naming `where`,
-    the column, the file, how many values are bad and the first one's row, as :func:`read_columns`
-    does."""
-    df = _csv_frame(path, columns, where)
-    return {c: _tokens(df[c], f"column {c!r} of {path}", where) for c in columns}
-
-
-def read_column(path: str | os.PathLike[str], column: str, where: str = "token law") -> np.ndarray:
-    """One column of token counts (float64, at least one row, every value a number in
-    [0, MAX_TOKENS])."""
-    df = _csv_frame(path, [column], where)
-    if len(df) == 0:
-        raise InputError(f"{where}: trace file {str(path)!r}, column {column!r}: no rows")
-    return _tokens(df[column], f"column {column!r} of {path}", where)
-
-
-def _timestamps(series: Any, column: str, f: str, where: str) -> tuple[np.ndarray, np.ndarray]:
-    """(absolute seconds, seconds since midnight) of a timestamp column: finite numbers are
-    seconds (time of day: modulo :data:`DAY_S`), anything else is parsed as date-times."""
-    import pandas as pd
-
-    place = f"timestamp column {column!r} of {f}"
-    t = _numbers(series)
-    if not np.isnan(t).any():
-        a = _checked(t, series.iloc.__getitem__, place, where, lo=0, hi=MAX_EPOCH_S, unit="s")
-        return _span_checked(a, place, where), np.mod(a, DAY_S)
-    parsed = pd.to_datetime(series, errors="coerce", utc=True, format="mixed")
-    if parsed.isna().any():
-        i = int(np.flatnonzero(parsed.isna().to_numpy())[0])
-        raise InputError(
-            f"{where}: column {column!r} of {f} holds neither numbers nor dates, the first in "
-            f"{_data_row(i)}: {_show(series.iloc[i])}; allowed: seconds or date-times"
-        )
-    epoch = (parsed - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float)
-    tod = (parsed - parsed.dt.normalize()).dt.total_seconds().to_numpy(dtype=float)
-    return _span_checked(epoch, place, where), tod
-
-
-def read_timestamps(
-    path: str | os.PathLike[str], column: str, where: str = "--trace"
-) -> tuple[np.ndarray, np.ndarray]:
-    """(absolute seconds, seconds since midnight) of a timestamp column, in file order: numbers
-    are seconds (time of day: modulo :data:`DAY_S`), anything else is parsed as date-times."""
-    p = _existing(path, where)
-    head = _header(p, where)
-    if not column or column not in head:
-        raise InputError(f"{where}: {path} has no timestamp column {column!r}; columns: {head}")
-    return _timestamps(_csv_frame(p, [column], where)[column], column, str(path), where)
 
 
 # ---- the formats -------------------------------------------------------------------------------
@@ -455,16 +59,16 @@ def _read_csv(path: str | os.PathLike[str], columns: TraceColumns, where: str) -
     earliest request. Token counts must be finite numbers in [0, MAX_TOKENS], timestamps finite
     seconds or date-times; a ragged row is refused."""
     names = [columns.timestamp, columns.prompt, columns.output]
-    df = _csv_frame(path, names + ([columns.finish] if columns.finish else []), where)
-    _enough(len(df), str(path), where)
-    prompt = _tokens(df[columns.prompt], f"column {columns.prompt!r} of {path}", where)
-    output = _tokens(df[columns.output], f"column {columns.output!r} of {path}", where)
-    abs_s, tod = _timestamps(df[columns.timestamp], columns.timestamp, str(path), where)
+    df = csv_frame(path, names + ([columns.finish] if columns.finish else []), where)
+    enough_rows(len(df), str(path), where)
+    prompt = token_counts(df[columns.prompt], f"column {columns.prompt!r} of {path}", where)
+    output = token_counts(df[columns.output], f"column {columns.output!r} of {path}", where)
+    abs_s, tod = timestamps_of(df[columns.timestamp], columns.timestamp, str(path), where)
     origin = float(abs_s.min())
     arr = abs_s - origin
     fin = None
     if columns.finish:
-        fin = _timestamps(df[columns.finish], columns.finish, str(path), where)[0] - origin
+        fin = timestamps_of(df[columns.finish], columns.finish, str(path), where)[0] - origin
     order = np.argsort(arr, kind="stable")
     return TraceRows(
         arr[order],
@@ -511,8 +115,8 @@ def _read_vllm_requests(
         ("prompt_tokens", MAX_TOKENS, "tokens"),
         ("output_tokens", MAX_TOKENS, "tokens"),
     ):
-        _checked(
-            _numbers(df[col]), df[col].iloc.__getitem__, f"column {col!r} of {f}", where,
+        checked(
+            numbers(df[col]), df[col].iloc.__getitem__, f"column {col!r} of {f}", where,
             lo=0, hi=hi, unit=unit,
         )  # fmt: skip
     if not df["arrival_s"].is_monotonic_increasing:
@@ -622,8 +226,8 @@ def _time_and_tokens(
     """(times in [0, MAX_TIME_S] s, prompt tokens, output tokens) from a table's three columns
     (time, prompt, output), each refused with its row when out of range."""
     t_col, prompt_col, output_col = columns
-    t = _checked(
-        _numbers(df[t_col]),
+    t = checked(
+        numbers(df[t_col]),
         df[t_col].iloc.__getitem__,
         f"column {t_col!r} of {f}",
         where,
@@ -631,8 +235,8 @@ def _time_and_tokens(
         hi=MAX_TIME_S,
         unit="s",
     )
-    prompt = _tokens(df[prompt_col], f"column {prompt_col!r} of {f}", where)
-    output = _tokens(df[output_col], f"column {output_col!r} of {f}", where)
+    prompt = token_counts(df[prompt_col], f"column {prompt_col!r} of {f}", where)
+    output = token_counts(df[output_col], f"column {output_col!r} of {f}", where)
     return t, prompt, output
 
 
@@ -666,7 +270,7 @@ def _read_burstgpt(path: str | os.PathLike[str], columns: TraceColumns, where: s
     order: rows are sorted (stable) by Timestamp, arrival in s from the earliest kept request,
     time of day Timestamp modulo a day. Timestamp in [0, MAX_TIME_S] s, token counts in
     [0, MAX_TOKENS]. `columns` is not read: BurstGPT's names are fixed."""
-    df = _csv_frame(path, BURSTGPT_COLUMNS, where)
+    df = csv_frame(path, BURSTGPT_COLUMNS, where)
     f = str(path)
     ts_col, req_col, resp_col = BURSTGPT_COLUMNS
     if len(df) == 0:
@@ -678,7 +282,7 @@ def _read_burstgpt(path: str | os.PathLike[str], columns: TraceColumns, where: s
             f"{where}: {f}: all {len(df)} rows are failed requests ({resp_col!r} is 0); a trace "
             "needs successful ones"
         )
-    _enough(int(ok.sum()), f, where, "successful requests")
+    enough_rows(int(ok.sum()), f, where, "successful requests")
     order = np.argsort(ts[ok], kind="stable")
     ts, prompt, output = ts[ok][order], prompt[ok][order], output[ok][order]
     dropped = int((~ok).sum())
@@ -706,7 +310,7 @@ def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: s
     the first request (timestamp / 1000); time of day: arrival modulo a day (the traces carry no
     clock time). Timestamps in [0, 1000 MAX_TIME_S] ms, token counts in [0, MAX_TOKENS].
     `columns` is not read: Mooncake's keys are fixed."""
-    p = _existing(path, where)
+    p = existing_file(path, where)
     f = str(path)
     fields: dict[str, list[Any]] = {k: [] for k in MOONCAKE_KEYS}
     lines: list[int] = []
@@ -737,7 +341,7 @@ def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: s
         raise InputError(f"{where}: {f} is not UTF-8 text; allowed: {form}") from None
     if not lines:
         raise InputError(f"{where}: {f} is empty; allowed: {form}")
-    _enough(len(lines), f, where, "requests")
+    enough_rows(len(lines), f, where, "requests")
 
     def label(i: int) -> str:
         return f"line {lines[i]}"
@@ -745,7 +349,7 @@ def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: s
     def values(key: str, hi: float, unit: str) -> np.ndarray:
         raw = fields[key]
         place = f"key {key!r} of {f}"
-        return _checked(_json_floats(raw), raw.__getitem__, place, where, label, 0, hi, unit)
+        return checked(_json_floats(raw), raw.__getitem__, place, where, label, 0, hi, unit)
 
     t = values("timestamp", 1e3 * MAX_TIME_S, "ms")
     prompt = values("input_length", MAX_TOKENS, "tokens")
@@ -770,12 +374,12 @@ def _read_vidur(path: str | os.PathLike[str], columns: TraceColumns, where: str)
     one before it is refused (not reordered). Arrival: s from the first request; time of day:
     arrival modulo a day. arrived_at in [0, MAX_TIME_S] s, token counts in [0, MAX_TOKENS].
     `columns` is not read: vidur's names are fixed."""
-    df = _csv_frame(path, VIDUR_COLUMNS, where)
+    df = csv_frame(path, VIDUR_COLUMNS, where)
     f = str(path)
-    _enough(len(df), f, where)
+    enough_rows(len(df), f, where)
     at_col, prefill_col, decode_col = VIDUR_COLUMNS
     t, prompt, output = _time_and_tokens(df, VIDUR_COLUMNS, f, where)
-    _in_order(t, f, where, _data_row, "arrived_at", "s")
+    _in_order(t, f, where, data_row, "arrived_at", "s")
     arrival = t - t[0]
     return TraceRows(
         arrival,
@@ -814,7 +418,7 @@ def _read_vllm_bench(path: str | os.PathLike[str], columns: TraceColumns, where:
     [0, MAX_TOKENS], times in [0, MAX_TIME_S] s (latencies > 0). `columns` is not read."""
     import pandas as pd
 
-    p = _existing(path, where)
+    p = existing_file(path, where)
     f = str(path)
     obj = _json_document(p, where)
     if not isinstance(obj, dict):
@@ -851,11 +455,11 @@ def _read_vllm_bench(path: str | os.PathLike[str], columns: TraceColumns, where:
     keep = np.flatnonzero(~failed)
     if keep.size == 0:
         raise InputError(f"{where}: {f}: all {n} requests failed; a trace needs successful ones")
-    _enough(int(keep.size), f, where, "successful requests")
+    enough_rows(int(keep.size), f, where, "successful requests")
 
     def values(key: str, hi: float, unit: str, lo_open: bool = False) -> np.ndarray:
         raw = lists[key]
-        return _checked(
+        return checked(
             _json_floats([raw[i] for i in keep]),
             lambda j: raw[keep[j]],
             f"key {key!r} of {f}",
@@ -879,7 +483,7 @@ def _read_vllm_bench(path: str | os.PathLike[str], columns: TraceColumns, where:
     note = "no start_times: arrival times unknown, all 0"
     if "start_times" in lists:
         start = values("start_times", math.inf, "s")  # a perf_counter clock: any finite origin
-        _span_checked(start, f"key 'start_times' of {f}", where, lambda j: f"entry {keep[j]}")
+        span_checked(start, f"key 'start_times' of {f}", where, lambda j: f"entry {keep[j]}")
         arrival = start - start.min()
         note = "arrivals from start_times"
         cols["arrival_s"] = arrival
@@ -940,7 +544,7 @@ def detect_format(
     ``vidur``, ``vllm-requests`` or ``ssjf-predictions`` when the header holds that format's
     columns (:data:`BURSTGPT_COLUMNS`, :data:`VIDUR_COLUMNS`, ...), in that order. Anything else:
     an InputError naming the file, what it lacks and the known formats."""
-    p = _existing(path, where)
+    p = existing_file(path, where)
     first = _first_line(p, where)
     if first.lstrip().startswith(("{", "[")) or p.suffix.lower() in (".json", ".jsonl"):
         try:
@@ -957,7 +561,7 @@ def detect_format(
             f"{list(MOONCAKE_KEYS)}; vllm-bench: an object with keys {list(VLLM_BENCH_KEYS)}); "
             f"known formats: {_known()}"
         )
-    head = _header(p, where)
+    head = csv_header(p, where)
     cols = columns or TraceColumns()
     wanted = [cols.timestamp, cols.prompt, cols.output] + ([cols.finish] if cols.finish else [])
     missing = [c for c in wanted if c not in head]
@@ -1057,32 +661,3 @@ def write_vidur(rows: TraceRows, path: str | os.PathLike[str]) -> None:
     )
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False, lineterminator="\n")
-
-
-# ---- the trace: token-law spec -----------------------------------------------------------------
-TRACE_FORM = "trace:PATH:COLUMN (a CSV file and one of its numeric columns)"
-
-
-@dataclass(frozen=True)
-class TraceSpec:
-    """A parsed ``trace:PATH:COLUMN[:cap=L]`` spec: the file, its column, the optional cap."""
-
-    path: str
-    column: str
-    cap_text: str | None = None
-
-
-def parse_trace_spec(spec: str) -> TraceSpec:
-    """Split ``trace:PATH:COLUMN[:cap=L]`` (PATH may hold colons); InputError when malformed.
-    The cap's number is left as text (the token-law parser checks it)."""
-    kind, _, rest = spec.strip().partition(":")
-    if kind.strip().lower() != "trace":
-        raise InputError(f"token law {spec!r} is not a trace law; expected {TRACE_FORM}")
-    parts = rest.split(":")
-    cap = None
-    if len(parts) >= 3 and parts[-1].startswith("cap="):
-        cap = parts[-1][4:]
-        parts = parts[:-1]
-    if len(parts) < 2 or not parts[-1] or not ":".join(parts[:-1]):
-        raise InputError(f"token law {spec!r} is malformed; expected {TRACE_FORM}")
-    return TraceSpec(":".join(parts[:-1]), parts[-1], cap)
