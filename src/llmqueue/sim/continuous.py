@@ -11,16 +11,16 @@ decoding sequence and prefills the admitted prompts (chunked after the decodes b
 budget); it lasts step(decode_seqs, prefill_tokens, context_tokens). With per-chunk admission
 (``P_CHUNK``, Hugging Face transformers' FIFO scheduler) the admission step is
 :func:`_schedule_per_chunk`'s instead: KV taken per prompt chunk, waiting requests that do not fit
-passed over, starved requests sitting the iteration out (:func:`_stall`) and the newest of them
-reset to the back of the queue (:func:`_reset`), the server paused (``V_PAUSE``) until a finish.
+passed over, starved requests sitting the iteration out (:func:`~llmqueue.sim.seats.stall`) and the newest of them
+reset to the back of the queue (:func:`~llmqueue.sim.seats.reset`), the server paused (``V_PAUSE``) until a finish.
 
 KV in blocks of ``P_BLOCK`` tokens (1: token-granular): a sequence holding h tokens takes
-``_slots(h)`` = P_BLOCK * ceil(h / P_BLOCK) of the budget, and ``V_KVU`` counts those slots. A
+``slots(h)`` = P_BLOCK * ceil(h / P_BLOCK) of the budget, and ``V_KVU`` counts those slots. A
 decoding sequence takes a new block when an iteration starts with its blocks full (h a multiple
 of P_BLOCK); its held tokens are ``steps + F_HBASE``, so whether it does depends only on
 ``F_HBASE`` modulo P_BLOCK (its *phase*): ``phase[s, r]`` counts server s's decoding sequences of
 phase r, and the blocks an iteration, or a run of m decode-only iterations, takes come from these
-counts in O(P_BLOCK), not O(B) (:func:`_new_blocks`). A run of decode-only iterations is cut to
+counts in O(P_BLOCK), not O(B) (:func:`~llmqueue.sim.seats.new_blocks`). A run of decode-only iterations is cut to
 the length the free blocks surely cover, and the KV-time integral counts the growth inside such a
 run in tokens.
 
@@ -44,6 +44,9 @@ router compares are exact at the arrival: no boundary before it is pending (even
 order; a pending run of decode-only iterations ends at the first completion, so none falls inside
 it), and the KV held by a server inside such a run is what the iterations started by then took
 (a sequence takes its next token's KV when an iteration starts).
+
+The servers' column layout (``V_*``, ``P_*``) and the inlined operations on a server's state the
+loops and the per-chunk scheduler share live in :mod:`llmqueue.sim.seats`.
 """
 
 from __future__ import annotations
@@ -55,12 +58,58 @@ import numpy as np
 from numba import njit
 
 from llmqueue.sim import fields as F
-from llmqueue.sim import heap as H
 from llmqueue.sim import queue as Q
 from llmqueue.sim import router as R
 from llmqueue.sim import state as S
 from llmqueue.sim.jit import kernel
 from llmqueue.sim.recorder import record
+from llmqueue.sim.seats import (
+    NV,
+    P_BATCHQ,
+    P_BLOCK,
+    P_CHUNK,
+    P_GUARD,
+    P_GUARDS,
+    P_KV,
+    P_MARGIN,
+    P_MAXB,
+    P_MAXTOK,
+    P_NBAT,
+    P_NREQ,
+    P_ONDEMAND,
+    P_ORDER,
+    P_WARMUP,
+    P_WHOLE,
+    V_ADMN,
+    V_CTX,
+    V_DEC,
+    V_DHN,
+    V_JM,
+    V_JT0,
+    V_KVU,
+    V_NPREF,
+    V_PAUSE,
+    V_RUN,
+    V_STEPS,
+    V_TNEXT,
+    V_WORK,
+    adm_top,
+    admit,
+    apply_jump,
+    cut,
+    dpush,
+    dremove,
+    held,
+    interrupt,
+    new_blocks,
+    new_servers,
+    phase_of,
+    policy_params,
+    reset,
+    slots,
+    stall,
+    unseat,
+)
 from llmqueue.sim.timelaw import decode_run_time, iterations_until, step_coefficients, step_time
 
 __all__ = [
@@ -71,282 +120,6 @@ __all__ = [
     "ContinuousFormer",
     "NV",
 ]
-
-# per-server scalar columns
-V_TNEXT = 0  # time of its next iteration boundary (inf: idle)
-V_DEC = 1  # decoding sequences
-V_CTX = 2  # their total context (prompt + generated tokens)
-V_KVU = 3  # KV tokens held
-V_RUN = 4  # running requests (decoding + prefilling)
-V_NPREF = 5  # prefilling requests
-V_STEPS = 6  # decode steps executed so far
-V_JM = 7  # pending run of decode-only iterations (0: none)
-V_JT0 = 8  # its start
-V_DHN = 9  # completion-heap size
-V_ADMN = 10  # admission-stack entries (live and stale)
-V_WORK = 11  # predicted tokens outstanding (prompt + predicted output; routed runs)
-V_PAUSE = 12  # per-chunk admission: 1 after a reset until a request finishes (nothing admitted)
-NV = 13
-
-# the policy's numbers, one float64 array (a compiled call takes at most ~30 arguments to inline)
-P_MAXB, P_KV, P_ONDEMAND, P_MAXTOK, P_ORDER, P_GUARD, P_GUARDS, P_WARMUP, P_NREQ, P_NBAT = range(10)
-P_BLOCK = 10
-P_WHOLE = 11  # 1: chunked prefill off, a prompt is admitted only when it fits the budget whole
-P_BATCHQ = 12  # 1: admissions only at a boundary where nothing runs (the batch queue)
-P_CHUNK = 13  # 1: per-chunk admission (transformers' FIFO scheduler, :func:`_schedule_per_chunk`)
-P_MARGIN = 14  # its safety margin: the free share of the KV under which prompt chunks stop
-NP = 15
-
-
-def policy_params(
-    max_batch: float, kv_tokens: float, on_demand: bool, max_tok: float, order: int,
-    guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int, block_size: int = 1,
-    chunked_prefill: bool = True, batch_queue: bool = False, per_chunk: bool = False,
-    kv_margin: float = 0.0,
-) -> np.ndarray:  # fmt: skip
-    """The P_* array of :func:`run_continuous` (`per_chunk` implies on-demand KV growth)."""
-    return np.array(
-        [max_batch, kv_tokens, float(on_demand or per_chunk), max_tok, order, float(guard),
-         guard_s, warmup, n_req, nbat, block_size, float(not chunked_prefill),
-         float(batch_queue), float(per_chunk), kv_margin],
-        dtype=float,
-    )  # fmt: skip
-
-
-def new_servers(c: int, mb: int, block: int = 1) -> tuple[np.ndarray, ...]:
-    """(srv, dheap, adm, pref, qbuf, phase, sbuf) for c servers of at most mb running requests
-    each, KV blocks of `block` tokens; ``sbuf`` (mb x 2: slot, KV tokens it asked) holds the
-    starved requests of one per-chunk step."""
-    srv = np.zeros((c, NV))
-    srv[:, V_TNEXT] = np.inf
-    return (
-        srv,
-        np.zeros((c, mb), dtype=np.int64),
-        np.zeros((c, 2 * mb + 4, 2), dtype=np.int64),
-        np.zeros((c, mb), dtype=np.int64),
-        np.zeros(mb),
-        np.zeros((c, block), dtype=np.int64),
-        np.zeros((mb, 2), dtype=np.int64),
-    )
-
-
-# ---- the per-server completion heap (min on F_TARGET, ties by id; :mod:`llmqueue.sim.heap`) ---
-@njit(cache=True, nogil=True, inline="always")
-def _dpush(pool, srv, dheap, s, sl):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    srv[s, V_DHN] = H.push(pool, dheap[s], np.int64(srv[s, V_DHN]), sl, F.F_TARGET)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _dremove(pool, srv, dheap, s, sl):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    srv[s, V_DHN] = H.remove(pool, dheap[s], np.int64(srv[s, V_DHN]), sl, F.F_TARGET)
-
-
-# ---- the admission stack (most recent on top, lazy deletion) ---------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _adm_push(pool, srv, adm, s, sl, seq):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    n = np.int64(srv[s, V_ADMN])
-    if n == adm.shape[1]:  # compact: keep the live entries, in order
-        k = 0
-        for j in range(n):
-            x = adm[s, j, 0]
-            if pool[x, F.F_SERVER] == s and np.int64(pool[x, F.F_ADMSEQ]) == adm[s, j, 1]:
-                adm[s, k, 0] = x
-                adm[s, k, 1] = adm[s, j, 1]
-                k += 1
-        n = k
-    adm[s, n, 0] = sl
-    adm[s, n, 1] = seq
-    srv[s, V_ADMN] = n + 1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _adm_top(pool, srv, adm, s):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """The most recently admitted request still running on server s (popped), or -1."""
-    n = np.int64(srv[s, V_ADMN])
-    while n > 0:
-        n -= 1
-        x = adm[s, n, 0]
-        if pool[x, F.F_SERVER] == s and np.int64(pool[x, F.F_ADMSEQ]) == adm[s, n, 1]:
-            srv[s, V_ADMN] = n
-            return x
-    srv[s, V_ADMN] = 0
-    return -1
-
-
-# ---- KV blocks by phase ----------------------------------------------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _phase_of(hbase, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """The phase of a decoding sequence: its ``F_HBASE`` modulo the block size (in [0, bs))."""
-    b = np.int64(bs)
-    r = np.int64(hbase) % b
-    return r + b if r < 0 else r
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _new_blocks(phase, s, steps, m, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """KV slots the next m decode-only iterations of server s take, from step count `steps`:
-    a sequence of phase r takes a block as the iteration of step count j starts when
-    j + r is a multiple of bs (its held tokens fill its blocks)."""
-    b = np.int64(bs)
-    st = np.int64(steps)
-    mi = np.int64(m)
-    total = 0
-    for r in range(b):
-        n = phase[s, r]
-        if n == 0:
-            continue
-        j0 = (-(st + r)) % b
-        if j0 < 0:
-            j0 += b
-        if j0 < mi:
-            total += n * (1 + (mi - 1 - j0) // b)
-    return bs * total
-
-
-# ---- iterations ------------------------------------------------------------------------------
-@njit(cache=True, nogil=True, inline="always")
-def _apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Apply the pending run of decode-only iterations of server s."""
-    m = srv[s, V_JM]
-    if m == 0.0:
-        return
-    dec = srv[s, V_DEC]
-    ctx = srv[s, V_CTX]
-    if S.in_window(sti, stf, srv[s, V_JT0]):
-        stf[S.S_SUMB] += srv[s, V_RUN] * m
-        stf[S.S_SUMD] += decode_run_time(cst, dec, ctx, m)
-        stf[S.S_NB] += m
-        a0 = cst[0] + cst[1] * dec + cst[2] * ctx
-        dd = cst[2] * dec
-        u0 = srv[s, V_KVU]
-        du = dec if on_demand else 0.0
-        stf[S.S_KVINT] += (
-            u0 * a0 * m
-            + (u0 * dd + du * a0) * m * (m - 1.0) * 0.5
-            + du * dd * (m - 1.0) * m * (2.0 * m - 1.0) / 6.0
-        )
-    if on_demand:
-        if bs == 1.0:
-            srv[s, V_KVU] += dec * m
-        else:
-            srv[s, V_KVU] += _new_blocks(phase, s, srv[s, V_STEPS], m, bs)
-    srv[s, V_STEPS] += m
-    srv[s, V_CTX] += dec * m
-    srv[s, V_JM] = 0.0
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _cut(j, t, srv, max_batch, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Server j, if it has room, ends its pending decode-only run at its first boundary >= t
-    (where it can admit what its queue got at t)."""
-    m0 = srv[j, V_JM]
-    if m0 <= 1.0 or srv[j, V_RUN] >= max_batch:
-        return
-    dec = srv[j, V_DEC]
-    ctx = srv[j, V_CTX]
-    m = iterations_until(cst, dec, ctx, t - srv[j, V_JT0], np.int64(m0))
-    if m < m0:
-        srv[j, V_JM] = m
-        srv[j, V_TNEXT] = srv[j, V_JT0] + decode_run_time(cst, dec, ctx, m)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _interrupt(s, t, srv, max_batch, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """The queue changed at time t (another server admitted or put back a request): every other
-    server with room ends its pending decode-only run at its first boundary >= t."""
-    for j in range(srv.shape[0]):
-        if j != s:
-            _cut(j, t, srv, max_batch, cst)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _held(pool, srv, s, sl, on_demand):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    if on_demand and pool[sl, F.F_DECODING] == 1.0:
-        return srv[s, V_STEPS] + pool[sl, F.F_HBASE]
-    return pool[sl, F.F_HELD]
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _slots(h, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """KV slots (tokens in whole blocks of bs) that h tokens take."""
-    if bs == 1.0:
-        return h
-    return bs * np.ceil(h / bs)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _admit(pool, srv, adm, stf, s, sl, t, held, slots):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Admit request sl to server s at time t holding `held` KV tokens (`slots` of the budget):
-    it runs, prefilling from its start; its first admission is its start; it goes on top of the
-    admission stack (the caller puts it in the prefilling list)."""
-    srv[s, V_RUN] += 1.0
-    srv[s, V_KVU] += slots
-    pool[sl, F.F_HELD] = held
-    pool[sl, F.F_PREFILLED] = 0.0
-    pool[sl, F.F_DECODING] = 0.0
-    pool[sl, F.F_SERVER] = s
-    if pool[sl, F.F_START] < 0.0:
-        pool[sl, F.F_START] = t
-    stf[S.S_ADMSEQ] += 1.0
-    pool[sl, F.F_ADMSEQ] = stf[S.S_ADMSEQ]
-    _adm_push(pool, srv, adm, s, sl, np.int64(stf[S.S_ADMSEQ]))
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Take running request sl off server s (on-demand KV): out of the decoding counts or the
-    prefilling list, its KV freed, to prefill its prompt and the output it has so far again
-    (recompute); the caller queues it. Returns the KV slots freed."""
-    freed = _slots(_held(pool, srv, s, sl, True), bs)
-    if pool[sl, F.F_DECODING] == 1.0:
-        g = steps + pool[sl, F.F_BASE]
-        _dremove(pool, srv, dheap, s, sl)
-        srv[s, V_DEC] -= 1.0
-        srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + g
-        phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
-        pool[sl, F.F_DONE] = g
-    else:
-        npf = np.int64(srv[s, V_NPREF])
-        k = 0
-        for j in range(npf):
-            if pref[s, j] != sl:
-                pref[s, k] = pref[s, j]
-                qbuf[k] = qbuf[j]
-                k += 1
-        srv[s, V_NPREF] = k
-    srv[s, V_KVU] -= freed
-    srv[s, V_RUN] -= 1.0
-    pool[sl, F.F_HELD] = 0.0
-    pool[sl, F.F_DECODING] = 0.0
-    pool[sl, F.F_PREFILLED] = 0.0
-    pool[sl, F.F_PEFF] = pool[sl, F.F_PROMPT] + pool[sl, F.F_DONE]
-    pool[sl, F.F_SERVER] = -1.0
-    return freed
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Soft reset of request sl on server s (per-chunk admission, :func:`_unseat`): it goes to the
-    *back* of the queue, and server s admits nothing until one of its requests finishes. Returns
-    the KV slots freed."""
-    freed = _unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs)
-    srv[s, V_PAUSE] = 1.0
-    Q.push(pool, ring, heap, qi, sl, order, guard)
-    return freed
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _stall(pool, srv, dheap, phase, s, sl, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Decoding request sl of server s sits out the coming iteration (starved: its KV could not
-    grow): one step behind the server's count, it has the same tokens after the iteration and
-    finishes one step later."""
-    _dremove(pool, srv, dheap, s, sl)
-    phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
-    pool[sl, F.F_BASE] -= 1.0
-    pool[sl, F.F_TARGET] += 1.0
-    pool[sl, F.F_HBASE] -= 1.0
-    phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] += 1
-    _dpush(pool, srv, dheap, s, sl)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -366,9 +139,9 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
        (*starved* if it runs) and later candidates may pass it; the budget, the request cap
        (at most ``P_MAXB`` scheduled, and running) end the step's list;
     3. while some request is starved and more than one runs: if the starved, in order, would
-       all get their blocks, stop; else the newest starved is reset (:func:`_reset`); if nothing
+       all get their blocks, stop; else the newest starved is reset (:func:`reset`); if nothing
        was scheduled, the step is planned again (without admissions: the server is paused);
-    4. the starved that remain sit the iteration out (:func:`_stall`).
+    4. the starved that remain sit the iteration out (:func:`stall`).
 
     KV is taken as tokens are scheduled: a prompt chunk's blocks now (``V_KVU``), the decodes'
     (``need``) when the iteration starts. Returns (queue changed, reset any, scheduled decodes,
@@ -383,7 +156,7 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     bs = prm[P_BLOCK]
     order = np.int64(prm[P_ORDER])
     guard = prm[P_GUARD] == 1.0
-    full = _phase_of(-steps, bs)
+    full = phase_of(-steps, bs)
     changed = False
     preempted = False
     while True:
@@ -401,7 +174,7 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 continue
             if pool[x, F.F_DECODING] != 1.0:
                 continue
-            if _phase_of(pool[x, F.F_HBASE], bs) == full:
+            if phase_of(pool[x, F.F_HBASE], bs) == full:
                 if free - need < bs:
                     sbuf[nst, 0] = x
                     sbuf[nst, 1] = np.int64(bs)
@@ -428,7 +201,7 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             if q > budget:
                 q = budget
             h = pool[sl, F.F_HELD]
-            take = _slots(h + q, bs) - _slots(h, bs)
+            take = slots(h + q, bs) - slots(h, bs)
             if take > free - need:
                 sbuf[nst, 0] = sl
                 sbuf[nst, 1] = np.int64(take)
@@ -459,13 +232,13 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 q = pool[sl, F.F_PEFF]
                 if q > budget:
                     q = budget
-                take = _slots(q, bs)
+                take = slots(q, bs)
                 if take > free - need:
                     i += 1
                     continue
                 Q.take_at(pool, ring, qi, i)
                 changed = True
-                _admit(pool, srv, adm, stf, s, sl, t, q, take)
+                admit(pool, srv, adm, stf, s, sl, t, q, take)
                 free -= take
                 pref[s, npf] = sl
                 qbuf[npf] = q
@@ -491,7 +264,7 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             if fits:
                 break
             nst -= 1
-            free += _reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s,
+            free += reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s,
                            sbuf[nst, 0], steps, bs, order, guard)  # fmt: skip
             npf = np.int64(srv[s, V_NPREF])
             resets += 1
@@ -509,7 +282,7 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         x = sbuf[k, 0]
         if pool[x, F.F_DECODING] == 1.0:
             stall_ctx += pool[x, F.F_PROMPT] + steps + pool[x, F.F_BASE]
-            _stall(pool, srv, dheap, phase, s, x, bs)
+            stall(pool, srv, dheap, phase, s, x, bs)
             nstall += 1
     return changed, preempted, dec, budget, pre, pctx, npf, need, nstall, stall_ctx
 
@@ -536,7 +309,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     n_req = np.int64(prm[P_NREQ])
     nbat = np.int64(prm[P_NBAT])
     bs = prm[P_BLOCK]
-    _apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst)
+    apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst)
     stf[S.S_EVENTS] += 1.0
     changed = False
     window = S.in_window(sti, stf, t)
@@ -546,13 +319,13 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         sl = dheap[s, 0]
         if pool[sl, F.F_TARGET] > steps:
             break
-        _dremove(pool, srv, dheap, s, sl)
+        dremove(pool, srv, dheap, s, sl)
         n = pool[sl, F.F_OUT]
         if pool[sl, F.F_DECODING] == 1.0:
             srv[s, V_DEC] -= 1.0
             srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + n
-            phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] -= 1
-        srv[s, V_KVU] -= _slots(_held(pool, srv, s, sl, on_demand), bs)
+            phase[s, phase_of(pool[sl, F.F_HBASE], bs)] -= 1
+        srv[s, V_KVU] -= slots(held(pool, srv, s, sl, on_demand), bs)
         srv[s, V_RUN] -= 1.0
         srv[s, V_WORK] -= R.work_tokens(pool[sl, F.F_PROMPT], pool[sl, F.F_PRED])
         srv[s, V_PAUSE] = 0.0  # a finish lets the per-chunk scheduler admit again
@@ -593,11 +366,11 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         need = 0.0
         if on_demand:
             # a decoding sequence whose blocks are full (phase = -steps mod bs) takes a new one
-            full = _phase_of(-steps, bs)
+            full = phase_of(-steps, bs)
             need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
             while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
-                sl = _adm_top(pool, srv, adm, s)
-                _unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs)
+                sl = adm_top(pool, srv, adm, s)
+                unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs)
                 need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
                 Q.push_front(pool, ring, heap, qi, sl, order, guard)
                 preempted = True
@@ -631,14 +404,14 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 else:
                     need_kv = pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
                 # the decodes of this iteration take their KV first (as vLLM's running requests do)
-                if srv[s, V_KVU] + need + _slots(need_kv, bs) > kv_tokens:
+                if srv[s, V_KVU] + need + slots(need_kv, bs) > kv_tokens:
                     break
                 # chunked prefill off: the whole prompt must fit this iteration's budget
                 if prm[P_WHOLE] == 1.0 and pool[sl, F.F_PEFF] > budget:
                     break
                 Q.remove(pool, ring, heap, qi, sl, order)
                 changed = True
-                _admit(pool, srv, adm, stf, s, sl, t, need_kv, _slots(need_kv, bs))
+                admit(pool, srv, adm, stf, s, sl, t, need_kv, slots(need_kv, bs))
                 pref[s, npf] = sl
                 q = pool[sl, F.F_PEFF]
                 if q > budget:
@@ -703,12 +476,12 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 pool[sl, F.F_BASE] = g - steps
                 pool[sl, F.F_TARGET] = n - (g - steps)
                 pool[sl, F.F_HBASE] = pool[sl, F.F_HELD] - steps
-                phase[s, _phase_of(pool[sl, F.F_HBASE], bs)] += 1
+                phase[s, phase_of(pool[sl, F.F_HBASE], bs)] += 1
                 srv[s, V_DEC] += 1.0
                 srv[s, V_CTX] += pool[sl, F.F_PROMPT] + g
             else:
                 pool[sl, F.F_TARGET] = steps  # done: freed at the next boundary
-            _dpush(pool, srv, dheap, s, sl)
+            dpush(pool, srv, dheap, s, sl)
         else:
             pref[s, k] = sl
             k += 1
@@ -789,7 +562,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
         # one call site: _iteration is inlined once (compile time), for both kinds of event
         ch = _iteration(s, t_ev, na, state, queue, servers, cst, recorder)
         if ch:
-            _interrupt(s, t_ev, srv, max_batch, cst)
+            interrupt(s, t_ev, srv, max_batch, cst)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -809,7 +582,7 @@ def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst):  # type: ign
     k = iterations_until(cst, dec, srv[r, V_CTX], t - srv[r, V_JT0], np.int64(m))
     if bs == 1.0:
         return u + dec * k
-    return u + _new_blocks(phase, r, srv[r, V_STEPS], k, bs)
+    return u + new_blocks(phase, r, srv[r, V_STEPS], k, bs)
 
 
 @kernel
@@ -882,7 +655,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             qtot[Q.Q_LEN] = waiting + 1
             S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
             if srv[r, V_TNEXT] < np.inf:
-                _cut(r, a, srv, max_batch, cst)  # its decode-only run ends at its boundary >= a
+                cut(r, a, srv, max_batch, cst)  # its decode-only run ends at its boundary >= a
                 continue
             s = r
             t_ev = a
@@ -890,7 +663,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             if tb == np.inf:
                 return S.DONE  # nothing runs and no arrivals are left
             t_ev = tb
-        # a replica's decode-only runs are not cut at every arrival, only at its own (_cut)
+        # a replica's decode-only runs are not cut at every arrival, only at its own (cut)
         replica = (pools[s], rings[s], heaps[s], frees[s], qis[s])
         _iteration(s, t_ev, np.inf, state, replica, servers, cst, recorder)
 
