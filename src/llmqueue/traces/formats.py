@@ -37,20 +37,7 @@ from llmqueue.traces.base import (
     token_counts,
 )
 
-__all__ = [
-    "FORMATS",
-    "VLLM_REQUEST_COLUMNS",
-    "SSJF_PREDICTION_COLUMNS",
-    "PREDICTED_CLASS",
-    "BURSTGPT_COLUMNS",
-    "MOONCAKE_KEYS",
-    "VIDUR_COLUMNS",
-    "VLLM_BENCH_KEYS",
-    "detect_format",
-    "format_columns",
-    "read_trace",
-    "write_vidur",
-]
+# its public names are re-exported by llmqueue.traces (their list is there)
 
 
 # ---- the formats -------------------------------------------------------------------------------
