@@ -17,7 +17,7 @@ from worktree import copy_worktree
 ROOT = Path(__file__).resolve().parents[2]
 STAMP = ".venv/.llmqueue-installed"
 # Captions of the report that belong to no figure.
-OTHER_CAPTIONS = {"claims", "notebook", "provenance", "verdict", "workflow"}
+OTHER_CAPTIONS = {"claims", "notebook", "provenance", "verdict", "workflow", "figure"}
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,11 @@
 """The worked example of docs/architecture.md ("A study"): a new study with one figure and one
-generated documentation table, added to a copy of the working tree in six hand-written files,
+generated documentation table, added to a copy of the working tree in five hand-written files,
 whose figure the pipeline builds (``snakemake fig_toy``) and whose block the docs job renders.
 
-The six: its record in the study registry (``src/llmqueue/studies/__init__.py``), its package
+The five: its record in the study registry (``src/llmqueue/studies/__init__.py``), its package
 (the table function and the block's renderer), its rule file (the table through the shared
-``study_table.py`` script, ``declare_figure`` and ``DOC_BLOCKS``), the plot module, the caption
-and its page. Nothing else is edited: the Snakefile includes the rule file from the registry, the
+``study_table.py`` script, ``declare_figure`` and ``DOC_BLOCKS``), the plot module (its
+docstring the figure's caption, as it has no caption file) and its page. Nothing else is edited: the Snakefile includes the rule file from the registry, the
 figure registry makes the plot and target rules, docgen finds the renderer and the docs rule
 takes the block and the renderer's code.
 """
@@ -77,11 +77,7 @@ FILES = {
             ax.set_ylabel("mean response time (s)")
             return fig
     ''',
-    # 4. the caption
-    "workflow/report/fig_toy.rst": """
-        The toy study: an M/M/1 queue's mean response time, 1 / (mu - lambda).
-    """,
-    # 5. its page, where the block goes
+    # 4. its page, where the block goes
     "docs/studies/toy.md": """
         # The toy study
 
@@ -91,12 +87,12 @@ FILES = {
 }
 
 
-def test_a_new_study_takes_six_files_and_the_pipeline_builds_it(tmp_path: Path) -> None:
+def test_a_new_study_takes_five_files_and_the_pipeline_builds_it(tmp_path: Path) -> None:
     tree = copy_worktree(tmp_path)
     registry = tree / "src/llmqueue/studies/__init__.py"
     text = registry.read_text()
     assert REGISTRY_END in text, "the registry's last record moved: update this worked example"
-    # 6. its record in the registry
+    # 5. its record in the registry
     registry.write_text(text.replace(REGISTRY_END, REGISTRY_END[:-1] + (
         '    Study("toy", ("toy",), "llmqueue.studies.toy", docs="llmqueue.studies.toy"),\n)')))  # fmt: skip
     for rel, body in FILES.items():
@@ -111,6 +107,12 @@ def test_a_new_study_takes_six_files_and_the_pipeline_builds_it(tmp_path: Path) 
     assert list(table["jct_mean_s"].round(6)) == [1.25, 2.0, 5.0]  # 1 / (1 - lambda)
     for suffix in ("pdf", "png"):
         assert (tree / f"figures/fig_toy.{suffix}").stat().st_size > 0
+    # its caption is its plot module's docstring, through the shared caption
+    listed = subprocess.run([snakemake, "--cores", "1", "figure_list"], cwd=tree, text=True,
+                            capture_output=True, timeout=600)  # fmt: skip
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    rows = pd.read_csv(tree / "results/figures.tsv", sep="\t", dtype=str)
+    assert rows.set_index("target").loc["fig_toy", "caption"] == "workflow/report/figure.rst"
 
     # the docs job takes the block (its table an input, its renderer's code too) ...
     plan = subprocess.run([snakemake, "-n", "--cores", "1", "docs"], cwd=tree, capture_output=True,

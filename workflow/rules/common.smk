@@ -113,6 +113,18 @@ def fit_inputs(profile_cfg):
 FIGURES = {}
 
 
+# the caption of a figure with no caption file of its own: its plot module's docstring
+PLOT_CAPTION = "workflow/report/figure.rst"
+
+
+def plot_docstring(plot):
+    """The docstring of src/llmqueue/plots/<plot>.py, read without importing it."""
+    import ast
+
+    path = Path(workflow.basedir) / "src" / "llmqueue" / "plots" / f"{plot}.py"
+    return ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
 def declare_figure(
     target,
     *,
@@ -128,7 +140,8 @@ def declare_figure(
     """Register figure (or table) `target` (e.g. "fig4d"; also its make and Snakemake target).
 
     A plotted figure names its `plot` module (src/llmqueue/plots/<plot>.py, caption
-    workflow/report/<plot>.rst) and its `data`: {input name: path} (a dict; for `panels`, a
+    workflow/report/<plot>.rst; without one, the module's docstring through PLOT_CAPTION) and its
+    `data`: {input name: path} (a dict; for `panels`, a
     function of the panel returning one). `params`: {name: value} passed to the plot, one value
     per key, so editing one config key reruns only the plots that read it (a function of the
     panel where it differs per panel). The library files the plot imports come from the import
@@ -149,12 +162,19 @@ def declare_figure(
     else:
         stems = [f"{plot}_{p}" for p in panels] if panels else [plot]
         files = [f"figures/{s}.{ext}" for s in stems for ext in ("pdf", "png")]
+    caption = f"workflow/report/{plot or target}.rst"
+    own_caption = (Path(workflow.basedir) / caption).is_file()
+    if plot is not None and not own_caption:
+        caption = (
+            PLOT_CAPTION  # the plot module's docstring, through the shared caption
+        )
     FIGURES[target] = {
         "target": target,
         "study": study,
         "claims": list(claims),
         "module": plot,
-        "caption": f"workflow/report/{plot or target}.rst",
+        "caption": caption,
+        "caption_text": None if own_caption or plot is None else plot_docstring(plot),
         "data": data or {},
         "params": params or {},
         "panels": list(panels or []),
@@ -196,4 +216,8 @@ def _plot_params(fig, panel):
     values = {k: (v(panel) if callable(v) else v) for k, v in fig["params"].items()}
     if panel is not None:
         values["panel"] = panel
+    if fig["caption_text"] is not None:
+        values["caption"] = fig[
+            "caption_text"
+        ]  # PLOT_CAPTION shows it; plot_figure drops it
     return {"module": fig["module"], **values}

@@ -34,6 +34,7 @@ for name, path in sm.input.items():
         with open(path) as fh:
             inputs[name] = json.load(fh)
 params = {k: v for k, v in sm.params.items()}
+params.pop("caption", None)  # a figure without a caption file: its caption text, not the plot's
 module = importlib.import_module(f"llmqueue.plots.{params.pop('module')}")
 fig = module.plot(inputs, params)
 for key in ("pdf", "png"):
