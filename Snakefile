@@ -7,15 +7,12 @@ import sys
 sys.modules.setdefault("rfc3987_syntax", None)
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
 
 configfile: "config/config.yaml"
-
-
-validate(config, "workflow/schemas/config.schema.yaml", set_default=True)
 
 
 # first: the environment (this checkout's llmqueue), shared helpers and the figure registry
@@ -31,8 +28,9 @@ CONFIG_FILES = (
     ", ".join(str(p) for p in workflow.overwrite_configfiles) or "config/config.yaml"
 )
 try:
-    # every default the schema declares, in every section (snakemake's validate fills only the
-    # top file's): the rules read config[key], never a second default
+    # the schema, in one pass: every key and value checked, and every default it declares filled
+    # in every section (snakemake's validate fills only the top file's), so the rules read
+    # config[key], never a second default
     fill_defaults(config, "workflow/schemas/config.schema.yaml")
     check_config(config, workflow.basedir)
 except InputError as err:

@@ -494,7 +494,7 @@ LEAVES = _leaves(CONFIG)
 )
 @settings(max_examples=150, deadline=None, derandomize=True)
 def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, value: Any) -> None:
-    from snakemake.utils import validate
+    from llmqueue.checks.schema import fill_defaults
 
     cfg = copy.deepcopy(CONFIG)
     node = cfg
@@ -502,7 +502,7 @@ def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, val
         node = node[key]
     node[leaf[-1]] = value
     try:
-        validate(cfg, str(ROOT / "workflow/schemas/config.schema.yaml"), set_default=True)
+        fill_defaults(cfg, ROOT / "workflow/schemas/config.schema.yaml")  # as the Snakefile
         check_config(cfg, ROOT)
     except InputError:
         return
@@ -529,7 +529,7 @@ def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, val
     ],
 )
 def test_config_values_out_of_range_are_refused(path: tuple, value: Any) -> None:
-    from snakemake.utils import validate
+    from llmqueue.checks.schema import fill_defaults
 
     cfg = copy.deepcopy(CONFIG)
     node = cfg
@@ -537,7 +537,7 @@ def test_config_values_out_of_range_are_refused(path: tuple, value: Any) -> None
         node = node[key]
     node[path[-1]] = value
     with pytest.raises(Exception) as err:
-        validate(cfg, str(ROOT / "workflow/schemas/config.schema.yaml"), set_default=True)
+        fill_defaults(cfg, ROOT / "workflow/schemas/config.schema.yaml")  # as the Snakefile
         check_config(cfg, ROOT)
     assert type(err.value).__name__ in ("InputError", "WorkflowError", "ValidationError")
     assert str(path[-1]) in str(err.value) or path[0] in str(err.value)

@@ -82,8 +82,9 @@ def _validator(schema_path: Path) -> Any:
 
 
 def fill_defaults(config: MutableMapping[str, Any], schema_path: str | Path) -> None:
-    """Set every default the schema at `schema_path` declares, in place, in every section
-    (module docstring). InputError naming the key when the config breaks the schema."""
+    """Validate `config` against the schema at `schema_path` and set every default it declares,
+    in place, in every section (module docstring): the Snakefile's one schema pass. InputError
+    naming the key when the config breaks the schema."""
     validator = _validator(Path(schema_path))
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:
@@ -99,6 +100,7 @@ def declared_keys(schema_path: str | Path) -> dict[str, dict[str, Any]]:
     the branches of ``anyOf``/``oneOf``/``allOf`` and ``then``/``else`` add their keys."""
     root = Path(schema_path).resolve()
     out: dict[str, dict[str, Any]] = {}
+    loaded: dict[Path, dict[str, Any]] = {}  # each schema file read once per walk
 
     def resolve(node: dict[str, Any], doc: dict[str, Any], here: Path) -> tuple[dict, dict, Path]:
         extra: dict[str, Any] = {}
@@ -107,7 +109,7 @@ def declared_keys(schema_path: str | Path) -> dict[str, dict[str, Any]]:
             target, _, pointer = node["$ref"].partition("#")
             if target:
                 here = (here.parent / target).resolve()
-                doc = _load(here)
+                doc = loaded[here] if here in loaded else loaded.setdefault(here, _load(here))
             found: Any = doc
             for part in [p for p in pointer.split("/") if p]:
                 found = found[part]
