@@ -89,3 +89,15 @@ def test_the_docs_generator_reads_every_registered_studys_docs_module() -> None:
 
     have = {f"{s.package}.docs" for s in STUDIES if importlib.util.find_spec(f"{s.package}.docs")}
     assert {m.__name__ for m in docgen.STUDY_DOCS} == have == set(docs_modules())
+
+
+def test_every_config_check_module_is_a_registered_studys() -> None:
+    """check_config runs llmqueue.checks.<study> for each registered study: a check module under
+    another name would never run (schema is the shared schema pass, no study's check)."""
+    import pkgutil
+
+    from llmqueue import checks
+
+    modules = {m.name for m in pkgutil.iter_modules(checks.__path__)} - {"schema"}
+    assert modules <= {s.name for s in STUDIES}, modules - {s.name for s in STUDIES}
+    assert all(callable(importlib.import_module(f"llmqueue.checks.{m}").check) for m in modules)

@@ -107,18 +107,17 @@ def check_numbers(node: Any, where: str = "") -> None:
             raise InputError(f"{where} must lie in [{lo:g}, {hi:g}], got {node}")
 
 
-# modules of this package that are no study's check (every other module must define `check`)
-SHARED_MODULES = ("schema",)
-
-
 def check_config(config: Mapping[str, Any], base_dir: str | Path) -> None:
-    """Run the checks of every number, then every study's ``check(config, base_dir)`` (one module
-    per study in this package)."""
+    """Run the checks of every number, then every registered study's ``check(config, base_dir)``
+    (its module ``llmqueue.checks.<study>``, where the study has one; the study registry
+    :data:`llmqueue.studies.STUDIES`, in its order)."""
     import importlib
-    import pkgutil
+    from importlib.util import find_spec
+
+    from llmqueue.studies import STUDIES
 
     check_numbers(config)
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if info.name in SHARED_MODULES:
-            continue
-        importlib.import_module(f"{__name__}.{info.name}").check(config, Path(base_dir))
+    for study in STUDIES:
+        name = f"{__name__}.{study.name}"
+        if find_spec(name) is not None:
+            importlib.import_module(name).check(config, Path(base_dir))
