@@ -163,18 +163,15 @@ def declare_figure(
         stems = [f"{plot}_{p}" for p in panels] if panels else [plot]
         files = [f"figures/{s}.{ext}" for s in stems for ext in ("pdf", "png")]
     caption = f"workflow/report/{plot or target}.rst"
-    own_caption = (Path(workflow.basedir) / caption).is_file()
-    if plot is not None and not own_caption:
-        caption = (
-            PLOT_CAPTION  # the plot module's docstring, through the shared caption
-        )
+    if plot is not None and not (Path(workflow.basedir) / caption).is_file():
+        # no caption file of its own: its plot module's docstring, through the shared caption
+        caption = PLOT_CAPTION
     FIGURES[target] = {
         "target": target,
         "study": study,
         "claims": list(claims),
         "module": plot,
         "caption": caption,
-        "caption_text": None if own_caption or plot is None else plot_docstring(plot),
         "data": data or {},
         "params": params or {},
         "panels": list(panels or []),
@@ -216,8 +213,7 @@ def _plot_params(fig, panel):
     values = {k: (v(panel) if callable(v) else v) for k, v in fig["params"].items()}
     if panel is not None:
         values["panel"] = panel
-    if fig["caption_text"] is not None:
-        values["caption"] = fig[
-            "caption_text"
-        ]  # PLOT_CAPTION shows it; plot_figure drops it
+    if fig["caption"] == PLOT_CAPTION:
+        # the text PLOT_CAPTION shows (plot_figure.py drops it from the plot's params)
+        values["caption"] = plot_docstring(fig["module"])
     return {"module": fig["module"], **values}
