@@ -99,6 +99,7 @@ from llmqueue.sim.seats import (
     cut,
     dpush,
     dremove,
+    earliest,
     held,
     interrupt,
     new_blocks,
@@ -108,6 +109,7 @@ from llmqueue.sim.seats import (
     reset,
     slots,
     stall,
+    unfit,
     unseat,
 )
 from llmqueue.sim.timelaw import decode_run_time, iterations_until, step_coefficients, step_time
@@ -503,7 +505,6 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
     srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
     sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     max_batch = prm[P_MAXB]
-    kv_tokens = prm[P_KV]
     order = np.int64(prm[P_ORDER])
     guard = prm[P_GUARD] == 1.0
     warmup = np.int64(prm[P_WARMUP])
@@ -514,36 +515,20 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
     while True:
         if sti[S.I_DONE] >= n_req:
             return S.DONE
-        pos = sti[S.I_POS]
-        if pos + 1 >= n_avail and not final:
+        pos, a, more = S.next_arrival(sti, arr, final, 1)
+        if more:
             return S.NEED_MORE  # jumps need the arrival after the next one: keep one in hand
-        a = arr[pos] if pos < n_avail else np.inf
-        s = 0
-        for j in range(1, c):
-            if srv[j, V_TNEXT] < srv[s, V_TNEXT]:
-                s = j
+        s = earliest(srv)
         tb = srv[s, V_TNEXT]
         if a <= tb and a < np.inf:
-            if qi[Q.Q_NFREE] == 0:
-                return S.GROW
-            if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
-                return S.CAP
-            rid = sti[S.I_NEXT_ID]
-            sti[S.I_POS] = pos + 1
-            sti[S.I_NEXT_ID] = rid + 1
-            stf[S.S_TLAST] = a
-            # can never fit (the KV budget; with whole prompts the token budget, as vLLM without
-            # chunked prefill needs max_model_len <= max_num_batched_tokens): rejected at arrival
-            if prompt[pos] + out[pos] > kv_tokens or (
-                prm[P_WHOLE] == 1.0 and prompt[pos] + out[pos] > prm[P_MAXTOK]
-            ):
-                S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
-                if S.batch_of(rid, warmup, n_req, nbat) >= 0:
-                    sti[S.I_REJECT] += 1
-                    sti[S.I_DONE] += 1
+            code = S.room(qi[Q.Q_NFREE], qi[Q.Q_LEN], sti, id_cap)
+            if code != S.GO:
+                return code
+            rid = S.advance(sti, stf, pos, a)
+            if unfit(prm, prompt[pos], out[pos]):
+                S.on_rejected(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
                 continue
-            slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
-            Q.push(pool, ring, heap, qi, slot, order, guard)
+            S.enqueue(queue, chunk, pos, a, rid, order, guard)
             S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
             s = -1
             for j in range(c):  # an idle server starts at once
@@ -599,7 +584,6 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     rcode, rst, perm, load = router
     sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     max_batch = prm[P_MAXB]
-    kv_tokens = prm[P_KV]
     on_demand = prm[P_ONDEMAND] == 1.0
     order = np.int64(prm[P_ORDER])
     guard = prm[P_GUARD] == 1.0
@@ -608,49 +592,31 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     nbat = np.int64(prm[P_NBAT])
     bs = prm[P_BLOCK]
     kind = R.load_kind(rcode)
-    n_avail = arr.size
     c = srv.shape[0]
     while True:
         if sti[S.I_DONE] >= n_req:
             return S.DONE
-        pos = sti[S.I_POS]
-        if pos + 1 >= n_avail and not final:
+        pos, a, more = S.next_arrival(sti, arr, final, 1)
+        if more:
             return S.NEED_MORE  # jumps need the arrival after the next one: keep one in hand
-        a = arr[pos] if pos < n_avail else np.inf
-        s = 0
-        for j in range(1, c):
-            if srv[j, V_TNEXT] < srv[s, V_TNEXT]:
-                s = j
+        s = earliest(srv)
         tb = srv[s, V_TNEXT]
         if a <= tb and a < np.inf:
-            waiting = 0
-            for j in range(c):
-                if qis[j, Q.Q_NFREE] == 0:
-                    return S.GROW
-                waiting += qis[j, Q.Q_LEN]
-            if waiting >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
-                return S.CAP
-            rid = sti[S.I_NEXT_ID]
-            sti[S.I_POS] = pos + 1
-            sti[S.I_NEXT_ID] = rid + 1
-            stf[S.S_TLAST] = a
+            code, waiting = S.room_routed(qis, sti, id_cap)
+            if code != S.GO:
+                return code
+            rid = S.advance(sti, stf, pos, a)
             qtot[Q.Q_LEN] = waiting
-            # can never fit (the KV budget; with whole prompts the token budget, as vLLM without
-            # chunked prefill needs max_model_len <= max_num_batched_tokens): rejected at arrival
-            if prompt[pos] + out[pos] > kv_tokens or (
-                prm[P_WHOLE] == 1.0 and prompt[pos] + out[pos] > prm[P_MAXTOK]
-            ):
-                S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
-                if S.batch_of(rid, warmup, n_req, nbat) >= 0:
-                    sti[S.I_REJECT] += 1
-                    sti[S.I_DONE] += 1
+            if unfit(prm, prompt[pos], out[pos]):
+                S.on_rejected(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
                 continue
             if kind != R.LOAD_NONE:
                 for j in range(c):
                     load[j] = _replica_load(kind, j, a, srv, phase, qis, on_demand, bs, cst)
             r = R.choose(rcode, load, rst, perm)
-            slot = Q.alloc(pools[r], frees[r], qis[r], a, prompt[pos], out[pos], pred[pos], rid)
-            Q.push(pools[r], rings[r], heaps[r], qis[r], slot, order, guard)
+            S.enqueue(
+                (pools[r], rings[r], heaps[r], frees[r], qis[r]), chunk, pos, a, rid, order, guard
+            )
             srv[r, V_WORK] += R.work_tokens(prompt[pos], pred[pos])
             qtot[Q.Q_LEN] = waiting + 1
             S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)

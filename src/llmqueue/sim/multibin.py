@@ -116,21 +116,15 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     slots, lengths, comp, idx = batch
     sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
-    n_avail = arr.size
-    c = free_at.size
     k = bcnt.size
     bsize = bins.shape[1]
     cap = ready.size
     while True:
         if sti[S.I_DONE] >= n_req:
             return S.DONE
-        pos = sti[S.I_POS]
-        if pos >= n_avail:
-            if not final:
-                return S.NEED_MORE
-            t_arr = np.inf
-        else:
-            t_arr = arr[pos]
+        pos, t_arr, more = S.next_arrival(sti, arr, final, 0)
+        if more:
+            return S.NEED_MORE
         t_flush = np.inf
         jf = -1
         if flush_s < np.inf:
@@ -143,9 +137,7 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         t_srv = np.inf
         s = 0
         if rs[3] > 0:
-            for j in range(1, c):
-                if free_at[j] < free_at[s]:
-                    s = j
+            s = S.first_free(free_at)
             formed = rbatch[rs[2], 1]
             t_srv = free_at[s] if free_at[s] > formed else formed
         if t_srv == np.inf and t_arr == np.inf and t_flush == np.inf:
@@ -169,17 +161,13 @@ def run_multibin(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 limits,
             )  # fmt: skip
         elif t_arr <= t_flush:
-            if qi[Q.Q_NFREE] == 0:
-                return S.GROW
-            if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
-                return S.CAP
-            rid = sti[S.I_NEXT_ID]
+            code = S.room(qi[Q.Q_NFREE], qi[Q.Q_LEN], sti, id_cap)
+            if code != S.GO:
+                return code
+            rid = S.advance(sti, stf, pos, t_arr)
             sl = Q.alloc(pool, free, qi, t_arr, prompt[pos], out[pos], pred[pos], rid)
             qi[Q.Q_LEN] += 1
             S.on_arrival(sti, stf, qsamp, qi, rid, t_arr, warmup, n_req, nbat)
-            sti[S.I_POS] = pos + 1
-            sti[S.I_NEXT_ID] = rid + 1
-            stf[S.S_TLAST] = t_arr
             j = np.searchsorted(edges, pred[pos], side="right")
             bins[j, bcnt[j]] = sl
             bcnt[j] += 1

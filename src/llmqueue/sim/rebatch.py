@@ -57,18 +57,17 @@ NX = 4
 def _arrive(  # type: ignore[no-untyped-def]  # noqa: ANN001
     pos, chunk, state, queue, xs, seq, order_rule, limits,
 ):  # fmt: skip
-    """Put arrival `pos` in the queue; returns -1, or the code to return (GROW, CAP)."""
+    """Put arrival `pos` in the queue; returns S.GO, or the code to return (GROW, CAP)."""
     arr, prompt, out, pred = chunk
     sti, stf, qsamp = state
     pool, ring, heap, free, qi = queue
     order, guard, _guard_s, _guard_x, run0, run1 = order_rule
     warmup, n_req, nbat, id_cap = limits
-    if qi[Q.Q_NFREE] == 0:
-        return S.GROW
-    if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
-        return S.CAP
+    code = S.room(qi[Q.Q_NFREE], qi[Q.Q_LEN], sti, id_cap)
+    if code != S.GO:
+        return code
     a = arr[pos]
-    rid = sti[S.I_NEXT_ID]
+    rid = S.advance(sti, stf, pos, a)
     sl = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], seq[0])
     seq[0] += 1
     pool[sl, F.F_OUT] = run0 + run1 * out[pos]  # its run time: the sjf key
@@ -78,10 +77,7 @@ def _arrive(  # type: ignore[no-untyped-def]  # noqa: ANN001
     xs[sl, X_START] = np.nan
     Q.push(pool, ring, heap, qi, sl, order, guard)
     S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
-    stf[S.S_TLAST] = a
-    sti[S.I_POS] = pos + 1
-    sti[S.I_NEXT_ID] = rid + 1
-    return -1
+    return S.GO
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -143,29 +139,23 @@ def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     order, guard, guard_s, guard_x, run0, run1 = order_rule
     sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
-    n_avail = arr.size
     c = free_at.size
     while True:
         if sti[S.I_DONE] >= n_req:
             return S.DONE
-        s = 0
-        for j in range(1, c):
-            if free_at[j] < free_at[s]:
-                s = j
+        s = S.first_free(free_at)
         t = free_at[s]
         if t == np.inf:
             return S.DONE  # every server idle and no arrival left
         # the arrivals up to t come before the members a batch ending at t puts back
         while True:
-            pos = sti[S.I_POS]
-            if pos >= n_avail:
-                if not final:
-                    return S.NEED_MORE
-                break
-            if arr[pos] > t:
+            pos, a, more = S.next_arrival(sti, arr, final, 0)
+            if more:
+                return S.NEED_MORE
+            if a > t:  # also no arrival left (a = inf, t finite)
                 break
             code = _arrive(pos, chunk, state, queue, xs, seq, order_rule, limits)
-            if code >= 0:
+            if code != S.GO:
                 return code
         if bn[s] > 0:
             _end_batch(s, t, queue, xs, seq, bn, bslots, bd, order, guard, state, recorder, limits)
@@ -177,27 +167,22 @@ def run_rebatch(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 return S.DONE
         if qi[Q.Q_LEN] == 0:
             # idle until the next arrival
-            pos = sti[S.I_POS]
-            if pos >= n_avail:
-                if not final:
-                    return S.NEED_MORE
-                free_at[s] = np.inf
-            else:
-                free_at[s] = arr[pos]
+            pos, a, more = S.next_arrival(sti, arr, final, 0)
+            if more:
+                return S.NEED_MORE
+            free_at[s] = a
             continue
         start = t
         if timeout and qi[Q.Q_LEN] < cap_b:
             t_end = t + timeout_s
             while qi[Q.Q_LEN] < cap_b:
-                pos = sti[S.I_POS]
-                if pos >= n_avail:
-                    if not final:
-                        return S.NEED_MORE
-                    break
-                if arr[pos] > t_end:
+                pos, a, more = S.next_arrival(sti, arr, final, 0)
+                if more:
+                    return S.NEED_MORE
+                if a == np.inf or a > t_end:
                     break
                 code = _arrive(pos, chunk, state, queue, xs, seq, order_rule, limits)
-                if code >= 0:
+                if code != S.GO:
                     return code
             if qi[Q.Q_LEN] >= cap_b:
                 if stf[S.S_TLAST] > start:

@@ -32,6 +32,8 @@ __all__ = [
     "V_WORK",
     "V_PAUSE",
     "NV",
+    "earliest",
+    "unfit",
     "P_BLOCK",
     "P_WHOLE",
     "P_BATCHQ",
@@ -124,6 +126,25 @@ def new_servers(c: int, mb: int, block: int = 1) -> tuple[np.ndarray, ...]:
         np.zeros((c, block), dtype=np.int64),
         np.zeros((mb, 2), dtype=np.int64),
     )
+
+
+# ---- the event head: which server's boundary comes first, which arrival can never run ---------
+@njit(cache=True, nogil=True, inline="always")
+def earliest(srv):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The server whose next boundary (``V_TNEXT``) comes first; ties go to the lowest index."""
+    s = 0
+    for j in range(1, srv.shape[0]):
+        if srv[j, V_TNEXT] < srv[s, V_TNEXT]:
+            s = j
+    return s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def unfit(prm, prompt, out):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Whether a request of `prompt` + `out` tokens can never run, and is rejected at arrival: it
+    exceeds the KV budget, or with whole prompts the token budget (vLLM without chunked prefill
+    needs max_model_len <= max_num_batched_tokens)."""
+    return prompt + out > prm[P_KV] or (prm[P_WHOLE] == 1.0 and prompt + out > prm[P_MAXTOK])
 
 
 # ---- the per-server completion heap (min on F_TARGET, ties by id; :mod:`llmqueue.sim.heap`) ---

@@ -52,6 +52,7 @@ NS = 10
 
 # kernel return codes
 NEED_MORE, DONE, GROW, BUF, CAP = 0, 1, 2, 3, 4
+GO = -1  # an event-head helper's answer when the kernel has no code to return and goes on
 QUEUE_CAP = 1 << 24
 
 
@@ -81,6 +82,102 @@ def on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat):  # type: ignor
             sti[I_QS_NEXT] = g + 1
         if qi[Q.Q_LEN] > sti[I_MAXQ]:
             sti[I_MAXQ] = qi[Q.Q_LEN]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def next_arrival(sti, arr, final, ahead):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The event head every loop shares: (pos, a, more), the next arrival's position in the chunk
+    `arr`, its time (inf when no arrival is left) and whether the kernel must return
+    ``NEED_MORE`` first: fewer than ``ahead + 1`` arrivals are in hand and the chunk is not the
+    final one (a loop that looks one arrival ahead keeps ``ahead = 1``)."""
+    pos = sti[I_POS]
+    if pos + ahead >= arr.size and not final:
+        return pos, np.inf, True
+    return pos, arr[pos] if pos < arr.size else np.inf, False
+
+
+@njit(cache=True, nogil=True, inline="always")
+def first_free(free_at):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The server that frees first (`free_at`: each server's free time); ties go to the lowest
+    index."""
+    s = 0
+    for j in range(1, free_at.size):
+        if free_at[j] < free_at[s]:
+            s = j
+    return s
+
+
+@njit(cache=True, nogil=True, inline="always")
+def room(nfree, waiting, sti, id_cap):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Whether an arrival can be taken: ``GROW`` when a queue's pool has no free slot (`nfree`,
+    the fewest free slots of the run's queues), ``CAP`` when `waiting` requests reach
+    ``QUEUE_CAP`` or the run's ids reach `id_cap` (unstable), else ``GO``."""
+    if nfree == 0:
+        return GROW
+    if waiting >= QUEUE_CAP or sti[I_NEXT_ID] >= id_cap:
+        return CAP
+    return GO
+
+
+@njit(cache=True, nogil=True, inline="always")
+def room_routed(qis, sti, id_cap):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """:func:`room` for replicas with a queue each (`qis`: one row per queue); returns (code,
+    waiting), waiting: the requests waiting in all the queues."""
+    nfree = qis[0, Q.Q_NFREE]
+    waiting = 0
+    for j in range(qis.shape[0]):
+        if qis[j, Q.Q_NFREE] < nfree:
+            nfree = qis[j, Q.Q_NFREE]
+        waiting += qis[j, Q.Q_LEN]
+    return room(nfree, waiting, sti, id_cap), waiting
+
+
+@njit(cache=True, nogil=True, inline="always")
+def advance(sti, stf, pos, a):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Take arrival `pos` (at time a) off the chunk; returns its request id."""
+    rid = sti[I_NEXT_ID]
+    sti[I_POS] = pos + 1
+    sti[I_NEXT_ID] = rid + 1
+    stf[S_TLAST] = a
+    return rid
+
+
+@njit(cache=True, nogil=True, inline="always")
+def enqueue(queue, chunk, pos, a, rid, order, guard):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Put arrival `pos` of `chunk` (arrival, prompt, output, predicted tokens), request `rid`
+    at time a, in `queue` (pool, ring, heap, free, qi) in queue order; returns its slot."""
+    _arr, prompt, out, pred = chunk
+    pool, ring, heap, free, qi = queue
+    slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
+    Q.push(pool, ring, heap, qi, slot, order, guard)
+    return slot
+
+
+@njit(cache=True, nogil=True, inline="always")
+def take_arrival(state, queue, chunk, pos, a, order, guard, limits):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Arrival `pos` at time a joins the run's one queue (:func:`room`, :func:`advance`,
+    :func:`enqueue`, :func:`on_arrival`); returns ``GO`` or the code to return (``GROW``,
+    ``CAP``)."""
+    sti, stf, qsamp = state
+    qi = queue[4]
+    warmup, n_req, nbat, id_cap = limits
+    code = room(qi[Q.Q_NFREE], qi[Q.Q_LEN], sti, id_cap)
+    if code != GO:
+        return code
+    rid = advance(sti, stf, pos, a)
+    enqueue(queue, chunk, pos, a, rid, order, guard)
+    on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
+    return GO
+
+
+@njit(cache=True, nogil=True, inline="always")
+def on_rejected(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Request `rid`, arriving at a, is turned away at once (it can never run): its arrival's
+    bookkeeping, and a measured one counts as rejected and done."""
+    on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
+    if batch_of(rid, warmup, n_req, nbat) >= 0:
+        sti[I_REJECT] += 1
+        sti[I_DONE] += 1
 
 
 @njit(cache=True, nogil=True, inline="always")

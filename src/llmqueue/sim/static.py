@@ -112,38 +112,21 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     slots, lengths, comp, idx = batch
     sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
-    n_avail = arr.size
-    c = free_at.size
     elastic = former == ELASTIC
     while True:
         if sti[S.I_DONE] >= n_req:
             return S.DONE
-        s = 0
-        for j in range(1, c):
-            if free_at[j] < free_at[s]:
-                s = j
+        s = S.first_free(free_at)
         t_free = free_at[s]
         # bring in the arrivals up to the moment the server frees (and beyond, while too few wait)
         while True:
-            pos = sti[S.I_POS]
-            if pos >= n_avail:
-                if not final:
-                    return S.NEED_MORE
-                a = np.inf
-            else:
-                a = arr[pos]
+            pos, a, more = S.next_arrival(sti, arr, final, 0)
+            if more:
+                return S.NEED_MORE
             if a <= t_free or (qi[Q.Q_LEN] < threshold and a < np.inf):
-                if qi[Q.Q_NFREE] == 0:
-                    return S.GROW
-                if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
-                    return S.CAP
-                rid = sti[S.I_NEXT_ID]
-                slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
-                Q.push(pool, ring, heap, qi, slot, order, guard)
-                S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
-                stf[S.S_TLAST] = a
-                sti[S.I_POS] = pos + 1
-                sti[S.I_NEXT_ID] = rid + 1
+                code = S.take_arrival(state, queue, chunk, pos, a, order, guard, limits)
+                if code != S.GO:
+                    return code
                 continue
             break
         if qi[Q.Q_LEN] < threshold:
@@ -156,25 +139,14 @@ def run_static(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 tw[0] = start
                 t_end = start + timeout_s
                 while qi[Q.Q_LEN] < cap_b:
-                    pos = sti[S.I_POS]
-                    if pos >= n_avail:
-                        if not final:
-                            return S.NEED_MORE
+                    pos, a, more = S.next_arrival(sti, arr, final, 0)
+                    if more:
+                        return S.NEED_MORE
+                    if a == np.inf or a > t_end:
                         break
-                    a = arr[pos]
-                    if a > t_end:
-                        break
-                    if qi[Q.Q_NFREE] == 0:
-                        return S.GROW
-                    if qi[Q.Q_LEN] >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
-                        return S.CAP
-                    rid = sti[S.I_NEXT_ID]
-                    slot = Q.alloc(pool, free, qi, a, prompt[pos], out[pos], pred[pos], rid)
-                    Q.push(pool, ring, heap, qi, slot, order, guard)
-                    S.on_arrival(sti, stf, qsamp, qi, rid, a, warmup, n_req, nbat)
-                    stf[S.S_TLAST] = a
-                    sti[S.I_POS] = pos + 1
-                    sti[S.I_NEXT_ID] = rid + 1
+                    code = S.take_arrival(state, queue, chunk, pos, a, order, guard, limits)
+                    if code != S.GO:
+                        return code
                 if qi[Q.Q_LEN] >= cap_b:
                     if stf[S.S_TLAST] > start:
                         start = stf[S.S_TLAST]  # full when its last member arrived
@@ -234,7 +206,6 @@ def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
     rcode, rst, perm, load = router
     sums, counts, hist, maxima, fbuf, ibuf, rec = recorder
     warmup, n_req, nbat, id_cap = limits
-    n_avail = arr.size
     c = free_at.size
     elastic = former == ELASTIC
     kind = R.load_kind(rcode)
@@ -243,43 +214,32 @@ def run_static_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             return S.DONE
         s = -1
         ts = np.inf
-        waiting = 0
         for j in range(c):
-            n = qis[j, Q.Q_LEN]
-            waiting += n
-            if n > 0:
+            if qis[j, Q.Q_LEN] > 0:
                 t0 = free_at[j] if free_at[j] >= tq[j] else tq[j]
                 if t0 < ts:
                     ts = t0
                     s = j
-        pos = sti[S.I_POS]
-        if pos >= n_avail:
-            if not final:
-                return S.NEED_MORE
-            a = np.inf
-        else:
-            a = arr[pos]
+        pos, a, more = S.next_arrival(sti, arr, final, 0)
+        if more:
+            return S.NEED_MORE
         if a <= ts and a < np.inf:
-            for j in range(c):
-                if qis[j, Q.Q_NFREE] == 0:
-                    return S.GROW
-            if waiting >= S.QUEUE_CAP or sti[S.I_NEXT_ID] >= id_cap:
-                return S.CAP
-            rid = sti[S.I_NEXT_ID]
+            code, waiting = S.room_routed(qis, sti, id_cap)
+            if code != S.GO:
+                return code
             if kind != R.LOAD_NONE:
                 for j in range(c):
                     load[j] = _replica_load(kind, j, a, qis, wwork, pend_t, pend_n, pend_w)
             r = R.choose(rcode, load, rst, perm)
-            slot = Q.alloc(pools[r], frees[r], qis[r], a, prompt[pos], out[pos], pred[pos], rid)
             if qis[r, Q.Q_LEN] == 0:
                 tq[r] = a
-            Q.push(pools[r], rings[r], heaps[r], qis[r], slot, order, guard)
+            rid = S.advance(sti, stf, pos, a)
+            S.enqueue(
+                (pools[r], rings[r], heaps[r], frees[r], qis[r]), chunk, pos, a, rid, order, guard
+            )
             wwork[r] += R.work_tokens(prompt[pos], pred[pos])
             qtot[Q.Q_LEN] = waiting + 1
             S.on_arrival(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
-            stf[S.S_TLAST] = a
-            sti[S.I_POS] = pos + 1
-            sti[S.I_NEXT_ID] = rid + 1
             continue
         if s < 0:
             return S.DONE  # nothing waits and no arrivals are left
