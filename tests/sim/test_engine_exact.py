@@ -23,12 +23,13 @@ import math
 import numpy as np
 import pytest
 
-from llmqueue.analytic.priority import pk_wait, priority_wait_empirical, sjf_wait
+from llmqueue.analytic.priority import pk_wait, priority_wait_empirical, sjf_wait, spjf_wait
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw, service_moments
 from llmqueue.policy import Policy
 from llmqueue.sim.capacity import max_rate
 from llmqueue.sim.engine import run
-from llmqueue.sim.predictors import Noisy, parse_predictor
+from llmqueue.sim.exact import exact_wait
+from llmqueue.sim.predictors import Exponential, Noisy, Uniform, parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, TraceWorkload
 from llmqueue.tokens import parse_law
 
@@ -73,6 +74,47 @@ def test_none_spjf_is_the_priority_formula_by_predicted_size() -> None:
     exact = priority_wait_empirical(service, chunk.pred, RATE)
     _agrees(mean, ci, exact)
     # a prediction that carries information lies between SJF and FCFS
+    assert sjf_wait(LAW, 0.02, 0.1, RATE) < exact < pk_wait(RATE, M1, M2)
+
+
+def _spjf_exact(pred: Noisy | Exponential | Uniform) -> float:
+    cond = pred.conditional()
+    assert cond is not None
+    return spjf_wait(LAW, SSJF_COST.a_s_per_token, SSJF_COST.b0_s, RATE, *cond)
+
+
+def test_spjf_quadrature_is_the_formula_over_the_joint_law() -> None:
+    """The quadrature against Cobham's formula on a 4-million draw sample of (size, prediction):
+    within 3 standard errors of the sample's estimate (from its 10 sub-samples)."""
+    pred = Noisy(0.5)
+    chunk = next(PoissonWorkload(LAW, RATE, predictor=pred).chunks(98, 4_000_000, False))
+    service = SSJF_COST.a_s_per_token * chunk.output + SSJF_COST.b0_s
+    mc = priority_wait_empirical(service, chunk.pred, RATE)
+    parts = [
+        priority_wait_empirical(a, b, RATE)
+        for a, b in zip(np.array_split(service, 10), np.array_split(chunk.pred, 10), strict=True)
+    ]
+    se = float(np.std(parts, ddof=1) / math.sqrt(10.0))
+    assert abs(_spjf_exact(pred) - mc) <= 3.0 * se, (_spjf_exact(pred), mc, se)
+    # more nodes move it by far less than that
+    cond = pred.conditional()
+    assert cond is not None
+    finer = spjf_wait(LAW, SSJF_COST.a_s_per_token, SSJF_COST.b0_s, RATE, *cond, nodes=96)
+    assert finer == pytest.approx(_spjf_exact(pred), rel=1e-5)
+
+
+@pytest.mark.parametrize(("pred", "seed"), [(Exponential(), 16), (Uniform(0.5), 17)])
+def test_none_spjf_with_the_literature_error_models(pred: Exponential | Uniform, seed: int) -> None:
+    """SPJF with an exponential prediction (mean: the true size; Mitzenmacher's model) and a
+    uniform one on [x/2, 3x/2] against the formula by quadrature, which ``exact_wait`` reports."""
+    mean, ci = _wait("spjf", pred, 2_000_000, seed=seed)
+    exact = _spjf_exact(pred)
+    _agrees(mean, ci, exact)
+    got = exact_wait(
+        PoissonWorkload(LAW, RATE, predictor=pred), Policy("none", order="spjf"), SSJF_COST, seed=1
+    )
+    assert got is not None and got.wait_s == exact and "quadrature" in got.method
+    # the better the prediction, the closer to SJF
     assert sjf_wait(LAW, 0.02, 0.1, RATE) < exact < pk_wait(RATE, M1, M2)
 
 

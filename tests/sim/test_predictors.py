@@ -18,9 +18,11 @@ from llmqueue.predictor.scoring import SSJF_EDGES, score_predictions
 from llmqueue.predictor.training import train_length_model
 from llmqueue.sim.predictors import (
     Buckets,
+    Exponential,
     Learned,
     Noisy,
     Oracle,
+    Uniform,
     parse_predictor,
 )
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload
@@ -45,6 +47,38 @@ def test_spec_names_as_the_issue_writes_them() -> None:
     assert isinstance(edges, Buckets) and edges.class_edges == (100.0, 400.0)
 
 
+def test_error_models_of_the_scheduling_literature() -> None:
+    assert parse_predictor("exp") == Exponential() and Exponential().spec == "exp"
+    assert parse_predictor("uniform:a=0.3") == Uniform(0.3)
+    assert Uniform(0.3).spec == "uniform:a=0.3"
+    assert parse_predictor(Uniform(0.3).spec) == Uniform(0.3)
+
+
+@pytest.mark.parametrize("pred", [Exponential(), Uniform(0.4), Noisy(0.7)])
+def test_predictions_follow_their_conditional_law(pred: object) -> None:
+    """Kolmogorov-Smirnov against the law the exact SPJF mean integrates (the same cdf), and the
+    quantile function inverts it."""
+    from scipy.stats import kstest
+
+    cond = pred.conditional()  # type: ignore[attr-defined]
+    assert cond is not None
+    cdf, ppf = cond
+    x = 300.0
+    y = pred.predict(np.full(100_000, x), 7)  # type: ignore[attr-defined]
+    assert kstest(y, lambda t: cdf(t, x)).pvalue > 1e-3
+    v = np.linspace(0.01, 0.99, 9)
+    assert cdf(ppf(v, x), x) == pytest.approx(v, abs=1e-12)
+    assert Uniform(0.0).conditional() is None and Noisy(0.0).conditional() is None
+    assert Oracle().conditional() is None
+
+
+def test_uniform_predictions_stay_in_their_band() -> None:
+    out = np.arange(1.0, 2001.0)
+    y = Uniform(0.25).predict(out, 3)
+    assert np.all(y >= 0.75 * out) and np.all(y <= 1.25 * out)
+    assert np.array_equal(Uniform(0.0).predict(out, 3), out)
+
+
 @pytest.mark.parametrize(
     "spec",
     [
@@ -58,6 +92,11 @@ def test_spec_names_as_the_issue_writes_them() -> None:
         "buckets:k=3,edges=1/2",
         "buckets:k=3,pe=0.1,acc=0.8",
         "buckets:edges=300/100",
+        "exp:mean=1",
+        "uniform",
+        "uniform:a=1.5",
+        "uniform:a=-0.1",
+        "uniform:b=0.5",
         "learned:",
         "learned:/no/such/model",
     ],

@@ -23,7 +23,7 @@ from llmqueue.limits import MAX_RATE_PER_S, integer
 from llmqueue.plan.space import MAX_KV_TOKENS
 from llmqueue.policy import predicting_names
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
-from llmqueue.sim.predictors import parse_predictor
+from llmqueue.sim.predictors import KNOWN, parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
 from llmqueue.tokens import parse_law
 from llmqueue.traces import (
@@ -76,7 +76,7 @@ def add_workload_flags(g: Any) -> None:
     g.add_argument("--prompt-column", default="ContextTokens")
     g.add_argument("--output-column", default="GeneratedTokens")
     g.add_argument("--timestamp-column", default="TIMESTAMP")
-    g.add_argument("--predictor", help="oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH")
+    g.add_argument("--predictor", help=KNOWN)
     g.add_argument(
         "--export",
         nargs=2,
@@ -129,8 +129,7 @@ def predictor_from(args: argparse.Namespace, needed: bool, *, formers: bool = Tr
     if args.predictor is None:
         if needed:
             raise InputError(
-                f"--predictor SPEC is needed by {predicting_names(formers=formers)} "
-                "(oracle, noisy:sigma=S, buckets:k=K,acc=P, learned:PATH)"
+                f"--predictor SPEC is needed by {predicting_names(formers=formers)} ({KNOWN})"
             )
         return None
     return flagged("--predictor", parse_predictor, args.predictor)

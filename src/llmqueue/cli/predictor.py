@@ -243,7 +243,8 @@ def register(subparsers: Any) -> None:
     _trace_args(s)
     s.add_argument("--model", help="a model file from `llmqueue predictor train`")
     s.add_argument(
-        "--predictor", help="or a compiled predictor: oracle, noisy:sigma=S, buckets:k=K,acc=A"
+        "--predictor",
+        help="or a compiled predictor: oracle, noisy:sigma=S, exp, uniform:a=A, buckets:k=K,acc=A",
     )
     s.set_defaults(handler=_score)
 

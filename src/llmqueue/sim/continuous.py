@@ -450,8 +450,11 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
         srv[s, V_JT0] = t
         srv[s, V_TNEXT] = t + decode_run_time(cst, dec, ctx, m)
         return changed
-    # 4b. one iteration with prefill (or nothing decoding yet), applied now
+    # 4b. one iteration with prefill (or nothing decoding yet), applied now; its decodes take
+    # their next token's KV as it starts, so it holds that KV throughout
     d = step_time(cst, dec, pre, ctx + pctx)
+    if on_demand:
+        srv[s, V_KVU] += need
     if window:
         stf[S.S_SUMB] += srv[s, V_RUN]
         stf[S.S_SUMD] += d
@@ -461,8 +464,6 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     steps += 1.0
     srv[s, V_STEPS] = steps
     srv[s, V_CTX] += dec
-    if on_demand:
-        srv[s, V_KVU] += need
     k = 0
     for j in range(npf):
         sl = pref[s, j]

@@ -14,9 +14,11 @@ formula gets None, and a name outside the registry is an InputError:
   trace's rows or an empirical law, quadrature over the size quantile otherwise (atoms such as a
   cap handled, :func:`llmqueue.analytic.priority.sjf_wait`);
 - ``cobham_by_prediction`` (``spjf``): classes by predicted size, loads by true service times (Mitzenmacher 2020): exact
-  over a trace's rows when each row carries its own prediction; otherwise the joint law of (size,
-  prediction) is sampled from the workload and the formula evaluated on the sample, a Monte Carlo
-  estimate whose standard error is reported.
+  over a trace's rows when each row carries its own prediction; by quadrature over a token law
+  for a prediction with a continuous law given the size (``noisy``, ``exp``, ``uniform``:
+  :func:`llmqueue.analytic.priority.spjf_wait`); otherwise the joint law of (size, prediction)
+  is sampled from the workload and the formula evaluated on the sample, a Monte Carlo estimate
+  whose standard error is reported.
 
 Several servers (one at a time each, FCFS unless said): ``random`` routing to c replicas is c
 independent queues at rate lambda / c, each with the one-server formula of its order (any law);
@@ -42,6 +44,7 @@ from llmqueue.analytic.priority import (
     priority_class_waits,
     priority_wait_empirical,
     sjf_wait,
+    spjf_wait,
 )
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
@@ -171,8 +174,8 @@ def exact_wait(
 ) -> ExactWait | None:
     """The mean wait of a one-at-a-time server by a formula (module docstring; ``none``, one
     server, Poisson arrivals from token laws or trace rows), else None; None also when rho >= 1
-    (no steady state). For a predictor over token laws the formula is evaluated by Monte Carlo
-    over `samples` draws (stream `seed`)."""
+    (no steady state). For a predictor over token laws without a continuous conditional law
+    (``buckets``) the formula is evaluated by Monte Carlo over `samples` draws (stream `seed`)."""
     if policy.kind != "none":
         return None
     if policy.servers != 1:
@@ -216,6 +219,13 @@ def exact_wait(
                 sjf_wait(law, a, b0, rate_per_s), "Cobham, one class per size (quadrature)"
             )
         if order.exact == "cobham_by_prediction":
+            cond = workload.predictor.conditional()
+            if cond is not None:
+                return ExactWait(
+                    spjf_wait(law, a, b0, rate_per_s, *cond),
+                    "Cobham, classes by predicted size (loads by true sizes), quadrature over "
+                    "the size and the prediction's conditional law",
+                )
             return _monte_carlo(workload, latency, order, seed, samples)
         raise InputError(
             f"order {order.name!r}: no token-law evaluation of formula {order.exact!r}"

@@ -8,6 +8,10 @@ how long a request really runs. Spec strings (config and CLI ``--predictor``), p
 - ``oracle``: the true output length;
 - ``noisy:sigma=S``: the true length times exp(S*Z), Z standard normal (a log-normal error;
   S -> infinity tends to a size-blind order);
+- ``exp``: exponential with the true length as its mean, y = x E, E ~ Exp(1) (the exponential
+  predictor of Mitzenmacher's analysis of SPJF, "Scheduling with predictions and the price of
+  misprediction", ITCS 2020, and of Mitzenmacher and Shahout's Table 1, arXiv 2503.07545);
+- ``uniform:a=A``: uniform on [(1 - A) x, (1 + A) x], 0 <= A <= 1 (a bounded relative error);
 - ``buckets:k=K,acc=A`` (or ``pe=P``): a K-class classifier (K >= 2): the true class with
   probability 1 - 2P (1 - P at the two end classes), each neighbouring class with probability P,
   ``acc=A`` meaning P = (1 - A)/2 (the error model of the Multi-Bin paper, arXiv 2412.04504).
@@ -48,6 +52,8 @@ __all__ = [
     "Predictor",
     "Oracle",
     "Noisy",
+    "Exponential",
+    "Uniform",
     "Buckets",
     "Learned",
     "parse_predictor",
@@ -56,11 +62,15 @@ __all__ = [
     "NOISY",
     "BUCKETS",
     "LEARNED",
+    "EXP",
+    "UNIFORM",
+    "KNOWN",
 ]
 
-ORACLE, NOISY, BUCKETS, LEARNED = 0, 1, 2, 3
+ORACLE, NOISY, BUCKETS, LEARNED, EXP, UNIFORM = 0, 1, 2, 3, 4, 5
 
 Quantile = Callable[[np.ndarray], np.ndarray]
+Conditional = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -93,6 +103,12 @@ class Predictor:
 
     def values(self) -> np.ndarray:
         return np.zeros(1)
+
+    def conditional(self) -> tuple[Conditional, Conditional] | None:
+        """(cdf, ppf) of the prediction given the true length, each called as f(y or v, x)
+        (arrays, broadcast; tokens and probabilities), for a prediction with a continuous law
+        (the exact SPJF mean, :func:`llmqueue.analytic.priority.spjf_wait`); None otherwise."""
+        return None
 
     def predict(self, output: np.ndarray, seed: int | np.random.SeedSequence) -> np.ndarray:
         """Predictions for true lengths `output` (tests and tables; the engine uses the same
@@ -141,6 +157,80 @@ class Noisy(Predictor):
 
     def params(self) -> np.ndarray:
         return np.array([self.sigma, 0.0])
+
+    def conditional(self) -> tuple[Conditional, Conditional] | None:
+        if self.sigma == 0:
+            return None  # the oracle: an atom at the true length
+        from scipy.special import ndtr, ndtri
+
+        sig = self.sigma
+
+        def cdf(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+            with np.errstate(divide="ignore"):
+                return ndtr(np.log(np.asarray(y) / np.asarray(x)) / sig)
+
+        def ppf(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+            return np.asarray(x) * np.exp(sig * ndtri(v))
+
+        return cdf, ppf
+
+
+@dataclass(frozen=True)
+class Exponential(Predictor):
+    """``exp``: y = x E with E ~ Exp(1), an exponential prediction whose mean is the true length
+    (module docstring)."""
+
+    @property
+    def spec(self) -> str:
+        return "exp"
+
+    @property
+    def kind(self) -> int:
+        return EXP
+
+    def conditional(self) -> tuple[Conditional, Conditional] | None:
+        def cdf(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+            return -np.expm1(-np.maximum(np.asarray(y), 0.0) / np.asarray(x))
+
+        def ppf(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+            return -np.asarray(x) * np.log1p(-np.asarray(v))
+
+        return cdf, ppf
+
+
+@dataclass(frozen=True)
+class Uniform(Predictor):
+    """``uniform:a=A``: y uniform on [(1 - a) x, (1 + a) x], a in [0, 1] (module docstring)."""
+
+    a: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.a) and 0.0 <= self.a <= 1.0):
+            raise InputError(f"predictor uniform: a must be in [0, 1], got {self.a}")
+
+    @property
+    def spec(self) -> str:
+        return f"uniform:a={self.a:g}"
+
+    @property
+    def kind(self) -> int:
+        return UNIFORM
+
+    def params(self) -> np.ndarray:
+        return np.array([self.a, 0.0])
+
+    def conditional(self) -> tuple[Conditional, Conditional] | None:
+        if self.a == 0:
+            return None  # the oracle
+        a = self.a
+
+        def cdf(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+            return np.clip((np.asarray(y) / np.asarray(x) - (1.0 - a)) / (2.0 * a), 0.0, 1.0)
+
+        def ppf(v: np.ndarray, x: np.ndarray) -> np.ndarray:
+            return np.asarray(x) * (1.0 - a + 2.0 * a * np.asarray(v))
+
+        return cdf, ppf
 
 
 @dataclass(frozen=True)
@@ -289,13 +379,16 @@ def _num(spec: str, key: str, val: str) -> float:
         raise InputError(f"predictor {spec!r}: {key}={val!r} is not a number") from None
 
 
-KNOWN = "oracle, noisy:sigma=S, buckets:k=K,acc=A (or edges=E1/E2/..,pe=P), learned:PATH"
+KNOWN = (
+    "oracle, noisy:sigma=S, exp, uniform:a=A, buckets:k=K,acc=A (or edges=E1/E2/..,pe=P), "
+    "learned:PATH"
+)
 
 
 def parse_predictor(spec: str) -> Predictor:
-    """``oracle``, ``noisy:sigma=S``, ``buckets:k=K,acc=A`` (or ``pe=P``; or
-    ``edges=E1/E2/..`` for K), ``learned:PATH`` (module docstring); InputError names the bad
-    part and what is allowed."""
+    """``oracle``, ``noisy:sigma=S``, ``exp``, ``uniform:a=A``, ``buckets:k=K,acc=A`` (or
+    ``pe=P``; or ``edges=E1/E2/..`` for K), ``learned:PATH`` (module docstring); InputError names
+    the bad part and what is allowed."""
     name, _, body = spec.strip().partition(":")
     if name == "learned":
         path = body.strip()
@@ -316,6 +409,14 @@ def parse_predictor(spec: str) -> Predictor:
         if set(kv) != {"sigma"}:
             raise InputError(f"predictor {spec!r}: expected noisy:sigma=S (S >= 0)")
         return Noisy(_num(spec, "sigma", kv["sigma"]))
+    if name == "exp":
+        if kv:
+            raise InputError(f"predictor {spec!r}: exp takes no parameters")
+        return Exponential()
+    if name == "uniform":
+        if set(kv) != {"a"}:
+            raise InputError(f"predictor {spec!r}: expected uniform:a=A (A in [0, 1])")
+        return Uniform(_num(spec, "a", kv["a"]))
     if name == "buckets":
         if (
             ("edges" in kv) == ("k" in kv)
@@ -348,17 +449,22 @@ def parse_predictor(spec: str) -> Predictor:
 @njit(cache=True, nogil=True)
 def predict_chunk(kind, prm, edges, values, output, raw, spare, sp, out):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Predictions for output[:] into out[:], noise from the high 32 bits of raw[:]; returns
-    the spare index."""
+    the spare index. An unknown kind (or ``LEARNED``, which has no compiled path) is an error."""
     n = output.size
     k = edges.size + 1
     for j in range(n):
         x = output[j]
-        if kind == 0:
+        if kind == ORACLE:
             out[j] = x
-        elif kind == 1:
+        elif kind == NOISY:
             z, sp = std_normal(np.uint32(raw[j] >> np.uint64(32)), NOR_K, NOR_W, NOR_F, spare, sp)
             out[j] = x * math.exp(prm[0] * z)
-        else:
+        elif kind == EXP:
+            out[j] = -x * math.log(uniform32(np.uint32(raw[j] >> np.uint64(32))))
+        elif kind == UNIFORM:
+            u = uniform32(np.uint32(raw[j] >> np.uint64(32)))
+            out[j] = x * (1.0 - prm[0] + 2.0 * prm[0] * u)
+        elif kind == BUCKETS:
             c = np.searchsorted(edges, x, side="right")
             u = uniform32(np.uint32(raw[j] >> np.uint64(32)))
             pe = prm[0]
@@ -367,4 +473,6 @@ def predict_chunk(kind, prm, edges, values, output, raw, spare, sp, out):  # typ
             elif u < 2.0 * pe:
                 c = c + 1 if c < k - 1 else c
             out[j] = values[c]
+        else:
+            raise ValueError("predict_chunk: unknown predictor kind")
     return sp

@@ -223,7 +223,10 @@ def new_blocks(phase, s, steps, m, bs):  # type: ignore[no-untyped-def]  # noqa:
 # ---- iterations ------------------------------------------------------------------------------
 @njit(cache=True, nogil=True, inline="always")
 def apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Apply the pending run of decode-only iterations of server s."""
+    """Apply the pending run of decode-only iterations of server s. Its KV integral: iteration
+    i = 0..m-1 lasts a0 + dd i and holds u0 + du (i + 1) (each decode takes its next token's KV
+    as the iteration starts; on-demand growth only, du = 0 when the KV is reserved whole). With
+    KV blocks of bs > 1 tokens the integral counts the tokens, not the blocks they fill."""
     m = srv[s, V_JM]
     if m == 0.0:
         return
@@ -235,8 +238,8 @@ def apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst):  # type: ignore[no-
         stf[S.S_NB] += m
         a0 = cst[0] + cst[1] * dec + cst[2] * ctx
         dd = cst[2] * dec
-        u0 = srv[s, V_KVU]
         du = dec if on_demand else 0.0
+        u0 = srv[s, V_KVU] + du  # what the first iteration holds
         stf[S.S_KVINT] += (
             u0 * a0 * m
             + (u0 * dd + du * a0) * m * (m - 1.0) * 0.5
