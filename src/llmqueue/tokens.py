@@ -19,6 +19,10 @@ One spec string parses to a law (:func:`parse_law`)::
     truncnorm:mean=800,sd=20,high=1600  N(mean, sd^2) truncated to [low, high] (low=0, high=2*mean)
     exponential:mean=500                Exp with the given mean
     deterministic:value=500             N = value
+    weibull:shape=0.7,scale=300         P(N > x) = exp(-(x/scale)^shape)
+    pareto:alpha=2.5,xm=100             P(N > x) = (xm/x)^alpha for x >= xm (Pareto type I)
+    quantiles:PATH                      a table of quantiles (CSV: probability,tokens), linear
+                                        between its rows (:class:`QuantileTableLaw`)
     trace:PATH:COLUMN                   empirical law of a CSV column (e.g. the Azure trace)
 
 Any spec takes ``cap=L`` (``lognormal:mu=7,sigma=0.7,cap=4096``, ``trace:PATH:COLUMN:cap=L``):
@@ -60,6 +64,9 @@ __all__ = [
     "DeterministicLaw",
     "EmpiricalLaw",
     "ClippedLaw",
+    "WeibullLaw",
+    "ParetoLaw",
+    "QuantileTableLaw",
     "parse_law",
     "LAW_FORMS",
     "check_batch_size",
@@ -589,6 +596,217 @@ class EmpiricalLaw(TokenLaw):
         return float(np.dot(self.values, cdf**b - cdf_prev**b))
 
 
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WeibullLaw(TokenLaw):
+    """P(N > x) = exp(-(x / scale)^shape), x >= 0 (shape < 1: heavier tail than exponential; 1:
+    exponential). Given by its quantile function scale (-ln(1 - q))^(1/shape). Exact clipped
+    moments: E[min(N, l)^k] = scale^k gamma(1 + k/shape, z) + l^k e^-z with z = (l / scale)^shape
+    and gamma the lower incomplete gamma function."""
+
+    shape: float
+    scale: float
+    spec: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.spec:
+            object.__setattr__(self, "spec", f"weibull:shape={self.shape:g},scale={self.scale:g}")
+        _require(
+            math.isfinite(self.shape) and 0.05 <= self.shape <= 100,
+            self.spec,
+            "shape must lie in [0.05, 100]",
+        )
+        _require(self.scale > 0, self.spec, "scale must be > 0 tokens")
+        _bounded(self.scale, self.spec, "scale")
+        rms = self.scale * math.exp(0.5 * math.lgamma(1.0 + 2.0 / self.shape))
+        _require(
+            rms <= MAX_TOKENS,
+            self.spec,
+            f"its root mean square scale Gamma(1 + 2/shape)^(1/2) must be at most {_TOK}",
+        )
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (0.0, math.inf)
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return self.scale * rng.weibull(self.shape, size)
+
+    def cdf(self, x: ArrayLike) -> Any:
+        xa = np.maximum(np.asarray(x, dtype=float), 0.0)
+        return _scalar_or_array(-np.expm1(-((xa / self.scale) ** self.shape)), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        qa = np.asarray(q, dtype=float)
+        return _scalar_or_array(self.scale * (-np.log1p(-qa)) ** (1.0 / self.shape), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        la = np.maximum(np.asarray(limit, dtype=float), 0.0)
+        a = 1.0 + k / self.shape
+        z = (la / self.scale) ** self.shape
+        with np.errstate(invalid="ignore", over="ignore"):
+            body = self.scale**k * math.gamma(a) * special.gammainc(a, z)
+            tail = np.where(np.isinf(la), 0.0, la**k * np.exp(-z))
+        return _scalar_or_array(body + tail, limit)
+
+
+@dataclass(frozen=True)
+class ParetoLaw(TokenLaw):
+    """Pareto type I: P(N > x) = (xm / x)^alpha for x >= xm > 0. Given by its quantile function
+    xm (1 - q)^(-1/alpha). Exact clipped moments: for l > xm, E[min(N, l)^k] = alpha xm^alpha
+    (l^(k - alpha) - xm^(k - alpha)) / (k - alpha) + l^k (xm / l)^alpha (alpha xm^k ln(l / xm) +
+    xm^k for k = alpha), and (l = inf) alpha xm^k / (alpha - k) when alpha > k, inf otherwise.
+    Without a cap it needs alpha > 2 (a finite variance: :func:`parse_law`)."""
+
+    alpha: float
+    xm: float
+    spec: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.spec:
+            object.__setattr__(self, "spec", f"pareto:alpha={self.alpha:g},xm={self.xm:g}")
+        _require(
+            math.isfinite(self.alpha) and 0.05 <= self.alpha <= 100,
+            self.spec,
+            "alpha must lie in [0.05, 100]",
+        )
+        _require(self.xm > 0, self.spec, "xm must be > 0 tokens")
+        _bounded(self.xm, self.spec, "xm")
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (self.xm, math.inf)
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return self.xm * (1.0 + rng.pareto(self.alpha, size))
+
+    def cdf(self, x: ArrayLike) -> Any:
+        xa = np.asarray(x, dtype=float)
+        with np.errstate(divide="ignore"):
+            out = np.where(xa < self.xm, 0.0, -np.expm1(self.alpha * np.log(self.xm / xa)))
+        return _scalar_or_array(out, x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        qa = np.asarray(q, dtype=float)
+        with np.errstate(divide="ignore"):
+            return _scalar_or_array(self.xm * (1.0 - qa) ** (-1.0 / self.alpha), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        la = np.asarray(limit, dtype=float)
+        al, xm = self.alpha, self.xm
+        out = np.empty(la.shape)
+        flat, res = la.reshape(-1), out.reshape(-1)
+        for i, lim in enumerate(flat):
+            if lim <= xm:
+                res[i] = max(lim, 0.0) ** k
+            elif math.isinf(lim):
+                res[i] = al * xm**k / (al - k) if al > k else math.inf
+            elif al == k:
+                res[i] = al * xm**k * math.log(lim / xm) + xm**k
+            else:
+                body = al * xm**al * (lim ** (k - al) - xm ** (k - al)) / (k - al)
+                res[i] = body + lim**k * (xm / lim) ** al
+        return _scalar_or_array(out, limit)
+
+
+@dataclass(frozen=True, eq=False)
+class QuantileTableLaw(TokenLaw):
+    """The law of a table of quantiles: N = Q(U), U uniform on (0, 1), Q linear between the
+    points (q_i, x_i), q_0 = 0 < q_1 < ... < q_m = 1, x_0 <= ... <= x_m (tokens); a flat piece
+    (x_i = x_{i+1}) is an atom of mass q_{i+1} - q_i. Read from a CSV with the columns
+    ``probability`` and ``tokens`` (:meth:`from_csv`). Exact clipped moments: a sum over the
+    pieces, each a uniform law on [x_i, x_{i+1}] of mass q_{i+1} - q_i."""
+
+    probs: tuple[float, ...]
+    tokens: tuple[float, ...]
+    spec: str = field(default="quantiles:table", compare=False)
+
+    def __post_init__(self) -> None:
+        q = np.asarray(self.probs, dtype=float)
+        x = np.asarray(self.tokens, dtype=float)
+        _require(q.size >= 2 and q.size == x.size, self.spec, "needs at least 2 rows")
+        _require(
+            bool(np.all(np.isfinite(q))) and q[0] == 0.0 and q[-1] == 1.0,
+            self.spec,
+            "probabilities must run from 0 to 1",
+        )
+        _require(bool(np.all(np.diff(q) > 0)), self.spec, "probabilities must increase")
+        _require(
+            bool(np.all(np.isfinite(x))) and x[0] >= 0 and x[-1] <= MAX_TOKENS,
+            self.spec,
+            f"tokens must lie in [0, {_TOK}]",
+        )
+        _require(bool(np.all(np.diff(x) >= 0)), self.spec, "tokens must not decrease")
+        _require(x[-1] > 0, self.spec, "tokens must not all be 0")
+
+    @classmethod
+    def from_csv(cls, path: str | Path, spec: str) -> QuantileTableLaw:
+        """The table of a CSV file with the columns ``probability`` and ``tokens``."""
+        p = Path(path)
+        _require(p.is_file(), spec, f"file {str(p)!r} does not exist")
+        import pandas as pd
+
+        try:
+            df = pd.read_csv(p)
+        except (ValueError, OSError) as e:
+            raise InputError(f"token law {spec!r}: cannot read {str(p)!r}: {e}") from None
+        missing = {"probability", "tokens"} - set(df.columns)
+        _require(not missing, spec, f"{str(p)!r} lacks the column(s) {sorted(missing)}")
+        try:
+            q = tuple(float(v) for v in df["probability"])
+            x = tuple(float(v) for v in df["tokens"])
+        except (TypeError, ValueError):
+            raise InputError(
+                f"token law {spec!r}: {str(p)!r} holds a value that is not a number"
+            ) from None
+        return cls(q, x, spec=spec)
+
+    @cached_property
+    def _qx(self) -> tuple[FloatArray, FloatArray]:
+        return np.asarray(self.probs, dtype=float), np.asarray(self.tokens, dtype=float)
+
+    @property
+    def support(self) -> tuple[float, float]:
+        return (float(self.tokens[0]), float(self.tokens[-1]))
+
+    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
+        return np.asarray(self.ppf(rng.random(size)), dtype=float)
+
+    def _between(self, xa: FloatArray, side: Any) -> FloatArray:
+        q, x = self._qx
+        i = np.searchsorted(x, xa, side=side)  # nodes below (side "left") or at most xa
+        inner = (i > 0) & (i < x.size)
+        j = np.clip(i, 1, x.size - 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = (xa - x[j - 1]) / (x[j] - x[j - 1])
+        mid = q[j - 1] + frac * (q[j] - q[j - 1])
+        return np.where(inner, mid, np.where(i == 0, 0.0, 1.0))
+
+    def cdf(self, x: ArrayLike) -> Any:
+        return _scalar_or_array(self._between(np.asarray(x, dtype=float), "right"), x)
+
+    def prob_below(self, x: ArrayLike) -> Any:
+        return _scalar_or_array(self._between(np.asarray(x, dtype=float), "left"), x)
+
+    def ppf(self, q: ArrayLike) -> Any:
+        qq, x = self._qx
+        return _scalar_or_array(np.interp(np.asarray(q, dtype=float), qq, x), q)
+
+    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
+        q, x = self._qx
+        la = np.maximum(np.asarray(limit, dtype=float), 0.0)
+        lim = la.reshape(-1, 1)
+        lo, hi, mass = x[:-1], x[1:], np.diff(q)
+        a, b = np.minimum(lo, lim), np.minimum(hi, lim)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = (b ** (k + 1) - a ** (k + 1)) / (k + 1) + np.where(
+                np.isinf(lim), 0.0, lim**k * np.maximum(hi - np.maximum(lim, lo), 0.0)
+            )
+            piece = np.where(hi > lo, spread / (hi - lo), np.minimum(lo, lim) ** k)
+        out = (piece * mass).sum(axis=1).reshape(la.shape)
+        return _scalar_or_array(out, limit)
+
+
 @dataclass(frozen=True, eq=False)
 class ClippedLaw(TokenLaw):
     """The law of min(N, cap): a max-token limit or a model's context limit (Eq. 2)."""
@@ -639,6 +857,9 @@ LAW_FORMS = {
     "truncnorm": "truncnorm:mean=M,sd=S[,low=0][,high=2*M] (sd > 0, 0 <= low < high)",
     "exponential": "exponential:mean=M (M > 0)",
     "deterministic": "deterministic:value=V (V >= 0)",
+    "weibull": "weibull:shape=K,scale=S (K in [0.05, 100], S > 0)",
+    "pareto": "pareto:alpha=A,xm=X (A in [0.05, 100], X > 0; A > 2 without cap=L)",
+    "quantiles": "quantiles:PATH (a CSV of probability,tokens rows from probability 0 to 1)",
     "trace": TRACE_FORM,
 }
 _PARAMS = {
@@ -647,6 +868,8 @@ _PARAMS = {
     "truncnorm": ({"mean", "sd"}, {"low", "high"}),
     "exponential": ({"mean"}, set()),
     "deterministic": ({"value"}, set()),
+    "weibull": ({"shape", "scale"}, set()),
+    "pareto": ({"alpha", "xm"}, set()),
 }
 
 
@@ -670,6 +893,12 @@ def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
         raise InputError(f"token law {spec!r} is malformed; allowed forms: {_forms()}")
     kind, _, rest = spec.strip().partition(":")
     kind = kind.strip().lower()
+    if kind == "quantiles":
+        qpath = Path(rest.strip())
+        _require(bool(rest.strip()), spec, f"expected {LAW_FORMS['quantiles']}")
+        if base_dir is not None and not qpath.is_absolute():
+            qpath = Path(base_dir) / qpath
+        return QuantileTableLaw.from_csv(qpath, spec)
     if kind == "trace":
         ts = parse_trace_spec(spec)
         cap = None if ts.cap_text is None else _parse_number(spec, "cap", ts.cap_text)
@@ -713,6 +942,19 @@ def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
         )
     elif kind == "exponential":
         law = ExponentialLaw(params["mean"], spec=spec)
+    elif kind == "weibull":
+        law = WeibullLaw(params["shape"], params["scale"], spec=spec)
+    elif kind == "pareto":
+        law = ParetoLaw(params["alpha"], params["xm"], spec=spec)
+        if cap is None:
+            _require(
+                law.alpha > 2,
+                spec,
+                "without cap=L alpha must be > 2 (a finite variance); give a cap for a heavier tail",
+            )
+            _bounded(
+                math.sqrt(float(law.clipped_moment(math.inf, 2))), spec, "its root mean square"
+            )
     else:
         law = DeterministicLaw(params["value"], spec=spec)
     return ClippedLaw(law, cap, spec=spec) if cap is not None else law

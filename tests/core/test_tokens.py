@@ -18,6 +18,7 @@ from llmqueue.tokens import (
     parse_law,
 )
 
+QUANTILES = "quantiles:tests/data/laws/quantiles.csv"  # with an atom at 200 tokens (mass 0.1)
 SPECS = [
     "lognormal:mu=7,sigma=0.7",
     "uniform:low=0,high=2000",
@@ -25,6 +26,10 @@ SPECS = [
     "truncnorm:mean=300,sd=200,high=1000",
     "exponential:mean=300",
     "lognormal:mu=6,sigma=1.0,cap=4096",
+    "weibull:shape=0.7,scale=300",
+    "weibull:shape=2,scale=500",
+    "pareto:alpha=1.5,xm=100,cap=4000",
+    QUANTILES,
 ]
 
 
@@ -73,6 +78,60 @@ def test_expected_max_and_order_statistics_match_monte_carlo(spec, b, root):
     assert law.expected_max(b) == pytest.approx(law.order_stat_means(b)[-1], rel=1e-7)
     assert np.all(np.abs(law.order_stat_means(b) - means) < 4.5 * ses + 1e-9)
     assert abs(law.expected_max(b) - means[-1]) < 4.5 * ses[-1] + 1e-9
+
+
+@pytest.mark.parametrize("limit", [50.0, 150.0, 300.0, 1e4, math.inf])
+@pytest.mark.parametrize("k", [1, 2])
+def test_laws_by_quantile_function_have_exact_moments(limit, k):
+    """E[min(N, l)^k] = integral over (0, 1) of min(Q(u), l)^k du, Q the quantile function."""
+    for spec in ("weibull:shape=0.7,scale=300", "pareto:alpha=2.5,xm=100", QUANTILES):
+        law = parse_law(spec)
+        pts = [0.2, 0.5, 0.6, 0.9, 0.99, 0.9999]
+        val = integrate.quad(
+            lambda u, law=law: min(float(law.ppf(u)), limit) ** k, 0.0, 1.0, points=pts, limit=400
+        )[0]
+        assert law.clipped_moment(limit, k) == pytest.approx(val, rel=1e-6), spec
+
+
+def test_weibull_of_shape_one_is_exponential_and_pareto_has_its_closed_forms():
+    w, e = parse_law("weibull:shape=1,scale=300"), parse_law("exponential:mean=300")
+    for lim in (100.0, 700.0, math.inf):
+        for k in (1, 2):
+            assert w.clipped_moment(lim, k) == pytest.approx(e.clipped_moment(lim, k), rel=1e-12)
+    p = parse_law("pareto:alpha=3,xm=100")
+    assert p.mean() == pytest.approx(150.0) and p.var() == pytest.approx(100.0**2 * 3 / 4)
+    assert p.clipped_moment(80.0, 2) == 80.0**2 and p.cdf(99.0) == 0.0
+    heavy = parse_law("pareto:alpha=1.2,xm=100,cap=5000")
+    assert heavy.clipped_moment(math.inf, 2) < 5000.0**2
+
+
+def test_quantile_table_atoms_and_inverse():
+    law = parse_law(QUANTILES)
+    assert law.cdf(200.0) == pytest.approx(0.6) and law.prob_below(200.0) == pytest.approx(0.5)
+    assert law.ppf(0.55) == 200.0 and law.cdf(law.ppf(0.3)) == pytest.approx(0.3)
+    assert law.support == (1.0, 2048.0) and law.cdf(0.5) == 0.0 and law.cdf(3000.0) == 1.0
+
+
+@pytest.mark.parametrize(
+    "spec", ["weibull:shape=0.7,scale=300", "pareto:alpha=2.5,xm=100,cap=3000", QUANTILES]
+)
+def test_the_compiled_sampler_draws_the_new_laws(spec):
+    """Kolmogorov-Smirnov of the compiled sampler (what every simulator draws) against the cdf;
+    the atoms (the cap, the table's flat piece) by their mass."""
+    from llmqueue.sim.laws import sample_law
+
+    law = parse_law(spec)
+    x = sample_law(law, 200_000, 5)
+    hi = law.support[1]
+    cont = x[(x != 200.0) & (x != hi)] if spec == QUANTILES else x[x < hi]
+    assert x.min() >= law.support[0] and x.max() <= hi
+    if spec == QUANTILES:  # the atom at 200 (mass 0.1): a binomial count within 4.5 sigma
+        assert abs(np.mean(x == 200.0) - 0.1) < 4.5 * math.sqrt(0.09 / x.size)
+        cdf = lambda t: (law.cdf(t) - 0.1 * (t >= 200.0)) / 0.9  # noqa: E731
+    else:
+        m = float(law.cdf(np.nextafter(hi, 0)))
+        cdf = lambda t: law.cdf(t) / m  # noqa: E731
+    assert stats.kstest(cont, cdf).pvalue > 1e-3
 
 
 def test_lognormal_paper_probabilities():
@@ -145,11 +204,34 @@ def test_clipped_mean_is_monotone_in_the_limit(mu, sigma, l1, l2):
         ("lognormal:mu=7,sigma=0.7,cap=-5", "cap"),
         ("trace:missing.csv:GeneratedTokens", "does not exist"),
         ("trace:onlypath", "malformed"),
+        ("weibull:shape=0,scale=300", "shape must lie"),
+        ("weibull:shape=0.7", "missing"),
+        ("pareto:alpha=1.5,xm=100", "alpha must be > 2"),
+        ("pareto:alpha=3,xm=-1", "xm must be > 0"),
+        ("quantiles:", "expected quantiles:PATH"),
+        ("quantiles:missing.csv", "does not exist"),
     ],
 )
 def test_malformed_specs_give_clear_errors(spec, words):
     with pytest.raises(InputError, match=words):
         parse_law(spec)
+
+
+@pytest.mark.parametrize(
+    "rows, words",
+    [
+        ("probability,tokens\n0,1\n0.5,3\n", "from 0 to 1"),
+        ("probability,tokens\n0,1\n0.5,3\n0.5,4\n1,5\n", "must increase"),
+        ("probability,tokens\n0,5\n1,3\n", "must not decrease"),
+        ("p,tokens\n0,5\n1,3\n", "lacks the column"),
+        ("probability,tokens\n0,x\n1,3\n", "not a number"),
+    ],
+)
+def test_quantile_table_errors_name_the_problem(tmp_path, rows, words):
+    f = tmp_path / "q.csv"
+    f.write_text(rows)
+    with pytest.raises(InputError, match=words):
+        parse_law(f"quantiles:{f}")
 
 
 def test_trace_errors_name_file_and_column(azure_trace, tmp_path):

@@ -131,6 +131,9 @@ def test_md1_mean_wait(seed: int) -> None:
         ("exponential:mean=500", 1000.0),  # fast path (in-kernel exponential)
         ("uniform:low=0,high=2000", 1200.0),  # generic path (law.sample per chunk)
         ("lognormal:mu=7,sigma=0.7,cap=3000", math.inf),  # generic path, ClippedLaw
+        ("weibull:shape=0.6,scale=300", 4000.0),  # laws by their quantile function
+        ("pareto:alpha=1.8,xm=100,cap=8000", math.inf),  # infinite variance but for the cap
+        ("quantiles:tests/data/laws/quantiles.csv", math.inf),
     ],
 )
 def test_pollaczek_khinchine_clipped(spec: str, limit: float, seed: int) -> None:

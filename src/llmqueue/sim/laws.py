@@ -13,6 +13,9 @@ kind  law           draw (tokens)
 3     exponential   mean E, E standard exponential (ziggurat)
 4     deterministic value
 5     empirical     the atom whose cumulative probability first exceeds U (a trace's rows)
+6     weibull       scale (-ln U)^(1/shape)
+7     pareto        xm U^(-1/alpha)
+8     quantiles     the table's quantile function at U, linear between its rows
 ====  ============  ==========================================================================
 
 Every kind then takes ``min(x, cap)`` (``cap`` = inf unless the law is ``cap=L``-clipped).
@@ -47,9 +50,12 @@ from llmqueue.tokens import (
     EmpiricalLaw,
     ExponentialLaw,
     LogNormalLaw,
+    ParetoLaw,
+    QuantileTableLaw,
     TokenLaw,
     TruncNormLaw,
     UniformLaw,
+    WeibullLaw,
 )
 
 __all__ = [
@@ -64,9 +70,14 @@ __all__ = [
     "EXPONENTIAL",
     "DETERMINISTIC",
     "EMPIRICAL",
+    "WEIBULL",
+    "PARETO",
+    "QUANTILES",
 ]
 
-LOGNORMAL, UNIFORM, TRUNCNORM, EXPONENTIAL, DETERMINISTIC, EMPIRICAL = range(6)
+LOGNORMAL, UNIFORM, TRUNCNORM, EXPONENTIAL, DETERMINISTIC, EMPIRICAL, WEIBULL, PARETO, QUANTILES = (
+    range(9)
+)
 
 
 class LawCode(NamedTuple):
@@ -112,6 +123,15 @@ def encode_law(law: TokenLaw) -> LawCode:
     if isinstance(law, EmpiricalLaw):
         cum = np.cumsum(np.asarray(law.probs, dtype=float))
         return LawCode(EMPIRICAL, prm, cap, np.asarray(law.values, dtype=float), cum / cum[-1], 0.0)
+    if isinstance(law, WeibullLaw):
+        prm[:2] = law.shape, law.scale
+        return LawCode(WEIBULL, prm, cap, empty, empty, 0.0)
+    if isinstance(law, ParetoLaw):
+        prm[:2] = law.alpha, law.xm
+        return LawCode(PARETO, prm, cap, empty, empty, 0.0)
+    if isinstance(law, QuantileTableLaw):
+        q, x = (np.asarray(v, dtype=float) for v in (law.probs, law.tokens))
+        return LawCode(QUANTILES, prm, cap, x, q, 0.0)
     raise InputError(f"token law {law.spec!r} cannot be simulated")
 
 
@@ -136,11 +156,21 @@ def draw(kind, prm, cap, vals, cum, r32, spare, sp):  # type: ignore[no-untyped-
         x = prm[0] * e
     elif kind == 4:
         x = prm[0]
-    else:
+    elif kind == 5:
         i = np.searchsorted(cum, uniform32(r32), side="right")
         if i >= vals.size:
             i = vals.size - 1
         x = vals[i]
+    elif kind == 6:
+        x = prm[1] * (-math.log(uniform32(r32))) ** (1.0 / prm[0])
+    elif kind == 7:
+        x = prm[1] * uniform32(r32) ** (-1.0 / prm[0])
+    elif kind == 8:
+        u = uniform32(r32)
+        i = np.searchsorted(cum, u, side="right")  # cum[i - 1] <= u < cum[i]
+        x = vals[i - 1] + (u - cum[i - 1]) / (cum[i] - cum[i - 1]) * (vals[i] - vals[i - 1])
+    else:
+        raise ValueError("draw: unknown token-law kind")
     return (x if x < cap else cap), sp
 
 
