@@ -696,3 +696,59 @@ def run_multibin(
         else:
             formed.append((t_flush, bins[jf]))
             bins[jf] = []
+
+
+def run_preemptive(reqs: list[Req], order: str, k: tuple[float, float, float, float]) -> list[Req]:
+    """One server, one request at a time, preemptive resume by `order` (psjf, srpt, pspjf,
+    sprpt; llmqueue.sim.preemptive's docstring): a request needs S = t1(1) + t2(1) n; the key is
+    S (psjf), the predicted S (pspjf), or either less the service received (srpt, sprpt); an
+    arrival with a strictly smaller key than the running request's preempts it; a completion
+    at the moment of an arrival goes first; waiting requests keep the key they entered with,
+    ties by arrival."""
+    r0, r1 = k[0] + k[1], k[2] + k[3]
+    got = {r.i: 0.0 for r in reqs}
+
+    def size(r: Req) -> float:
+        return r0 + r1 * r.output
+
+    def key(r: Req) -> float:
+        base = r0 + r1 * (r.output if order in ("psjf", "srpt") else r.pred)
+        return base - got[r.i] if order in ("srpt", "sprpt") else base
+
+    waiting: list[tuple[float, int, Req]] = []
+    cur: Req | None = None
+    t_cur = 0.0
+    nxt = 0
+
+    def start(r: Req, t: float) -> None:
+        nonlocal cur, t_cur
+        cur, t_cur = r, t
+        if math.isnan(r.start):
+            r.start, r.server = t, 0
+
+    while True:
+        tc = t_cur + (size(cur) - got[cur.i]) if cur is not None else math.inf
+        a = reqs[nxt].arrival if nxt < len(reqs) else math.inf
+        if tc == math.inf and a == math.inf:
+            return reqs
+        if tc <= a:
+            assert cur is not None
+            cur.finish = tc
+            cur = None
+            if waiting:
+                best = min(waiting, key=lambda e: (e[0], e[1]))
+                waiting.remove(best)
+                start(best[2], tc)
+            continue
+        r = reqs[nxt]
+        nxt += 1
+        if cur is None:
+            start(r, a)
+            continue
+        got[cur.i] += a - t_cur
+        t_cur = a
+        if key(r) < key(cur):
+            waiting.append((key(cur), cur.i, cur))
+            start(r, a)
+        else:
+            waiting.append((key(r), r.i, r))

@@ -46,7 +46,11 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
 
 Queue orders (:data:`QUEUE_ORDERS`, one :class:`QueueOrder` record each: its key, whether it
 needs a prediction, whether it preempts, its exact formula): ``fcfs``, ``sjf`` (true output
-length), ``spjf`` (predicted output length), all non-preemptive, ties by arrival; ``guard_s``: a request that has waited longer is served by age
+length), ``spjf`` (predicted output length), all non-preemptive, ties by arrival; and the
+preemptive-resume ones, which serve one request at a time on one server (``none``, no router,
+no guard): ``psjf`` (true size), ``srpt`` (remaining true service time), ``pspjf`` (predicted
+size), ``sprpt`` (predicted size less the service received), an arrival with a strictly smaller
+key preempting the request in service (:mod:`llmqueue.sim.preemptive`). ``guard_s``: a request that has waited longer is served by age
 first (the starvation guard of SSJF, arXiv 2404.08509). ``guard_factor``: the guard also serves
 by age once the longest-waiting request has waited more than ``guard_factor`` times its own run
 time alone, T_1(n) (its remaining run time under ``rebatch``): the second trigger of SSJF's guard
@@ -154,11 +158,19 @@ class QueueOrder:
         return self.key == "arrival"
 
 
-ORDER_KEYS = ("arrival", "size", "predicted_size")
+ORDER_KEYS = ("arrival", "size", "predicted_size", "remaining_size", "predicted_remaining")
 FCFS_ORDER = QueueOrder("fcfs", "arrival", False, False, "pollaczek_khinchine")
 SJF_ORDER = QueueOrder("sjf", "size", False, False, "cobham_by_size")
 SPJF_ORDER = QueueOrder("spjf", "predicted_size", True, False, "cobham_by_prediction")
-QUEUE_ORDERS = (FCFS_ORDER, SJF_ORDER, SPJF_ORDER)
+# preemptive-resume orders (one request at a time on one server, :mod:`llmqueue.sim.preemptive`);
+# their formulas (mean response times) are in :mod:`llmqueue.analytic.priority`
+PSJF_ORDER = QueueOrder("psjf", "size", False, True, None)
+SRPT_ORDER = QueueOrder("srpt", "remaining_size", False, True, None)
+PSPJF_ORDER = QueueOrder("pspjf", "predicted_size", True, True, None)
+SPRPT_ORDER = QueueOrder("sprpt", "predicted_remaining", True, True, None)
+QUEUE_ORDERS = (
+    FCFS_ORDER, SJF_ORDER, SPJF_ORDER, PSJF_ORDER, SRPT_ORDER, PSPJF_ORDER, SPRPT_ORDER,
+)  # fmt: skip
 ORDERS = tuple(o.name for o in QUEUE_ORDERS)
 DEFAULT_ORDER = FCFS_ORDER.name
 ADMISSIONS = ("reserve", "on_demand", "per_chunk")
@@ -273,6 +285,14 @@ class Policy:
                     f"b_max must be an integer >= 1 (or none for infinity), got {self.bmax!r}"
                 )
         order_code(self.order)
+        if queue_order(self.order).preemptive and (
+            self.kind != "none" or self.servers != 1 or self.guard_s is not None
+        ):
+            raise InputError(
+                f"order {self.order!r} preempts the request in service: it runs under batching "
+                "none on one server without a guard (--batching none --servers 1, no --guard), "
+                f"got batching {self.kind}, {self.servers} server(s)"
+            )
         if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
             raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
         mb = self.kind == "multibin"

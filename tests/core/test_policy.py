@@ -16,6 +16,7 @@ from llmqueue.sim import engine, exact
 from llmqueue.sim import queue as Q
 from llmqueue.sim import router as R
 from llmqueue.sim import static as ST
+from llmqueue.sim.preemptive import PREEMPTIVE_CODES
 from llmqueue.sim.workload import PoissonWorkload
 from llmqueue.tokens import parse_law
 
@@ -35,7 +36,8 @@ def test_order_records_are_the_registry() -> None:
     assert all(P.queue_order(o.name) is o for o in P.QUEUE_ORDERS)
     assert all(o.key in P.ORDER_KEYS for o in P.QUEUE_ORDERS)
     # an order that reads a prediction keys on it, and nothing else reads one
-    assert all(o.needs_prediction == (o.key == "predicted_size") for o in P.QUEUE_ORDERS)
+    predicted = ("predicted_size", "predicted_remaining")
+    assert all(o.needs_prediction == (o.key in predicted) for o in P.QUEUE_ORDERS)
     assert P.DEFAULT_ORDER in P.ORDERS and P.queue_order(P.DEFAULT_ORDER).by_arrival
     needing = [o.name for o in P.QUEUE_ORDERS if o.needs_prediction]
     assert all(P.predictions_needed(orders=[o]) for o in needing)
@@ -82,7 +84,9 @@ def test_no_order_name_is_spelled_outside_the_registry() -> None:
 
 def test_every_registered_name_has_its_engine_parts() -> None:
     assert set(engine.FORMERS) == set(P.BATCHING)
-    assert set(Q.COMPILED_ORDERS) == {P.order_code(o) for o in P.ORDERS}
+    plain = {o.code for o in P.QUEUE_ORDERS if not o.preemptive}
+    assert set(Q.COMPILED_ORDERS) == plain
+    assert set(PREEMPTIVE_CODES) == {o.code for o in P.QUEUE_ORDERS} - plain
     assert {o.exact for o in P.QUEUE_ORDERS if o.exact is not None} == set(exact.FORMULAS)
     assert set(R.COMPILED_ROUTERS) == {P.router_code(r) for r in P.ROUTERS if r != "central"}
     assert [P.router_code(r) for r in P.ROUTERS] == list(range(len(P.ROUTERS)))
@@ -111,7 +115,7 @@ def test_a_registered_router_without_a_compiled_branch_is_refused(
         R.check_router("central")  # the shared queue is the engine's, not a router's choice
 
 
-@pytest.mark.parametrize("name", ["srpt", "SJF", "", "spjf "])
+@pytest.mark.parametrize("name", ["lifo", "SJF", "", "spjf "])
 def test_unknown_orders_raise_everywhere(name: str) -> None:
     with pytest.raises(InputError, match="order must be one of fcfs, sjf, spjf"):
         P.order_code(name)

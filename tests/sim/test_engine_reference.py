@@ -17,6 +17,7 @@ from reference_engine import (
     random_table,
     run_continuous,
     run_multibin,
+    run_preemptive,
     run_static,
 )
 
@@ -78,6 +79,19 @@ def test_static_formers_match_reference(seed, kind, order, servers, guard, rate)
         servers=servers,
     )
     _compare(tab, run_static(_ref_reqs(tab), ref, k))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    order=st.sampled_from(["psjf", "srpt", "pspjf", "sprpt"]),
+    rate=st.floats(0.5, 6.0),
+)
+def test_preemptive_orders_match_reference(seed, order, rate):  # type: ignore[no-untyped-def]
+    arr, prompt, out = _table(seed, 80, rate, 50, 40)
+    k = (0.01, 0.05, 0.002, 0.01)
+    _, tab = _engine(arr, prompt, out, Policy("none", order=order), BatchLatency(*k), seed)
+    _compare(tab, run_preemptive(_ref_reqs(tab), order, k))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

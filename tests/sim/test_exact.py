@@ -12,9 +12,9 @@ import pytest
 from llmqueue.analytic.priority import pk_wait
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import LinearLatency
-from llmqueue.policy import ORDERS, Policy
+from llmqueue.policy import ORDERS, Policy, queue_order
 from llmqueue.sim import exact
-from llmqueue.sim.predictors import Noisy
+from llmqueue.sim.predictors import parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload
 from llmqueue.tokens import parse_law
 
@@ -59,8 +59,13 @@ def test_exact_wait_for_token_laws() -> None:
     by_law = exact.exact_wait(law, Policy("none", order="sjf"), lat, seed=1)
     assert by_rows is not None and by_law is not None and by_law.se_s == 0.0
     assert math.isclose(by_rows.wait_s, by_law.wait_s, rel_tol=1e-9)
-    # a noisy predictor over a token law: a Monte Carlo evaluation, said so, with its error
-    noisy = PoissonWorkload(parse_law("lognormal:mu=4,sigma=1"), 0.05, predictor=Noisy(0.5))
+    # a classifier over a token law (no continuous conditional law, so no quadrature): a Monte
+    # Carlo evaluation, said so, with its error
+    noisy = PoissonWorkload(
+        parse_law("lognormal:mu=4,sigma=1"),
+        0.05,
+        predictor=parse_predictor("buckets:edges=50,pe=0.1"),
+    )
     est = [
         exact.exact_wait(noisy, Policy("none", order="spjf"), lat, seed=k, samples=400_000)
         for k in (1, 2)
@@ -71,7 +76,12 @@ def test_exact_wait_for_token_laws() -> None:
 
 
 def test_every_registered_order_has_a_row_formula_and_unknown_orders_raise() -> None:
-    assert all(exact.row_mean_wait(o, [1.0], [1], [1], 0.1) is not None for o in ORDERS)
+    plain = [o for o in ORDERS if not queue_order(o).preemptive]
+    assert all(exact.row_mean_wait(o, [1.0], [1], [1], 0.1) is not None for o in plain)
+    # the preemptive orders have token-law formulas only (tests/sim/test_preemptive.py)
+    assert all(
+        exact.row_mean_wait(o, [1.0], [1], [1], 0.1) is None for o in ORDERS if o not in plain
+    )
     rng = np.random.default_rng(0)
     n = rng.integers(1, 500, 2000).astype(float)
     s = 0.1 + 0.01 * n
@@ -82,8 +92,8 @@ def test_every_registered_order_has_a_row_formula_and_unknown_orders_raise() -> 
     same, _ = exact.row_mean_wait("spjf", s, n, n, lam)  # a perfect prediction is SJF
     blind, _ = exact.row_mean_wait("spjf", s, n, np.ones_like(n), lam)  # one class is FCFS
     assert sjf < fcfs and math.isclose(same, sjf) and math.isclose(blind, fcfs)
-    with pytest.raises(InputError, match="order must be one of fcfs, sjf, spjf, got 'srpt'"):
-        exact.row_mean_wait("srpt", s, n, None, lam)
+    with pytest.raises(InputError, match="order must be one of fcfs, sjf, spjf, .*got 'lifo'"):
+        exact.row_mean_wait("lifo", s, n, None, lam)
     with pytest.raises(InputError, match="predicted size"):
         exact.row_mean_wait("spjf", s, n, None, lam)
     with pytest.raises(UnstableError):

@@ -35,7 +35,16 @@ from llmqueue.tokens import TokenLaw
 
 integrate = lazy_module("scipy.integrate")
 
-__all__ = ["pk_wait", "priority_class_waits", "priority_wait_empirical", "sjf_wait", "spjf_wait"]
+__all__ = [
+    "pk_wait",
+    "priority_class_waits",
+    "priority_wait_empirical",
+    "sjf_wait",
+    "spjf_wait",
+    "psjf_response",
+    "srpt_response",
+    "pspjf_response",
+]
 
 Conditional = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -169,18 +178,152 @@ def spjf_wait(
     About 1e-5 relative on the laws the tests use (`nodes` points per piece)."""
     lam = _check_rate(rate_per_s)
     a, b0 = float(a_s_per_token), float(b0_s)
-    m1 = a * law.mean() + b0
+    _stable(law, a, b0, lam)
     m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
-    if not lam * m1 < 1:
-        raise UnstableError(f"rho = {lam * m1:.4g} >= 1: no steady state")
     w0 = lam * m2 / 2.0
+    return w0 * _by_prediction(
+        law, a, b0, lam, cdf, ppf, nodes, lambda s, rho, m2: 1.0 / (1.0 - rho) ** 2
+    )
+
+
+def _stable(law: TokenLaw, a: float, b0: float, lam: float) -> None:
+    """UnstableError unless rho = lambda E[a N + b0] < 1."""
+    rho = lam * (a * law.mean() + b0)
+    if not rho < 1:
+        raise UnstableError(f"rho = {rho:.4g} >= 1: no steady state")
+
+
+def _by_prediction(
+    law: TokenLaw,
+    a: float,
+    b0: float,
+    lam: float,
+    cdf: Conditional,
+    ppf: Conditional,
+    nodes: int,
+    term: Callable[[float, np.ndarray, np.ndarray], np.ndarray],
+) -> float:
+    """E[term(S, rho(P), lambda E[S^2 1{P' <= P}] / 2)] over the joint law of the size (S = a N +
+    b0) and its prediction P, by composite Gauss-Legendre quadrature over the size quantile u
+    (pieces as :func:`sjf_wait` splits them) and, for each size, over the prediction's
+    conditional quantile v (pieces finer towards v = 1, where a long-tailed prediction sits);
+    rho(p) = lambda E[S 1{P' <= p}] and the second moment by the same rule over u."""
     u, wu = _gauss_legendre(_quantile_breaks(law), nodes)
-    x = np.asarray(law.ppf(u), dtype=float)
-    load = lam * wu * (a * x + b0)  # each size node's share of rho
+    n = np.asarray(law.ppf(u), dtype=float)
+    s = a * n + b0
+    load, sq = lam * wu * s, lam * wu * s * s / 2.0
     v, wv = _gauss_legendre([0.5, 0.9, 0.99, 0.999, 0.9999], nodes)
     total = 0.0
-    for i in range(x.size):
-        p = np.asarray(ppf(v, x[i]), dtype=float)  # the predictions of size x[i]
-        rho = np.asarray(cdf(p[:, None], x[None, :]), dtype=float) @ load
-        total += wu[i] * float(np.sum(wv / (1.0 - rho) ** 2))
-    return w0 * total
+    for i in range(n.size):
+        p = np.asarray(ppf(v, n[i]), dtype=float)  # the predictions of size n[i]
+        g = np.asarray(cdf(p[:, None], n[None, :]), dtype=float)
+        total += wu[i] * float(np.sum(wv * term(float(s[i]), g @ load, g @ sq)))
+    return total
+
+
+# ---- preemptive-resume orders: mean response times (M/G/1, continuous size laws) -------------
+def _continuous(law: TokenLaw, what: str) -> None:
+    """InputError for a law with an atom (a cap that holds mass, an empirical or deterministic
+    law): the preemptive formulas below assume no two sizes tie."""
+    lo, hi = law.support
+    for x in (lo, hi):
+        if math.isfinite(x) and float(law.cdf(x)) - float(law.prob_below(x)) > 0.0:
+            raise InputError(
+                f"{what}: the formula here needs a size law without atoms; {law.spec!r} has "
+                f"mass {float(law.cdf(x)) - float(law.prob_below(x)):.3g} at {x:g} tokens"
+            )
+    if lo == hi:
+        raise InputError(f"{what}: {law.spec!r} is a single size (an atom)")
+
+
+def _size_loads(
+    law: TokenLaw, a: float, b0: float, lam: float, n: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(F(n), rho(n), lambda E[S^2 1{N <= n}]) at token counts n, S = a N + b0: the load of the
+    requests of at most n tokens and their second moment, from the law's exact clipped moments."""
+    f = np.asarray(law.cdf(n), dtype=float)
+    tail = 1.0 - f
+    e1 = np.asarray(law.clipped_moment(n, 1), dtype=float) - n * tail
+    e2 = np.asarray(law.clipped_moment(n, 2), dtype=float) - n * n * tail
+    rho = lam * (a * e1 + b0 * f)
+    m2 = lam * (a * a * e2 + 2.0 * a * b0 * e1 + b0 * b0 * f)
+    return f, rho, m2
+
+
+def _size_nodes(law: TokenLaw, nodes: int) -> tuple[np.ndarray, np.ndarray]:
+    u, wu = _gauss_legendre(_quantile_breaks(law), nodes)
+    return np.asarray(law.ppf(u), dtype=float), wu
+
+
+def psjf_response(
+    law: TokenLaw, a_s_per_token: float, b0_s: float, rate_per_s: float, *, nodes: int = 64
+) -> float:
+    """Mean response time (s) of preemptive-resume shortest job first, S = a N + b0: a request
+    of size x takes T(x) = lambda E[S^2 1{S <= x}] / (2 (1 - rho(x))^2) + x / (1 - rho(x)),
+    rho(x) = lambda E[S 1{S <= x}] (Harchol-Balter, "Performance Modeling and Design of
+    Computer Systems", Ch. 32; Wierman and Harchol-Balter, SIGMETRICS 2003); E[T] by
+    Gauss-Legendre quadrature over the size quantile. A continuous size law (no atoms)."""
+    lam = _check_rate(rate_per_s)
+    a, b0 = float(a_s_per_token), float(b0_s)
+    _continuous(law, "psjf_response")
+    _stable(law, a, b0, lam)
+    n, w = _size_nodes(law, nodes)
+    _, rho, m2 = _size_loads(law, a, b0, lam, n)
+    x = a * n + b0
+    return float(np.sum(w * (m2 / (2.0 * (1.0 - rho) ** 2) + x / (1.0 - rho))))
+
+
+def srpt_response(
+    law: TokenLaw, a_s_per_token: float, b0_s: float, rate_per_s: float, *, nodes: int = 64
+) -> float:
+    """Mean response time (s) of shortest remaining processing time (Schrage and Miller, 1966):
+    a request of size x takes T(x) = lambda (E[S^2 1{S <= x}] + x^2 P(S > x)) / (2 (1 -
+    rho(x))^2) + integral_0^x dt / (1 - rho(t)), rho(t) = lambda E[S 1{S <= t}]; with S = a N + b0
+    the residence integral is b0 + a integral_0^n dm / (1 - rho(a m + b0)) (no request is
+    shorter than b0). Quadrature over the size quantile, the residence integral accumulated
+    between the nodes. A continuous size law (no atoms)."""
+    lam = _check_rate(rate_per_s)
+    a, b0 = float(a_s_per_token), float(b0_s)
+    _continuous(law, "srpt_response")
+    _stable(law, a, b0, lam)
+    n, w = _size_nodes(law, nodes)
+    f, rho, m2 = _size_loads(law, a, b0, lam, n)
+    x = a * n + b0
+
+    def slowdown(m: float) -> float:  # 1 / (1 - rho) at m tokens
+        return 1.0 / (1.0 - float(_size_loads(law, a, b0, lam, np.asarray(m))[1]))
+
+    resid = np.empty(n.size)
+    prev = float(law.support[0])
+    acc = a * prev  # below the smallest size rho = 0
+    for i, ni in enumerate(n):
+        acc += a * integrate.quad(slowdown, prev, float(ni), limit=200)[0]
+        prev = float(ni)
+        resid[i] = b0 + acc
+    wait = (m2 + lam * x * x * (1.0 - f)) / (2.0 * (1.0 - rho) ** 2)
+    return float(np.sum(w * (wait + resid)))
+
+
+def pspjf_response(
+    law: TokenLaw,
+    a_s_per_token: float,
+    b0_s: float,
+    rate_per_s: float,
+    cdf: Conditional,
+    ppf: Conditional,
+    *,
+    nodes: int = 48,
+) -> float:
+    """Mean response time (s) of preemptive-resume shortest *predicted* job first: a request of
+    size x and prediction y takes T(x, y) = x / (1 - rho(y)) + lambda E[S^2 1{P <= y}] / (2 (1 -
+    rho(y))^2), rho(y) = lambda E[S 1{P <= y}] (the preemptive-resume priority formula with
+    classes by prediction, Mitzenmacher, ITCS 2020), for a prediction P with a continuous law
+    given the size (``cdf(p, x)``, ``ppf(v, x)``); the quadrature of :func:`spjf_wait`."""
+    lam = _check_rate(rate_per_s)
+    a, b0 = float(a_s_per_token), float(b0_s)
+    _stable(law, a, b0, lam)
+
+    def term(x: float, rho: np.ndarray, m2: np.ndarray) -> np.ndarray:
+        return x / (1.0 - rho) + m2 / (1.0 - rho) ** 2
+
+    return _by_prediction(law, a, b0, lam, cdf, ppf, nodes, term)

@@ -25,7 +25,7 @@ from llmqueue.policy import predicting_names
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
 from llmqueue.sim.predictors import KNOWN, parse_predictor
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
-from llmqueue.tokens import parse_law
+from llmqueue.tokens import LAW_FORMS, parse_law
 from llmqueue.traces import (
     FORMATS,
     TraceColumns,
@@ -62,7 +62,11 @@ DEFAULT_CONFIG = "config/config.yaml"
 
 def add_workload_flags(g: Any) -> None:
     """--tokens, --prompt-tokens, --trace (--trace-format, --replay, its columns), --predictor."""
-    g.add_argument("--tokens", help="output-token law, e.g. lognormal:mu=5,sigma=1,cap=2048")
+    g.add_argument(
+        "--tokens",
+        help=f"output-token law: {', '.join(LAW_FORMS)} (forms and caps: docs/cli.md); e.g. "
+        "lognormal:mu=5,sigma=1,cap=2048",
+    )
     g.add_argument("--prompt-tokens", help="prompt-token law (default: no prompt)")
     g.add_argument("--trace", help="a request table with prompt and output tokens (joint rows)")
     g.add_argument(

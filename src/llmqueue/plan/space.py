@@ -192,6 +192,12 @@ class SearchSpace:
         for o in self.orders:
             if o not in ORDERS:
                 raise InputError(f"--order: {o!r} is not one of {', '.join(ORDERS)}")
+            if queue_order(o).preemptive:
+                plain = ", ".join(x for x in ORDERS if not queue_order(x).preemptive)
+                raise InputError(
+                    f"--order: {o!r} preempts and runs only under batching none on one server "
+                    f"(llmqueue simulate); plan searches continuous batching: {plain}"
+                )
         n = self.size
         if n > MAX_CONFIGS:
             raise InputError(

@@ -15,6 +15,8 @@ Where things live (one compiled part per concern):
   :mod:`llmqueue.sim.continuous` (iteration-level scheduling) and :mod:`llmqueue.sim.multibin`,
   chosen by name in :data:`FORMERS` (the names and their codes come from
   :data:`llmqueue.policy.BATCHING`), with the arrays of a run in :class:`llmqueue.sim.state.Run`;
+  a preemptive queue order (``psjf``, ``srpt``, ``pspjf``, ``sprpt``) runs ``none`` on one server
+  in its own loop, :mod:`llmqueue.sim.preemptive`;
 - the recorder and the result: :mod:`llmqueue.sim.recorder`, :mod:`llmqueue.sim.result`.
 
 Static batch formers (the paper's Sec. IV, each request with its own length): when a server frees
@@ -75,10 +77,11 @@ import numpy as np
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
-from llmqueue.policy import BATCHING, Policy
+from llmqueue.policy import BATCHING, Policy, queue_order
 from llmqueue.sim import state as S
 from llmqueue.sim.continuous import ContinuousFormer
 from llmqueue.sim.multibin import MultiBinFormer
+from llmqueue.sim.preemptive import PreemptiveFormer
 from llmqueue.sim.rebatch import RebatchFormer
 from llmqueue.sim.recorder import finish
 from llmqueue.sim.result import SimResult
@@ -193,7 +196,8 @@ def run(
     """
     if not isinstance(policy, Policy):
         raise InputError(f"policy must be a llmqueue.policy.Policy, got {type(policy).__name__}")
-    driver = _driver(policy.kind)
+    # a preemptive order has its own loop (batching none on one server: Policy checks)
+    driver = PreemptiveFormer if queue_order(policy.order).preemptive else _driver(policy.kind)
     if not isinstance(workload, Workload):
         raise InputError(
             f"workload must be a llmqueue.sim.workload.Workload, got {type(workload).__name__}"

@@ -20,6 +20,9 @@ formula gets None, and a name outside the registry is an InputError:
   is sampled from the workload and the formula evaluated on the sample, a Monte Carlo estimate
   whose standard error is reported.
 
+A preemptive order (``psjf``, ``srpt``, ``pspjf``; one server) over a continuous token law: its
+mean response time by quadrature less E[S], the mean time a request is in the system unserved.
+
 Several servers (one at a time each, FCFS unless said): ``random`` routing to c replicas is c
 independent queues at rate lambda / c, each with the one-server formula of its order (any law);
 with exponential service (an exponential token law, S = a N) the central queue is M/M/c (Erlang
@@ -43,8 +46,11 @@ from llmqueue.analytic.priority import (
     pk_wait,
     priority_class_waits,
     priority_wait_empirical,
+    psjf_response,
+    pspjf_response,
     sjf_wait,
     spjf_wait,
+    srpt_response,
 )
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
@@ -181,9 +187,11 @@ def exact_wait(
     if policy.servers != 1:
         return _servers_wait(workload, policy, latency, seed=seed, samples=samples)
     order = queue_order(policy.order)
+    if order.preemptive:
+        return _preemptive_wait(workload, order, latency)
     if order.key == "predicted_size" and isinstance(workload.predictor, Oracle):
         order = SJF_ORDER  # a perfect prediction orders as the true size
-    if order.preemptive or order.exact is None:
+    if order.exact is None:
         return None
     if policy.guard_s is not None and not order.by_arrival:
         return None
@@ -232,6 +240,38 @@ def exact_wait(
         )
     except UnstableError:
         return None
+
+
+def _preemptive_wait(workload: Workload, order: QueueOrder, latency: Latency) -> ExactWait | None:
+    """A preemptive order's mean wait (time in the system not served: response - S) over a
+    continuous token law: the mean response time of its formula less E[S]
+    (:func:`llmqueue.analytic.priority.psjf_response`, ``srpt_response``, ``pspjf_response``);
+    None for a trace, a law with atoms, ``sprpt`` (no formula here) or a prediction without a
+    continuous conditional law."""
+    if isinstance(latency, StepLaw) or type(workload) is not PoissonWorkload:
+        return None
+    law = workload.output
+    k = static_law(latency)
+    a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
+    rate = workload.rate_per_s
+    key = order.key
+    if isinstance(workload.predictor, Oracle):  # a perfect prediction orders as the true size
+        key = {"predicted_size": "size", "predicted_remaining": "remaining_size"}.get(key, key)
+    try:
+        if key == "size":
+            t, how = psjf_response(law, a, b0, rate), "preemptive-resume priority by size"
+        elif key == "remaining_size":
+            t, how = srpt_response(law, a, b0, rate), "Schrage-Miller SRPT"
+        elif key == "predicted_size" and workload.predictor.conditional() is not None:
+            cond = workload.predictor.conditional()
+            assert cond is not None
+            t = pspjf_response(law, a, b0, rate, *cond)
+            how = "preemptive-resume priority by predicted size"
+        else:
+            return None
+    except (InputError, UnstableError):
+        return None
+    return ExactWait(t - (a * law.mean() + b0), f"{how} (quadrature), response less E[S]")
 
 
 def _servers_wait(
