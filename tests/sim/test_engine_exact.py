@@ -118,6 +118,30 @@ def test_none_spjf_with_the_literature_error_models(pred: Exponential | Uniform,
     assert sjf_wait(LAW, 0.02, 0.1, RATE) < exact < pk_wait(RATE, M1, M2)
 
 
+def test_spjf_by_each_rows_own_prediction_is_the_formula_over_the_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``column:NAME``: the rows' own predictions (here the true length with log-normal noise,
+    written beside it); the exact wait is Cobham's formula over the rows, with no sampling."""
+    from llmqueue.sim.predictors import Column
+    from llmqueue.traces import read_trace
+
+    rows = read_trace(TRACE)
+    n = 4000
+    noise = np.exp(0.6 * np.random.default_rng(8).standard_normal(n))
+    out = rows.output_tokens[:n]
+    f = tmp_path / "with_pred.csv"
+    text = "ContextTokens,GeneratedTokens,pred\n" + "".join(
+        f"{p:g},{o:g},{o * z:.2f}\n"
+        for p, o, z in zip(rows.prompt_tokens[:n], out, noise, strict=True)
+    )
+    f.write_text(text)
+    rate = 0.8 / (SSJF_COST.a_s_per_token * out.mean() + SSJF_COST.b0_s)
+    w = TraceWorkload.from_csv(f, rate, predictor=Column("pred"))
+    ex = exact_wait(w, Policy("none", order="spjf"), SSJF_COST, seed=1)
+    assert ex is not None and ex.se_s == 0.0
+    res = run(w, Policy("none", order="spjf"), SSJF_COST, requests=2_000_000, seed=18)
+    _agrees(res.wait.mean, res.wait.ci95, ex.wait_s)
+
+
 def test_prediction_independent_of_size_gives_fcfs_mean_wait() -> None:
     # two classes with pe = 0.5: each request's predicted class is a fair coin, whatever its size
     pred = parse_predictor("buckets:edges=200,pe=0.5")

@@ -283,3 +283,41 @@ def test_workloads_carry_the_learned_predictions(small) -> None:  # type: ignore
     assert all((p, o, q) in by_row for p, o, q in zip(ch.prompt, ch.output, ch.pred, strict=True))
     with pytest.raises(InputError, match="timestamps"):
         TraceWorkload(full.prompt_tokens, full.output_tokens, 1.0, pred)
+
+
+# ---- per-row predictions from a trace column ---------------------------------------------------
+def _trace_with_predictions(tmp_path: Path, n: int = 3000) -> tuple[Path, np.ndarray]:
+    rows = read_trace(TRACE)
+    rng = np.random.default_rng(8)
+    out = rows.output_tokens[:n]
+    pred = np.round(out * np.exp(0.6 * rng.standard_normal(n)), 1)
+    f = tmp_path / "with_pred.csv"
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens,pred"]
+    lines += [
+        f"{i},{p:g},{o:g},{q:g}"
+        for i, (p, o, q) in enumerate(zip(rows.prompt_tokens[:n], out, pred, strict=True))
+    ]
+    f.write_text("\n".join(lines) + "\n")
+    return f, pred
+
+
+def test_column_predictions_are_each_rows_own(tmp_path: Path) -> None:
+    from llmqueue.sim.predictors import Column
+
+    f, pred = _trace_with_predictions(tmp_path)
+    assert parse_predictor("column:pred") == Column("pred")
+    w = TraceWorkload.from_csv(f, 1.0, predictor=Column("pred"))
+    assert w.row_pred is not None and np.array_equal(w.row_pred, pred)
+    ch = next(w.chunks(3, 5000, False))  # a drawn request carries its row's prediction
+    pairs = set(zip(w.output_tokens.tolist(), w.row_pred.tolist(), strict=True))
+    assert all(p in pairs for p in zip(ch.output.tolist(), ch.pred.tolist(), strict=True))
+    with pytest.raises(InputError, match="column:NAME"):
+        parse_predictor("column:")
+    with pytest.raises(InputError, match="reads trace rows"):
+        PoissonWorkload(parse_law("exponential:mean=100"), 1.0, predictor=Column("pred"))
+    with pytest.raises(InputError, match="nope"):
+        TraceWorkload.from_csv(f, 1.0, predictor=Column("nope"))
+    bad = tmp_path / "bad.csv"
+    bad.write_text("ContextTokens,GeneratedTokens,pred\n1,2,3\n4,5,x\n")
+    with pytest.raises(InputError, match="pred"):
+        TraceWorkload.from_csv(bad, 1.0, predictor=Column("pred"))

@@ -23,8 +23,14 @@ from llmqueue.limits import MAX_RATE_PER_S, integer
 from llmqueue.plan.space import MAX_KV_TOKENS
 from llmqueue.policy import predicting_names
 from llmqueue.profiles import Latency, kv_tokens_of_fit, named_latency
-from llmqueue.sim.predictors import KNOWN, parse_predictor
-from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload, TraceWorkload, Workload
+from llmqueue.sim.predictors import KNOWN, Column, parse_predictor
+from llmqueue.sim.workload import (
+    PoissonWorkload,
+    ReplayWorkload,
+    TraceWorkload,
+    Workload,
+    column_predictions,
+)
 from llmqueue.tokens import LAW_FORMS, parse_law
 from llmqueue.traces import (
     FORMATS,
@@ -186,6 +192,8 @@ def _replay(args: argparse.Namespace, kw: dict[str, Any]) -> Workload:
     if fmt == "auto":
         fmt = detect_format(args.trace, columns, where="--trace")
     rows = read_trace(args.trace, columns, format=fmt, where="--trace")
+    if isinstance(kw.get("predictor"), Column):  # each row's own prediction, from its column
+        kw = {**kw, "row_pred": column_predictions(args.trace, kw["predictor"], fmt, "--trace")}
     names = ",".join(format_columns(fmt, columns))
     source = f"{Path(args.trace).name}:{names}" + ("" if fmt == "csv" else f" ({fmt})")
     w = flagged(

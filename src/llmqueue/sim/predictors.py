@@ -21,6 +21,10 @@ how long a request really runs. Spec strings (config and CLI ``--predictor``), p
   names the edges (tokens) itself. The prediction is the predicted class's representative
   length: the midpoint of its edges (the last class: its lower edge plus half the width of the
   class below);
+- ``column:NAME``: each trace row's own prediction, read from the trace's column NAME (a CSV
+  trace; e.g. another system's published predictions beside the lengths), so it works with
+  :class:`~llmqueue.sim.workload.TraceWorkload` and :class:`~llmqueue.sim.workload.ReplayWorkload`
+  only;
 - ``learned:PATH``: a scikit-learn model trained on trace features (:mod:`llmqueue.predictor`,
   ``llmqueue predictor train``). It needs trace rows (prompt tokens, timestamps, the outputs of
   requests finished earlier), so it works with :class:`~llmqueue.sim.workload.TraceWorkload` and
@@ -56,6 +60,7 @@ __all__ = [
     "Uniform",
     "Buckets",
     "Learned",
+    "Column",
     "parse_predictor",
     "predict_chunk",
     "ORACLE",
@@ -67,7 +72,7 @@ __all__ = [
     "KNOWN",
 ]
 
-ORACLE, NOISY, BUCKETS, LEARNED, EXP, UNIFORM = 0, 1, 2, 3, 4, 5
+ORACLE, NOISY, BUCKETS, LEARNED, EXP, UNIFORM, COLUMN = 0, 1, 2, 3, 4, 5, 6
 
 Quantile = Callable[[np.ndarray], np.ndarray]
 Conditional = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -362,6 +367,37 @@ class Learned(Predictor):
         return np.asarray(self.model.predict_trace(rows), dtype=float)
 
 
+@dataclass(frozen=True)
+class Column(Predictor):
+    """``column:NAME``: the prediction each trace row carries in its column NAME (tokens), read
+    with the trace (:meth:`llmqueue.sim.workload.TraceWorkload.from_csv`, the CLI's replay);
+    no compiled path."""
+
+    column: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.column.strip():
+            raise InputError("predictor column: expected column:NAME (a column of the trace)")
+
+    @property
+    def spec(self) -> str:
+        return f"column:{self.column}"
+
+    @property
+    def kind(self) -> int:
+        return COLUMN
+
+    @property
+    def needs_rows(self) -> bool:
+        return True
+
+    def predict(self, output: np.ndarray, seed: int | np.random.SeedSequence) -> np.ndarray:
+        raise InputError(
+            f"--predictor {self.spec}: predictions come from the trace's column "
+            f"{self.column!r} (--trace PATH), not from output lengths"
+        )
+
+
 def _kv(spec: str, body: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for item in filter(None, (s.strip() for s in body.split(","))):
@@ -381,7 +417,7 @@ def _num(spec: str, key: str, val: str) -> float:
 
 KNOWN = (
     "oracle, noisy:sigma=S, exp, uniform:a=A, buckets:k=K,acc=A (or edges=E1/E2/..,pe=P), "
-    "learned:PATH"
+    "column:NAME, learned:PATH"
 )
 
 
@@ -390,6 +426,8 @@ def parse_predictor(spec: str) -> Predictor:
     ``pe=P``; or ``edges=E1/E2/..`` for K), ``learned:PATH`` (module docstring); InputError names
     the bad part and what is allowed."""
     name, _, body = spec.strip().partition(":")
+    if name == "column":
+        return Column(body.strip())
     if name == "learned":
         path = body.strip()
         if not path:

@@ -39,7 +39,7 @@ from numba import njit
 from llmqueue.errors import InputError
 from llmqueue.limits import MAX_TOKENS
 from llmqueue.sim.laws import draw, encode_law
-from llmqueue.sim.predictors import Oracle, Predictor, predict_chunk
+from llmqueue.sim.predictors import Column, Oracle, Predictor, predict_chunk
 from llmqueue.sim.rng import EXP_F, EXP_K, EXP_W, WordStream, std_exp, uniform32
 from llmqueue.tokens import TokenLaw
 from llmqueue.traces import (
@@ -48,6 +48,7 @@ from llmqueue.traces import (
     TraceRows,
     detect_format,
     format_columns,
+    read_columns,
     read_token_columns,
     read_trace,
 )
@@ -58,6 +59,7 @@ __all__ = [
     "PoissonWorkload",
     "TraceWorkload",
     "ReplayWorkload",
+    "column_predictions",
 ]
 
 
@@ -183,9 +185,9 @@ class PoissonWorkload(Workload):
         object.__setattr__(self, "rate_per_s", _check_rate(self.rate_per_s))
         if self.predictor.needs_rows:
             raise InputError(
-                f"--predictor {self.predictor.spec}: a learned predictor reads trace rows (prompt "
-                "tokens, timestamps, recent outputs); a workload drawn from token laws has none: "
-                "use --trace PATH (TraceWorkload or ReplayWorkload)"
+                f"--predictor {self.predictor.spec}: it reads trace rows (a learned predictor: "
+                "prompt tokens, timestamps, recent outputs; column:NAME: a column); a workload "
+                "drawn from token laws has none: use --trace PATH (TraceWorkload or ReplayWorkload)"
             )
         object.__setattr__(self, "predictor", self.predictor.resolved(lambda q: self.output.ppf(q)))
 
@@ -317,6 +319,11 @@ class TraceWorkload(Workload):
         InputError about the file."""
         pred = predictor or Oracle()
         columns = TraceColumns(timestamp_column, prompt_column, output_column)
+        if isinstance(pred, Column):
+            row_pred = column_predictions(path, pred, trace_format, where)
+            cols = read_token_columns(path, [prompt_column, output_column], where)
+            source = f"{Path(path).name}:{prompt_column},{output_column}"
+            return cls(cols[prompt_column], cols[output_column], rate_per_s, pred, source, row_pred)
         if trace_format == "auto":
             try:
                 trace_format = detect_format(path, columns)
@@ -385,6 +392,20 @@ class TraceWorkload(Workload):
                 pred, sp = _predict(self.predictor, out, raw1, spare, sp)
             ws.used(sp)
             yield RequestChunk(arr, prompt, out, pred)
+
+
+def column_predictions(
+    path: str | Path, predictor: Column, trace_format: str = "csv", where: str = "--trace"
+) -> np.ndarray:
+    """The per-row predictions (tokens) of a ``column:NAME`` predictor: the CSV trace's column
+    NAME, one finite number per row (InputError naming the file and the column otherwise, or for
+    a trace of another format)."""
+    if trace_format not in ("auto", "csv"):
+        raise InputError(
+            f"--predictor {predictor.spec}: reads a column of a CSV trace; {where} is in the "
+            f"{trace_format} format"
+        )
+    return read_columns(path, [predictor.column], where)[predictor.column]
 
 
 def _learned_rows(predictor: Predictor, rows: TraceRows) -> np.ndarray:
