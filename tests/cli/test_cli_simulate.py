@@ -274,3 +274,40 @@ def test_trace_without_the_columns_says_which(
 ) -> None:
     err = fails(capsys, "--trace", str(trace), "--rate", "1", "--latency", "a=1,b0=0")
     assert "ContextTokens" in err and "in_tok" in err  # what it wanted, and what exists
+
+
+CONT = ("--tokens", "lognormal:mu=5,sigma=1,cap=2048", "--prompt-tokens", "uniform:low=100,high=600",
+        "--batching", "continuous", "--max-batch", "32", "--step", "c0=0.02,c_tok=0.0005,c_ctx=0",
+        "--requests", "20000", "--warmup", "2000")  # fmt: skip
+
+
+def test_the_non_work_conserving_batchers_have_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    """--batch-queue (whole batches) serves less at the same rate than continuous batching;
+    --no-chunked-prefill admits whole prompts only; both refused outside continuous batching."""
+    plain = simulate(capsys, *CONT, "--rate", "0.5")
+    whole = simulate(capsys, *CONT, "--rate", "0.5", "--batch-queue")
+    assert whole["jct"]["mean"] > plain["jct"]["mean"] and whole["mean_batch"] < plain["mean_batch"]
+    nochunk = simulate(
+        capsys, *CONT, "--rate", "0.5", "--max-batched-tokens", "512", "--no-chunked-prefill"
+    )
+    assert nochunk["rejected"] > 0  # prompt + output over the 512-token budget: never admitted
+    assert "applies to --batching continuous" in fails(
+        capsys, "--tokens", "lognormal:mu=5,sigma=1", "--batching", "dynamic", "--batch-queue",
+        "--latency", "a=0.02,b0=0.1", "--rate", "1",
+    )  # fmt: skip
+    assert "--no-chunked-prefill needs --max-batched-tokens" in fails(
+        capsys, *CONT, "--rate", "1", "--no-chunked-prefill"
+    )
+
+
+@pytest.mark.parametrize("order", ["psjf", "srpt", "pspjf", "sprpt"])
+def test_preemptive_orders_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], order: str
+) -> None:
+    base = ("--tokens", "exponential:mean=200", "--load", "0.7", "--latency", "a=0.02,b0=0.1")
+    pred = ("--predictor", "exp") if order.startswith("sp") or order == "pspjf" else ()
+    out = simulate(capsys, *base, "--order", order, *pred, "--requests", "20000")
+    assert out["jct"]["mean"] > 0 and out["wait"]["mean"] >= 0
+    if order != "sprpt":
+        assert out["wait"]["exact"] > 0 and "quadrature" in out["wait"]["exact_method"]
+    assert "preempts" in fails(capsys, *base, "--order", order, *pred, "--batching", "dynamic")

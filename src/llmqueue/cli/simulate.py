@@ -135,6 +135,8 @@ def _check_flags(args: argparse.Namespace) -> None:
         "max_batched_tokens": "continuous",
         "block_size": "continuous",
         "kv_margin": "continuous",
+        "batch_queue": "continuous",
+        "no_chunked_prefill": "continuous",
         "bins": "multibin",
         "bin_edges": "multibin",
         "flush": "multibin",
@@ -226,6 +228,12 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
             max_batched_tokens=args.max_batched_tokens,
             block_size=bs,
         )
+        if args.batch_queue:
+            kw["batch_queue"] = True
+        if args.no_chunked_prefill:
+            if args.max_batched_tokens is None:
+                raise InputError("--no-chunked-prefill needs --max-batched-tokens (the budget)")
+            kw["chunked_prefill"] = False
         if args.kv_margin is not None:
             if kw["admission"] != "per_chunk":
                 raise InputError("--kv-margin applies to --admission per_chunk")
@@ -480,6 +488,20 @@ def register(subparsers: Any) -> None:
         "--max-batched-tokens",
         type=flags.count(1, int(MAX_TOKENS)),
         help=f"continuous: tokens per iteration (chunked prefill), in [1, {MAX_TOKENS:g}]",
+    )
+    g.add_argument(
+        "--batch-queue",
+        action="store_true",
+        default=None,
+        help="continuous: admit only at an iteration boundary where nothing runs, up to "
+        "--max-batch at once (whole batches, FasterTransformer-style; not work-conserving)",
+    )
+    g.add_argument(
+        "--no-chunked-prefill",
+        action="store_true",
+        default=None,
+        help="continuous, with --max-batched-tokens: admit a prompt only when it fits the "
+        "iteration's remaining token budget whole (vLLM's enable_chunked_prefill=False)",
     )
     g.add_argument(
         "--block-size",
