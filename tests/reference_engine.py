@@ -698,13 +698,16 @@ def run_multibin(
             bins[jf] = []
 
 
-def run_preemptive(reqs: list[Req], order: str, k: tuple[float, float, float, float]) -> list[Req]:
+def run_preemptive(
+    reqs: list[Req], order: str, k: tuple[float, float, float, float], limit: float = math.inf
+) -> list[Req]:
     """One server, one request at a time, preemptive resume by `order` (psjf, srpt, pspjf,
     sprpt; llmqueue.sim.preemptive's docstring): a request needs S = t1(1) + t2(1) n; the key is
     S (psjf), the predicted S (pspjf), or either less the service received (srpt, sprpt); an
     arrival with a strictly smaller key than the running request's preempts it; a completion
     at the moment of an arrival goes first; waiting requests keep the key they entered with,
-    ties by arrival."""
+    ties by arrival; a running request that has had `limit` times its size (the predicted one
+    under pspjf and sprpt) of service is not preempted."""
     r0, r1 = k[0] + k[1], k[2] + k[3]
     got = {r.i: 0.0 for r in reqs}
 
@@ -747,7 +750,8 @@ def run_preemptive(reqs: list[Req], order: str, k: tuple[float, float, float, fl
             continue
         got[cur.i] += a - t_cur
         t_cur = a
-        if key(r) < key(cur):
+        basis = r0 + r1 * (cur.output if order in ("psjf", "srpt") else cur.pred)
+        if key(r) < key(cur) and not got[cur.i] >= limit * basis:
             waiting.append((key(cur), cur.i, cur))
             start(r, a)
         else:

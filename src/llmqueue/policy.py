@@ -50,7 +50,9 @@ length), ``spjf`` (predicted output length), all non-preemptive, ties by arrival
 preemptive-resume ones, which serve one request at a time on one server (``none``, no router,
 no guard): ``psjf`` (true size), ``srpt`` (remaining true service time), ``pspjf`` (predicted
 size), ``sprpt`` (predicted size less the service received), an arrival with a strictly smaller
-key preempting the request in service (:mod:`llmqueue.sim.preemptive`). ``guard_s``: a request that has waited longer is served by age
+key preempting the request in service (:mod:`llmqueue.sim.preemptive`); with ``preempt_limit`` c
+a request that has received c times its size (predicted size under ``pspjf``, ``sprpt``) or more
+is no longer preempted (TRAIL's limited preemption, arXiv 2410.01035). ``guard_s``: a request that has waited longer is served by age
 first (the starvation guard of SSJF, arXiv 2404.08509). ``guard_factor``: the guard also serves
 by age once the longest-waiting request has waited more than ``guard_factor`` times its own run
 time alone, T_1(n) (its remaining run time under ``rebatch``): the second trigger of SSJF's guard
@@ -264,6 +266,7 @@ class Policy:
     replicas: int = 1
     router: str = "central"
     router_d: int = 2
+    preempt_limit: float | None = None
 
     def __post_init__(self) -> None:
         former_code(self.kind)
@@ -293,6 +296,15 @@ class Policy:
                 "none on one server without a guard (--batching none --servers 1, no --guard), "
                 f"got batching {self.kind}, {self.servers} server(s)"
             )
+        if self.preempt_limit is not None:
+            if not queue_order(self.order).preemptive:
+                raise InputError(
+                    f"preempt_limit applies to a preemptive order, got order {self.order!r}"
+                )
+            if not (isinstance(self.preempt_limit, float | int) and 0 < self.preempt_limit <= 1):
+                raise InputError(
+                    f"preempt_limit must be a fraction in (0, 1], got {self.preempt_limit!r}"
+                )
         if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
             raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
         mb = self.kind == "multibin"
@@ -508,6 +520,8 @@ class Policy:
             out += f" guard={self.guard_s:g}s"
         if self.guard_factor is not None:
             out += f" guard={self.guard_factor:g}x"
+        if self.preempt_limit is not None:
+            out += f" limit={self.preempt_limit:g}"
         if self.routed:
             d = f" d={self.router_d}" if self.router == "power_of_d" else ""
             out += f" x{self.replicas} {self.router}{d}"
@@ -550,7 +564,9 @@ def parse_policy(spec: str) -> Policy:
                 kw[_INT_KEYS[key]] = int(val)
             except ValueError:
                 raise InputError(f"policy {spec!r}: {key}={val!r} is not an integer") from None
-        elif key in ("guard_s", "flush_s", "batch_timeout_s", "guard_factor", "kv_margin"):
+        elif key in (
+            "guard_s", "flush_s", "batch_timeout_s", "guard_factor", "kv_margin", "preempt_limit",
+        ):  # fmt: skip
             try:
                 kw[key] = None if val.lower() == "none" else float(val)
             except ValueError:
@@ -571,7 +587,7 @@ def parse_policy(spec: str) -> Policy:
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
                 "guard_factor, servers, replicas, router, d, kv_tokens, admission, max_batched_tokens, block_size, "
                 "chunked_prefill, batch_queue, kv_margin, bins, "
-                "bin_edges, flush_s, batch_timeout_s"
+                "bin_edges, flush_s, batch_timeout_s, preempt_limit"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
 
@@ -608,6 +624,8 @@ def policy_spec(p: Policy) -> str:
         parts.append(f"guard_s={p.guard_s:g}")
     if p.guard_factor is not None:
         parts.append(f"guard_factor={p.guard_factor:g}")
+    if p.preempt_limit is not None:
+        parts.append(f"preempt_limit={p.preempt_limit:g}")
     if p.routed:
         parts.append(f"replicas={p.replicas}")
         parts.append(f"router={p.router}")

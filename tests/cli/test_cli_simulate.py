@@ -311,3 +311,11 @@ def test_preemptive_orders_on_the_command_line(
     if order != "sprpt":
         assert out["wait"]["exact"] > 0 and "quadrature" in out["wait"]["exact_method"]
     assert "preempts" in fails(capsys, *base, "--order", order, *pred, "--batching", "dynamic")
+    limited = simulate(
+        capsys, *base, "--order", order, *pred, "--requests", "20000", "--preempt-limit", "0.5"
+    )
+    assert limited["jct"]["mean"] > 0
+    assert "preempt_limit applies" in fails(capsys, *base, "--preempt-limit", "0.5")
+    assert "--preempt-limit" in fails(
+        capsys, *base, "--order", order, *pred, "--preempt-limit", "2"
+    )

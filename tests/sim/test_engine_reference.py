@@ -86,12 +86,14 @@ def test_static_formers_match_reference(seed, kind, order, servers, guard, rate)
     seed=st.integers(0, 10**6),
     order=st.sampled_from(["psjf", "srpt", "pspjf", "sprpt"]),
     rate=st.floats(0.5, 6.0),
+    limit=st.sampled_from([None, 0.3, 0.8]),
 )
-def test_preemptive_orders_match_reference(seed, order, rate):  # type: ignore[no-untyped-def]
+def test_preemptive_orders_match_reference(seed, order, rate, limit):  # type: ignore[no-untyped-def]
     arr, prompt, out = _table(seed, 80, rate, 50, 40)
     k = (0.01, 0.05, 0.002, 0.01)
-    _, tab = _engine(arr, prompt, out, Policy("none", order=order), BatchLatency(*k), seed)
-    _compare(tab, run_preemptive(_ref_reqs(tab), order, k))
+    pol = Policy("none", order=order, preempt_limit=limit)
+    _, tab = _engine(arr, prompt, out, pol, BatchLatency(*k), seed)
+    _compare(tab, run_preemptive(_ref_reqs(tab), order, k, math.inf if limit is None else limit))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

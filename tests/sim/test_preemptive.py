@@ -155,6 +155,27 @@ def test_exact_wait_reports_the_preemptive_formulas() -> None:
     )
     assert exact("sprpt") == exact("srpt")  # an exact prediction
     assert exact("sprpt", Exponential()) is None  # no formula here
+    w = PoissonWorkload(law, rate)
+    assert exact_wait(w, Policy("none", order="srpt", preempt_limit=0.5), COST, seed=1) is None
     assert exact("pspjf", Exponential()) == pytest.approx(
         pspjf_response(law, 0.02, 0.1, rate, *Exponential().conditional()) - es  # type: ignore[misc]
     )
+
+
+def test_a_tiny_preemption_limit_is_the_non_preemptive_order() -> None:
+    """TRAIL's limit c -> 0: a request, once started, is never preempted, and the waiting ones
+    (never served) are keyed by their predicted size: SPRPT becomes SPJF request by request."""
+    w = PoissonWorkload(
+        parse_law("exponential:mean=200"), _rate("exponential:mean=200"), predictor=Exponential()
+    )
+    kw = {"requests": 20_000, "warmup": 0, "batches": 2, "seed": 5, "per_request": True}
+    trail = run(w, Policy("none", order="sprpt", preempt_limit=1e-12), COST, **kw).per_request  # type: ignore[arg-type]
+    spjf = run(w, Policy("none", order="spjf"), COST, **kw).per_request  # type: ignore[arg-type]
+    free = run(w, Policy("none", order="sprpt"), COST, **kw).per_request  # type: ignore[arg-type]
+    n = 19_000  # requests every run has finished (the tables end where each run stopped)
+    np.testing.assert_allclose(trail[:n, 7], spjf[:n, 7], rtol=1e-9)
+    assert not np.allclose(free[:n, 7], spjf[:n, 7])  # without the limit SPRPT preempts
+    with pytest.raises(InputError, match="preempt_limit applies to a preemptive order"):
+        Policy("none", order="spjf", preempt_limit=0.5)
+    with pytest.raises(InputError, match="fraction in"):
+        Policy("none", order="sprpt", preempt_limit=1.5)

@@ -216,6 +216,8 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
         kw["batch_timeout_s"] = args.batch_timeout
     if args.guard_factor is not None:
         kw["guard_factor"] = args.guard_factor
+    if args.preempt_limit is not None:
+        kw["preempt_limit"] = args.preempt_limit
     if kind in ("fixed", "multibin"):
         kw["K"] = args.batch
     if kind == "continuous":
@@ -432,6 +434,13 @@ def register(subparsers: Any) -> None:
         metavar="S",
         help="dynamic, elastic, rebatch (one server): a batch not full waits up to S s for "
         "arrivals (SSJF's simulator)",
+    )
+    g.add_argument(
+        "--preempt-limit",
+        type=flags.number(0, 1, lo_open=True),
+        metavar="F",
+        help="a preemptive --order: a request that has had F times its (predicted) size of "
+        "service is no longer preempted, F in (0, 1] (TRAIL's limited preemption)",
     )
     g.add_argument(
         "--guard-factor",

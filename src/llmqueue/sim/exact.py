@@ -187,8 +187,10 @@ def exact_wait(
     if policy.servers != 1:
         return _servers_wait(workload, policy, latency, seed=seed, samples=samples)
     order = queue_order(policy.order)
-    if order.preemptive:
-        return _preemptive_wait(workload, order, latency)
+    if order.preemptive:  # with a preemption limit no formula here
+        return (
+            None if policy.preempt_limit is not None else _preemptive_wait(workload, order, latency)
+        )
     if order.key == "predicted_size" and isinstance(workload.predictor, Oracle):
         order = SJF_ORDER  # a perfect prediction orders as the true size
     if order.exact is None:

@@ -13,7 +13,9 @@ request has a key, and the server runs the one with the smallest key, ties by ar
   shortest predicted remaining processing time).
 
 An arrival whose key is strictly smaller than the key of the request in service at that moment
-preempts it; the preempted request keeps its progress (preemptive resume, no cost to switch) and
+preempts it, unless the policy's ``preempt_limit`` c is set and the request in service has
+received c times its size or more (its predicted size under ``pspjf`` and ``sprpt``: TRAIL's
+limited preemption, arXiv 2410.01035, c = 1 being no limit for ``srpt``); the preempted request keeps its progress (preemptive resume, no cost to switch) and
 waits with its key of that moment (a remaining-time key does not change while it waits). When a
 request completes, the waiting one with the smallest key starts or resumes. A completion and an
 arrival at the same moment: the completion first.
@@ -26,6 +28,7 @@ first start and its finish.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -61,6 +64,14 @@ def _key(order, pool, sl, run0, run1):  # type: ignore[no-untyped-def]  # noqa: 
     if order == SPRPT:
         return run0 + run1 * pool[sl, F.F_PRED] - pool[sl, GOT]
     raise ValueError("run_preemptive: not a preemptive order code")
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _basis(order, pool, sl, run0, run1):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The size the preemption limit is a fraction of: S, or its predicted T_1(p) (s)."""
+    if order == PSPJF or order == SPRPT:
+        return run0 + run1 * pool[sl, F.F_PRED]
+    return run0 + run1 * pool[sl, F.F_OUT]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -107,12 +118,13 @@ def run_preemptive(  # type: ignore[no-untyped-def]  # noqa: ANN001
 ):  # fmt: skip
     """One server under a preemptive-resume order over one chunk of arrivals (module docstring);
     returns a code (S.NEED_MORE, S.DONE, S.GROW, S.CAP). ``cur``: (slot in service, -1 when idle;
-    when its current stretch of service began, s); ``rule``: (order code, run0, run1), a
-    request's service time T_1(n) = run0 + run1 n (s)."""
+    when its current stretch of service began, s); ``rule``: (order code, run0, run1, limit), a
+    request's service time T_1(n) = run0 + run1 n (s) and the preemption limit (a fraction of
+    its size; inf: none)."""
     arr, prompt, out, pred = chunk
     sti, stf, qsamp = state
     pool, _ring, heap, free, qi = queue
-    order, run0, run1 = rule
+    order, run0, run1, limit = rule
     warmup, n_req, nbat, id_cap = limits
     while True:
         if sti[S.I_DONE] >= n_req:
@@ -150,7 +162,8 @@ def run_preemptive(  # type: ignore[no-untyped-def]  # noqa: ANN001
             cur[1] = a
             pool[sl, KEY] = _key(order, pool, sl, run0, run1)
             wait = new
-            if pool[new, KEY] < pool[sl, KEY]:
+            protected = pool[sl, GOT] >= limit * _basis(order, pool, sl, run0, run1)
+            if pool[new, KEY] < pool[sl, KEY] and not protected:
                 wait = sl
                 _start(cur, pool, new, a)
             qi[Q.Q_HN] = H.push(pool, heap, qi[Q.Q_HN], wait, KEY)
@@ -169,7 +182,8 @@ class PreemptiveFormer(S.Former):
             raise ValueError(f"order {policy.order!r} is not a preemptive order of this engine")
         law = static_settings(policy, setup.latency, setup.batch_time_table)
         run0, run1 = run_time_law(law)
-        self.rule = (np.int64(order.code), float(run0), float(run1))
+        limit = policy.preempt_limit if policy.preempt_limit is not None else math.inf
+        self.rule = (np.int64(order.code), float(run0), float(run1), float(limit))
         self.cur = np.array([-1.0, 0.0])
 
     def step(self, run: S.Run, chunk: Sequence[np.ndarray], final: bool) -> int:
