@@ -95,6 +95,17 @@ def part_speed(n: int) -> None:
     print(
         f"    target >= 5 M/s for every static former: {'met' if worst >= 5e6 else 'MISSED'} ({load()})"
     )
+    # the preemptive orders' own loop (none, one server) against FCFS in the same run
+    lat = BatchLatency(0.0, 0.186, 0.0, 0.023)
+    wl = PoissonWorkload(law, 1.0)
+    wl = wl.at_rate(0.8 * max_rate(wl, Policy("none"), lat).rate_per_s)
+    base, _ = cpu_rate(wl, Policy("none"), lat, n)
+    for order in ("psjf", "srpt"):
+        rate, _ = cpu_rate(wl, Policy("none", order=order), lat, n)
+        print(
+            f"    none {order:27s} {rate / 1e6:6.2f} M req/s (none fcfs {base / 1e6:.2f} in this "
+            f"run: {rate / base - 1:+.0%})"
+        )
 
 
 def part_reference(n: int) -> None:
