@@ -743,7 +743,8 @@ class QuantileTableLaw(TokenLaw):
     def from_csv(cls, path: str | Path, spec: str) -> QuantileTableLaw:
         """The table of a CSV file with the columns ``probability`` and ``tokens``."""
         p = Path(path)
-        _require(p.is_file(), spec, f"file {str(p)!r} does not exist")
+        _require(p.exists(), spec, f"file {str(p)!r} does not exist")
+        _require(p.is_file(), spec, f"{str(p)!r} is not a regular file")
         import pandas as pd
 
         try:

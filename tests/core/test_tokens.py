@@ -210,6 +210,7 @@ def test_clipped_mean_is_monotone_in_the_limit(mu, sigma, l1, l2):
         ("pareto:alpha=3,xm=-1", "xm must be > 0"),
         ("quantiles:", "expected quantiles:PATH"),
         ("quantiles:missing.csv", "does not exist"),
+        ("quantiles:tests/data", "not a regular file"),
     ],
 )
 def test_malformed_specs_give_clear_errors(spec, words):
