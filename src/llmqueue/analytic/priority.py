@@ -16,9 +16,11 @@ time, key) pairs taken as the joint law (one class per distinct key): exact for 
 a Monte Carlo estimate of the integral otherwise. :func:`sjf_wait` integrates the continuous
 SJF formula for a token law; :func:`spjf_wait` the SPJF formula for a prediction with a
 continuous law given the size (``noisy``, ``exp``, ``uniform`` predictors), where no two
-predictions tie: E[W] = E[W0 / (1 - rho(P))^2]. Units: seconds, requests per second. Assumes rho < 1 (InputError
-otherwise); a predictor independent of the size gives every class the same service law, so the
-mean wait equals FCFS's (work conservation, Kleinrock's conservation law).
+predictions tie: E[W] = E[W0 / (1 - rho(P))^2]. The preemptive-resume orders' mean response
+times (:func:`psjf_response`, :func:`srpt_response`, :func:`pspjf_response`) close the module.
+Units: seconds, requests per second. Assumes rho < 1 (InputError otherwise); a predictor
+independent of the size gives every class the same service law, so the mean wait equals FCFS's
+(work conservation, Kleinrock's conservation law).
 """
 
 from __future__ import annotations

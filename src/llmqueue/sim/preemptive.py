@@ -1,5 +1,6 @@
 """Preemptive-resume queue orders on one server serving one request at a time (batching
-``none``), compiled: ``psjf``, ``srpt``, ``pspjf``, ``sprpt`` (:data:`llmqueue.policy.QUEUE_ORDERS`).
+``none``), compiled: ``psjf``, ``srpt``, ``pspjf``, ``sprpt``
+(:data:`llmqueue.policy.QUEUE_ORDERS`).
 
 A request of n output tokens needs S = T_1(n) = t1(1) + t2(1) n seconds of service, its time
 alone on the server under the static time law (:func:`llmqueue.sim.static.run_time_law`). Every
@@ -9,16 +10,17 @@ request has a key, and the server runs the one with the smallest key, ties by ar
 - ``psjf``: S (preemptive shortest job first); ``pspjf``: the predicted service time T_1(p) of
   its prediction p;
 - ``srpt``: S less the service it has received (shortest remaining processing time);
-  ``sprpt``: T_1(p) less the service received (negative once the prediction is passed; Mitzenmacher's
-  shortest predicted remaining processing time).
+  ``sprpt``: T_1(p) less the service received (negative once the prediction is passed;
+  Mitzenmacher's shortest predicted remaining processing time).
 
 An arrival whose key is strictly smaller than the key of the request in service at that moment
 preempts it, unless the policy's ``preempt_limit`` c is set and the request in service has
 received c times its size or more (its predicted size under ``pspjf`` and ``sprpt``: TRAIL's
-limited preemption, arXiv 2410.01035, c = 1 being no limit for ``srpt``); the preempted request keeps its progress (preemptive resume, no cost to switch) and
-waits with its key of that moment (a remaining-time key does not change while it waits). When a
-request completes, the waiting one with the smallest key starts or resumes. A completion and an
-arrival at the same moment: the completion first.
+limited preemption, arXiv 2410.01035; c = 1 is no limit for ``srpt``). The preempted request
+keeps its progress (preemptive resume, no cost to switch) and waits with its key of that moment
+(a remaining-time key does not change while it waits). When a request completes, the waiting
+one with the smallest key starts or resumes. A completion and an arrival at the same moment:
+the completion first.
 
 Recorded per measured request: ``response`` (arrival to completion) and ``wait``, its time in the
 system while not served, response - S (the waiting time of the scheduling literature: for a
