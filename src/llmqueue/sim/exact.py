@@ -213,8 +213,7 @@ def exact_wait(
             wait, method = found
             return ExactWait(wait, method)
         law = workload.output
-        k = static_law(latency)
-        a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
+        a, b0 = _service_line(latency)
         if order.exact == "pollaczek_khinchine":
             m1 = a * law.mean() + b0
             m2 = a * a * float(law.clipped_moment(math.inf, 2)) + 2 * a * b0 * law.mean() + b0 * b0
@@ -244,6 +243,12 @@ def exact_wait(
         return None
 
 
+def _service_line(latency: BatchLatency | LinearLatency) -> tuple[float, float]:
+    """(a, b0) of a request's service time alone, S = t1(1) + t2(1) N = b0 + a N (s/token, s)."""
+    k = static_law(latency)
+    return float(k[2] + k[3]), float(k[0] + k[1])
+
+
 def _preemptive_wait(workload: Workload, order: QueueOrder, latency: Latency) -> ExactWait | None:
     """A preemptive order's mean wait (time in the system not served: response - S) over a
     continuous token law: the mean response time of its formula less E[S]
@@ -253,8 +258,7 @@ def _preemptive_wait(workload: Workload, order: QueueOrder, latency: Latency) ->
     if isinstance(latency, StepLaw) or type(workload) is not PoissonWorkload:
         return None
     law = workload.output
-    k = static_law(latency)
-    a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
+    a, b0 = _service_line(latency)
     rate = workload.rate_per_s
     key = order.key
     if isinstance(workload.predictor, Oracle):  # a perfect prediction orders as the true size
@@ -264,9 +268,7 @@ def _preemptive_wait(workload: Workload, order: QueueOrder, latency: Latency) ->
             t, how = psjf_response(law, a, b0, rate), "preemptive-resume priority by size"
         elif key == "remaining_size":
             t, how = srpt_response(law, a, b0, rate), "Schrage-Miller SRPT"
-        elif key == "predicted_size" and workload.predictor.conditional() is not None:
-            cond = workload.predictor.conditional()
-            assert cond is not None
+        elif key == "predicted_size" and (cond := workload.predictor.conditional()) is not None:
             t = pspjf_response(law, a, b0, rate, *cond)
             how = "preemptive-resume priority by predicted size"
         else:
@@ -304,8 +306,7 @@ def _servers_wait(
         return None
     if isinstance(latency, StepLaw):
         return None
-    k = static_law(latency)
-    a, b0 = float(k[2] + k[3]), float(k[0] + k[1])
+    a, b0 = _service_line(latency)
     if b0 != 0.0 or a <= 0.0:
         return None  # exponential service needs S = a N
     mu = 1.0 / (a * workload.output.mean())
