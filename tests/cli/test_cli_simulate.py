@@ -315,7 +315,9 @@ def test_preemptive_orders_on_the_command_line(
         capsys, *base, "--order", order, *pred, "--requests", "20000", "--preempt-limit", "0.5"
     )
     assert limited["jct"]["mean"] > 0
-    assert "preempt_limit applies" in fails(capsys, *base, "--preempt-limit", "0.5")
+    assert "--preempt-limit applies to a preemptive --order" in fails(
+        capsys, *base, "--preempt-limit", "0.5"
+    )
     assert "--preempt-limit" in fails(
         capsys, *base, "--order", order, *pred, "--preempt-limit", "2"
     )

@@ -86,13 +86,54 @@ LAWS = st.one_of(
             "trace:/no/such.csv:x",
             "nonsense",
             "lognormal:mu=nan,sigma=1",
+            "weibull:shape=0.6,scale=300",
+            "weibull:shape=0.05,scale=1e6",
+            "pareto:alpha=2.5,xm=100",
+            "pareto:alpha=1.2,xm=100",
+            "pareto:alpha=1.2,xm=100,cap=4000",
+            "quantiles:tests/data/laws/quantiles.csv",
+            "quantiles:/no/such.csv",
+            "quantiles:tests/data",
         ]
     ),
     st.builds(
         lambda kind, a, b: f"{kind}:{a},{b}",
-        st.sampled_from(["lognormal", "uniform", "exponential", "truncnorm", "deterministic"]),
-        st.sampled_from(["mu=3", "low=0", "mean=1e9", "value=-1", "sigma=0", "mean=5", "x=1"]),
-        st.sampled_from(["sigma=2", "high=1e10", "sd=1e300", "cap=0", "cap=1e12", "sigma=30"]),
+        st.sampled_from(
+            [
+                "lognormal",
+                "uniform",
+                "exponential",
+                "truncnorm",
+                "deterministic",
+                "weibull",
+                "pareto",
+            ]
+        ),
+        st.sampled_from(
+            [
+                "mu=3",
+                "low=0",
+                "mean=1e9",
+                "value=-1",
+                "sigma=0",
+                "mean=5",
+                "x=1",
+                "shape=0.5",
+                "alpha=0",
+            ]
+        ),
+        st.sampled_from(
+            [
+                "sigma=2",
+                "high=1e10",
+                "sd=1e300",
+                "cap=0",
+                "cap=1e12",
+                "sigma=30",
+                "scale=1e12",
+                "xm=1",
+            ]
+        ),
     ),
 )
 
@@ -296,6 +337,7 @@ SIM_EXTRA = st.sampled_from(
         "--router-d",
         "--batch-timeout",
         "--guard-factor",
+        "--preempt-limit",
     ]
 )
 
@@ -311,7 +353,7 @@ SIM_EXTRA = st.sampled_from(
     batching=st.sampled_from(
         ["none", "dynamic", "fixed", "elastic", "continuous", "multibin", "rebatch"]
     ),
-    order=st.sampled_from(["fcfs", "sjf", "spjf", "srpt"]),
+    order=st.sampled_from(["fcfs", "sjf", "spjf", "psjf", "srpt", "pspjf", "sprpt", "lifo"]),
     router=st.sampled_from([None, "central", "random", "jsq", "least_work", "least_kv", "x"]),
     law=st.sampled_from(
         [
@@ -326,7 +368,19 @@ SIM_EXTRA = st.sampled_from(
         {"--max-batch": count(1, 64), "--batch": count(1, 16), "--bins": count(1, 4)}
     ),
     predictor=st.sampled_from(
-        [None, "oracle", "noisy:sigma=0.5", "buckets:k=5,acc=0.8", "learned:/no/model", "x"]
+        [
+            None,
+            "oracle",
+            "noisy:sigma=0.5",
+            "buckets:k=5,acc=0.8",
+            "learned:/no/model",
+            "x",
+            "exp",
+            "uniform:a=0.5",
+            "uniform:a=2",
+            "column:GeneratedTokens",
+            "column:nope",
+        ]  # fmt: skip
     ),
     extra=st.lists(st.tuples(SIM_EXTRA, st.sampled_from(NASTY_NUMBERS)), max_size=2),
 )

@@ -64,6 +64,7 @@ from llmqueue.policy import (
     DEFAULT_ORDER,
     GUARD_FACTOR_FORMERS,
     ORDERS,
+    QUEUE_ORDERS,
     ROUTED_FORMERS,
     ROUTERS,
     TIMEOUT_FORMERS,
@@ -155,6 +156,9 @@ def _check_flags(args: argparse.Namespace) -> None:
             f"--batch-timeout applies to --batching {', '.join(TIMEOUT_FORMERS)} on one server "
             "(no --servers, no --replicas)"
         )
+    if args.preempt_limit is not None and not queue_order(args.order).preemptive:
+        preemptive = ", ".join(o.name for o in QUEUE_ORDERS if o.preemptive)
+        raise InputError(f"--preempt-limit applies to a preemptive --order ({preemptive})")
     if args.guard_factor is not None and args.batching not in GUARD_FACTOR_FORMERS:
         raise InputError(f"--guard-factor applies to --batching {', '.join(GUARD_FACTOR_FORMERS)}")
     if (
