@@ -2,7 +2,8 @@
 
 - ``psjf``: the preemptive-resume priority formula with one class per size; ``srpt``: Schrage
   and Miller's; ``pspjf``: the priority formula with classes by prediction (Mitzenmacher 2020),
-  for the exponential predictor; all in :mod:`llmqueue.analytic.priority`, by quadrature;
+  ``sprpt``: the SOAP formula with the rank predicted size - age, both for the exponential
+  predictor; all in :mod:`llmqueue.analytic.priority`, by quadrature;
 - with a single size nobody is ever preempted, so every order is FCFS request by request;
 - a two-request table whose times are known by hand.
 
@@ -15,7 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from llmqueue.analytic.priority import psjf_response, pspjf_response, srpt_response
+from llmqueue.analytic.priority import (
+    psjf_response,
+    pspjf_response,
+    sprpt_response,
+    srpt_response,
+)
 from llmqueue.errors import InputError
 from llmqueue.latency import LinearLatency
 from llmqueue.policy import Policy
@@ -76,14 +82,15 @@ def test_pspjf_is_the_priority_formula_by_prediction() -> None:
     assert srpt_response(law, 0.02, 0.1, rate) < psjf_response(law, 0.02, 0.1, rate) < exact
 
 
-def test_sprpt_lies_between_srpt_and_no_information() -> None:
+def test_sprpt_is_its_formula() -> None:
     spec = "exponential:mean=200"
-    law, rate = parse_law(spec), _rate(spec)
-    w = PoissonWorkload(law, rate, predictor=Exponential())
-    res = run(w, Policy("none", order="sprpt"), COST, requests=1_000_000, seed=26)
-    fcfs = run(w, Policy("none"), COST, requests=1_000_000, seed=26)
-    assert res.response is not None and fcfs.response is not None
-    assert srpt_response(law, 0.02, 0.1, rate) < res.response.mean < fcfs.response.mean
+    law, rate, pred = parse_law(spec), _rate(spec), Exponential()
+    w = PoissonWorkload(law, rate, predictor=pred)
+    res = run(w, Policy("none", order="sprpt"), COST, requests=2_000_000, seed=26)
+    assert res.response is not None
+    exact = sprpt_response(law, 0.02, 0.1, rate, *pred.conditional())  # type: ignore[misc]
+    _agrees(res.response.mean, res.response.ci95, exact)
+    assert srpt_response(law, 0.02, 0.1, rate) < exact
 
 
 @pytest.mark.parametrize("order", ["psjf", "srpt", "pspjf", "sprpt"])
@@ -154,7 +161,9 @@ def test_exact_wait_reports_the_preemptive_formulas() -> None:
         exact("psjf") == exact("pspjf") == pytest.approx(psjf_response(law, 0.02, 0.1, rate) - es)
     )
     assert exact("sprpt") == exact("srpt")  # an exact prediction
-    assert exact("sprpt", Exponential()) is None  # no formula here
+    assert exact("sprpt", Exponential()) == pytest.approx(
+        sprpt_response(law, 0.02, 0.1, rate, *Exponential().conditional()) - es  # type: ignore[misc]
+    )
     w = PoissonWorkload(law, rate)
     assert exact_wait(w, Policy("none", order="srpt", preempt_limit=0.5), COST, seed=1) is None
     assert exact("pspjf", Exponential()) == pytest.approx(

@@ -50,6 +50,7 @@ from llmqueue.analytic.priority import (
     pspjf_response,
     sjf_wait,
     spjf_wait,
+    sprpt_response,
     srpt_response,
 )
 from llmqueue.errors import InputError, UnstableError
@@ -252,9 +253,9 @@ def _service_line(latency: BatchLatency | LinearLatency) -> tuple[float, float]:
 def _preemptive_wait(workload: Workload, order: QueueOrder, latency: Latency) -> ExactWait | None:
     """A preemptive order's mean wait (time in the system not served: response - S) over a
     continuous token law: the mean response time of its formula less E[S]
-    (:func:`llmqueue.analytic.priority.psjf_response`, ``srpt_response``, ``pspjf_response``);
-    None for a trace, a law with atoms, ``sprpt`` (no formula here) or a prediction without a
-    continuous conditional law."""
+    (:func:`llmqueue.analytic.priority.psjf_response`, ``srpt_response``, ``pspjf_response``,
+    ``sprpt_response``);
+    None for a trace, a law with atoms or a prediction without a continuous conditional law."""
     if isinstance(latency, StepLaw) or type(workload) is not PoissonWorkload:
         return None
     law = workload.output
@@ -271,6 +272,11 @@ def _preemptive_wait(workload: Workload, order: QueueOrder, latency: Latency) ->
         elif key == "predicted_size" and (cond := workload.predictor.conditional()) is not None:
             t = pspjf_response(law, a, b0, rate, *cond)
             how = "preemptive-resume priority by predicted size"
+        elif (
+            key == "predicted_remaining" and (cond := workload.predictor.conditional()) is not None
+        ):
+            t = sprpt_response(law, a, b0, rate, *cond)
+            how = "SPRPT by the SOAP rank predicted size - age"
         else:
             return None
     except (InputError, UnstableError):
