@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from llmqueue.analytic.priority import pk_wait
+from llmqueue.analytic.priority import pk_wait, priority_wait_empirical
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import LinearLatency
 from llmqueue.policy import ORDERS, Policy, queue_order
@@ -59,20 +59,37 @@ def test_exact_wait_for_token_laws() -> None:
     by_law = exact.exact_wait(law, Policy("none", order="sjf"), lat, seed=1)
     assert by_rows is not None and by_law is not None and by_law.se_s == 0.0
     assert math.isclose(by_rows.wait_s, by_law.wait_s, rel_tol=1e-9)
-    # a classifier over a token law (no continuous conditional law, so no quadrature): a Monte
-    # Carlo evaluation, said so, with its error
+    # a classifier over a token law: one class per predicted class, exact (partial moments and
+    # the error probabilities), equal to Cobham's formula over a large sample of the workload
     noisy = PoissonWorkload(
         parse_law("lognormal:mu=4,sigma=1"),
         0.05,
-        predictor=parse_predictor("buckets:edges=50,pe=0.1"),
+        predictor=parse_predictor("buckets:edges=30/50/90,pe=0.1"),
     )
-    est = [
-        exact.exact_wait(noisy, Policy("none", order="spjf"), lat, seed=k, samples=400_000)
-        for k in (1, 2)
+    got = exact.exact_wait(noisy, Policy("none", order="spjf"), lat, seed=1)
+    assert got is not None and got.se_s == 0.0 and "error probabilities" in got.method
+    ch = next(noisy.chunks(7, 1 << 22, False))
+    parts = [
+        priority_wait_empirical(exact.service_times(lat, o), p, 0.05)
+        for o, p in zip(np.array_split(ch.output, 16), np.array_split(ch.pred, 16), strict=True)
     ]
-    assert all(e is not None and "Monte Carlo" in e.method and e.se_s > 0 for e in est)
-    a, b = est  # two independent evaluations agree within their errors
-    assert abs(a.wait_s - b.wait_s) < 4 * math.hypot(a.se_s, b.se_s)  # type: ignore[union-attr]
+    se = float(np.std(parts, ddof=1) / math.sqrt(16))
+    assert abs(float(np.mean(parts)) - got.wait_s) < 4 * se
+
+
+def test_a_perfect_one_bit_classifier_is_mitzenmachers_threshold_formula() -> None:
+    """Exponential sizes of mean 1, S = N, a bit that says N < T: the non-preemptive mean
+    response 1 + lambda (1 - lambda + lambda e^-T) / ((1 - lambda)(1 - rho_T)), rho_T = lambda
+    (1 - (1 + T) e^-T) ("Queues with small advice", Mitzenmacher 2021)."""
+    lat = LinearLatency(1.0, 0.0)
+    for lam, t in ((0.5, 1.28), (0.9, 2.1)):
+        w = PoissonWorkload(
+            parse_law("exponential:mean=1"), lam, predictor=parse_predictor(f"buckets:edges={t}")
+        )
+        got = exact.exact_wait(w, Policy("none", order="spjf"), lat, seed=1)
+        rho_t = lam * (1 - (1 + t) * math.exp(-t))
+        want = lam * (1 - lam + lam * math.exp(-t)) / ((1 - lam) * (1 - rho_t))
+        assert got is not None and got.wait_s == pytest.approx(want, rel=1e-9)
 
 
 def test_every_registered_order_has_a_row_formula_and_unknown_orders_raise() -> None:

@@ -16,12 +16,15 @@ formula gets None, and a name outside the registry is an InputError:
 - ``cobham_by_prediction`` (``spjf``): classes by predicted size, loads by true service times (Mitzenmacher 2020): exact
   over a trace's rows when each row carries its own prediction; by quadrature over a token law
   for a prediction with a continuous law given the size (``noisy``, ``exp``, ``uniform``:
-  :func:`llmqueue.analytic.priority.spjf_wait`); otherwise the joint law of (size, prediction)
-  is sampled from the workload and the formula evaluated on the sample, a Monte Carlo estimate
-  whose standard error is reported.
+  :func:`llmqueue.analytic.priority.spjf_wait`); for a ``buckets`` classifier one class per
+  predicted class, exact from the law's partial moments and the classifier's error
+  probabilities; otherwise (a trace's rows without predictions of their own) the joint law of
+  (size, prediction) is sampled from the workload and the formula evaluated on the sample, a
+  Monte Carlo estimate whose standard error is reported.
 
-A preemptive order (``psjf``, ``srpt``, ``pspjf``; one server) over a continuous token law: its
-mean response time by quadrature less E[S], the mean time a request is in the system unserved.
+A preemptive order (``psjf``, ``srpt``, ``pspjf``, ``sprpt``; one server) over a continuous token
+law: its mean response time by quadrature less E[S], the mean time a request is in the system
+unserved.
 
 Several servers (one at a time each, FCFS unless said): ``random`` routing to c replicas is c
 independent queues at rate lambda / c, each with the one-server formula of its order (any law);
@@ -57,9 +60,9 @@ from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
 from llmqueue.policy import SJF_ORDER, Policy, QueueOrder, queue_order
 from llmqueue.sim.engine import static_law
-from llmqueue.sim.predictors import Oracle
+from llmqueue.sim.predictors import Buckets, Oracle
 from llmqueue.sim.workload import PoissonWorkload, TraceWorkload, Workload
-from llmqueue.tokens import EmpiricalLaw, ExponentialLaw
+from llmqueue.tokens import EmpiricalLaw, ExponentialLaw, TokenLaw
 
 __all__ = ["ExactWait", "FORMULAS", "row_mean_wait", "service_times", "exact_wait"]
 
@@ -181,8 +184,8 @@ def exact_wait(
 ) -> ExactWait | None:
     """The mean wait of a one-at-a-time server by a formula (module docstring; ``none``, one
     server, Poisson arrivals from token laws or trace rows), else None; None also when rho >= 1
-    (no steady state). For a predictor over token laws without a continuous conditional law
-    (``buckets``) the formula is evaluated by Monte Carlo over `samples` draws (stream `seed`)."""
+    (no steady state). For trace rows without predictions of their own the formula is evaluated
+    by Monte Carlo over `samples` draws (stream `seed`)."""
     if policy.kind != "none":
         return None
     if policy.servers != 1:
@@ -229,6 +232,12 @@ def exact_wait(
                 sjf_wait(law, a, b0, rate_per_s), "Cobham, one class per size (quadrature)"
             )
         if order.exact == "cobham_by_prediction":
+            if isinstance(workload.predictor, Buckets):
+                return ExactWait(
+                    _buckets_wait(law, a, b0, rate_per_s, workload.predictor),
+                    "Cobham, one class per predicted class (loads by true sizes), exact clipped "
+                    "moments of each size class and the classifier's error probabilities",
+                )
             cond = workload.predictor.conditional()
             if cond is not None:
                 return ExactWait(
@@ -242,6 +251,46 @@ def exact_wait(
         )
     except UnstableError:
         return None
+
+
+def _buckets_wait(
+    law: TokenLaw, a: float, b0: float, rate_per_s: float, predictor: Buckets
+) -> float:
+    """Cobham's mean wait with one class per *predicted* class of a ``buckets`` classifier: true
+    class i holds the sizes in [e_(i-1), e_i) (the compiled predictor's convention), and is
+    predicted as class i - 1 or i + 1 with probability pe each (the end classes stay instead of
+    leaving the range); each predicted class is a mixture of true classes, so its rate, mean and
+    second moment of S = a N + b0 follow from the law's exact partial moments."""
+    edges = np.asarray(predictor.edges(), dtype=float)
+    k = edges.size + 1
+
+    def below(e: np.ndarray, j: int) -> np.ndarray:  # E[N^j 1{N < e}], e may be infinite
+        out = np.empty(e.size)
+        for i, x in enumerate(e):
+            if math.isinf(x):
+                out[i] = float(law.clipped_moment(math.inf, j)) if j else 1.0
+            else:
+                p = float(law.prob_below(x))
+                out[i] = p if j == 0 else float(law.clipped_moment(x, j)) - x**j * (1.0 - p)
+        return out
+
+    upper = np.concatenate([edges, [math.inf]])
+    lower = np.concatenate([[0.0], edges])
+    part = [below(upper, j) - below(lower, j) for j in range(3)]  # by true class
+    prob = part[0]
+    s1 = a * part[1] + b0 * prob  # E[S 1{class i}]
+    s2 = a * a * part[2] + 2.0 * a * b0 * part[1] + b0 * b0 * prob
+    pe = float(predictor.pe)
+    move = np.eye(k) * (1.0 - 2.0 * pe)  # move[i, j]: P(predicted j | true i)
+    for i in range(k):
+        move[i, max(i - 1, 0)] += pe
+        move[i, min(i + 1, k - 1)] += pe
+    p_j, m1_j, m2_j = prob @ move, s1 @ move, s2 @ move
+    keep = p_j > 0
+    waits = priority_class_waits(
+        rate_per_s * p_j[keep], m1_j[keep] / p_j[keep], m2_j[keep] / p_j[keep]
+    )
+    return float(np.sum(p_j[keep] * waits))
 
 
 def _service_line(latency: BatchLatency | LinearLatency) -> tuple[float, float]:
