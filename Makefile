@@ -15,7 +15,7 @@ REPORT := results/report.html
 # Figures and tables are declared once, in the study rule files (declare_figure in
 # workflow/rules/common.smk): `make fig4d` or `make table1` forwards to the Snakemake target rule
 # of that name, which rebuilds that figure only; `make figures` lists them all.
-.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-vllm-speed validate-predictions validate-transformers validate-transformers-matrix test-slurm
+.PHONY: reproduce report report-if-stale verify test install unlock clean-results figures validate-vllm validate-vllm-speed validate-predictions validate-transformers validate-transformers-matrix test-slurm literature
 
 install: $(STAMP)
 
@@ -77,6 +77,10 @@ fig%: $(STAMP) unlock
 	@$(RESUME) $@ -- $(SNAKEMAKE) $@
 
 table%: $(STAMP) unlock
+	@$(RESUME) $@ -- $(SNAKEMAKE) $@
+
+# the literature study: its table, claim rows and figure (docs/studies/literature.md)
+literature: $(STAMP) unlock
 	@$(RESUME) $@ -- $(SNAKEMAKE) $@
 
 figures: $(STAMP) unlock

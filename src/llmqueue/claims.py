@@ -10,8 +10,9 @@ number). Tolerances come from config and are set before anything is computed.
 Scopes (:data:`SCOPES`) say what a row tests: ``replication`` (the paper's stated inputs),
 ``reading`` (a parameter the paper leaves open, set by the project; the row names it),
 ``extension`` (beyond the paper's protocol: other traces, loads, predictors, predicates),
-``other-hardware`` (a GPU, or a model of one, other than the paper's) and ``internal`` (the
-project's simulator against its own closed form). Each reference row carries its scope
+``other-hardware`` (a GPU, or a model of one, other than the paper's), ``internal`` (the
+project's simulator against its own closed form) and ``literature`` (another paper's published
+number, in that paper's setting: the literature study, claim 12). Each reference row carries its scope
 (``data/reference/claims_<study>.csv``); a derived row (another profile, GPU or reading of the
 same claim) names its own.
 
@@ -37,13 +38,14 @@ from llmqueue.errors import InputError
 CLAIM_COLUMNS = ["id", "claim", "paper", "ours", "unit", "tolerance", "verdict", "scope", "note"]
 VERDICTS = ("reproduced", "not_reproduced", "conditional", "back_solved")
 BOUND = "bound"  # the tolerance class of a reference row judged as a bound (:func:`judge_bound`)
-SCOPES = ("replication", "reading", "extension", "other-hardware", "internal")
+SCOPES = ("replication", "reading", "extension", "other-hardware", "internal", "literature")
 SCOPE_MEANING = {
     "replication": "the paper's stated inputs",
     "reading": "a parameter the paper leaves open, set by the project (the row names it)",
     "extension": "beyond the paper's protocol: other traces, loads, predictors or predicates",
     "other-hardware": "a GPU, or a model of one, other than the paper's",
     "internal": "the project's simulator against its own closed form",
+    "literature": "another paper's published number, in that paper's setting",
 }
 # What a row that is not reproduced says, by its scope (the reasons of the headline, grouped).
 MISS_MEANING = {
@@ -52,6 +54,7 @@ MISS_MEANING = {
     "extension": "the claim does not carry beyond the paper's protocol",
     "other-hardware": "needs the paper's hardware, which the project does not have",
     "internal": "the simulator disagrees with its own closed form",
+    "literature": "the engine cannot express the setting, or the published number differs",
 }
 
 

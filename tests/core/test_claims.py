@@ -96,6 +96,7 @@ def test_no_row_leaves_the_gather_without_a_scope() -> None:
         "extension",
         "other-hardware",
         "internal",
+        "literature",
     }
 
 

@@ -463,7 +463,7 @@ def test_render_and_splice_a_synthetic_claims_table(tmp_path: Path) -> None:
         ("all", "4", "1", "1", "1", ""),
     ]
     scopes = {r["scope"]: r for r in docgen.parse_tables(found[1].body)[0]}
-    assert [scopes[s]["rows"] for s in SCOPES] == ["1", "1", "1", "1", "0"]
+    assert [scopes[s]["rows"] for s in SCOPES] == ["1", "1", "1", "1", "0", "0"]
     assert scopes["all"]["rows"] == "4" and scopes["replication"]["reproduced"] == "1"
     lead = docgen.HEADLINE.search(found[1].body)
     assert lead and (lead["rows"], lead["reproduced"]) == ("1", "1")

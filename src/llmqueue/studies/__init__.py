@@ -88,6 +88,12 @@ STUDIES: tuple[Study, ...] = (
         "llmqueue.studies.multibin",
         {11: "Multi-Bin Batching: throughput against the number of bins (companion paper)"},
     ),
+    Study(
+        "literature",
+        ("literature",),
+        "llmqueue.studies.literature",
+        {12: "the literature: scheduling with predictions (Mitzenmacher and Shahout's Tables 1-3)"},
+    ),
     Study("validation", ("validation", "validation_law"), "llmqueue.studies.validation"),
     Study("plan", ("plan",), "llmqueue.plan"),
 )
