@@ -323,6 +323,7 @@ FREE = {
     "claims.tolerances",
     "serving.policies",
     "ssjf.settings",
+    "literature.settings",
     "profiling.kernel_profiles",
     "profiling.hardware",
     "validation.vllm.matrix.models",

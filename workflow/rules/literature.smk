@@ -10,8 +10,7 @@ if LIT:
         """The engine's and the exact mean response time of every point a reference row names."""
         input:
             reference=LIT_REFERENCE,
-            code=script_code("study_table.py")
-            + module_code("llmqueue.studies.literature.tables"),
+            code=script_code("literature_table.py"),
         output:
             "results/literature/table.csv",
         log:
@@ -21,17 +20,16 @@ if LIT:
         conda:
             "../../envs/analysis.yaml"
         params:
-            function="llmqueue.studies.literature.tables:literature_table",
-            kwargs=dict(reference=LIT_REFERENCE, spec=LIT, seed=config["seed"]),
+            spec=LIT,
+            seed=config["seed"],
         script:
-            "../scripts/study_table.py"
+            "../scripts/literature_table.py"
 
     rule literature_curves:
         """The exact mean response time of each (setting, order) against the load."""
         input:
             reference=LIT_REFERENCE,
-            code=script_code("study_table.py")
-            + module_code("llmqueue.studies.literature.tables"),
+            code=script_code("literature_curves.py"),
         output:
             "results/literature/curves.csv",
         log:
@@ -39,10 +37,9 @@ if LIT:
         conda:
             "../../envs/analysis.yaml"
         params:
-            function="llmqueue.studies.literature.tables:literature_curves",
-            kwargs=dict(reference=LIT_REFERENCE, spec=LIT),
+            spec=LIT,
         script:
-            "../scripts/study_table.py"
+            "../scripts/literature_curves.py"
 
     rule literature_claims:
         input:

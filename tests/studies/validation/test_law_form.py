@@ -95,7 +95,7 @@ def _draw(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
 def test_split_fit_recovers_known_coefficients(seed: int, attention: bool) -> None:
     """1% noise on 1,200 iterations: the knots, g at them, the decode and prefill context prices,
     c_pre, g(0) and (with the attention term) c_attn come back. Tolerances: about 4 standard
-    deviations of each estimate over 200 seeds (g(0), the intercept of iterations that cost up to
+    deviations of each estimate over 200 seeds (g at the knots: over 300) (g(0), the intercept of iterations that cost up to
     0.7 s, is the loosest: sd 16% with the attention term, 7% without)."""
     rng = np.random.default_rng(seed)
     d, p, c = _draw(rng, 1200)
@@ -103,7 +103,9 @@ def test_split_fit_recovers_known_coefficients(seed: int, attention: bool) -> No
     y = truth.step(d, p, c) * (1 + rng.normal(0, 0.01, d.size))
     fit = fit_split_step_law(d, p, c, y, attention=attention)
     assert fit.knots == KNOTS
-    np.testing.assert_allclose(fit.values_s[1:], truth.values_s[1:], rtol=0.01)
+    # g at the knots 1, 2, 3, 4, 8: sd 0.12%, 0.14%, 0.21%, 0.26%, 0.32% over 300 seeds
+    rel = np.asarray(fit.values_s[1:]) / np.asarray(truth.values_s[1:]) - 1.0
+    assert np.all(np.abs(rel) <= 4 * np.array([0.0012, 0.0014, 0.0021, 0.0026, 0.0032])), rel
     assert fit.c0_s == pytest.approx(truth.c0_s, rel=0.65 if attention else 0.3)
     assert fit.c_pre_s == pytest.approx(truth.c_pre_s, rel=0.02)
     assert fit.c_ctx_s == pytest.approx(truth.c_ctx_s, rel=0.01)
