@@ -289,6 +289,62 @@ class ShapedStepLaw(StepLaw):
         return d
 
 
+@dataclass(frozen=True)
+class StaircaseStepLaw(StepLaw):
+    """Dai, Li and Peng's staircase iteration time (arXiv 2504.07347, Sec. 2): an iteration of
+    n = decode_seqs + prefill_tokens tokens takes ``c0_s + stair_s * ceil(n / stair_tokens)``
+    (+ ``c_ctx_s`` per cached token read, 0 in their fit): a GPU kernel's time steps up each time
+    the batch's tokens pass a multiple of the tile width (their CodeLlama-34B fit: c0 = 11.28 ms,
+    stair = 35.47 ms, 128 tokens). ``c_tok_s`` is the staircase's mean slope, stair_s /
+    stair_tokens (what a capacity estimate reads); :meth:`of` sets it. An empty iteration costs c0.
+    """
+
+    stair_s: float = 0.0
+    stair_tokens: int = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_times("staircase step law", self, ("stair_s",))
+        k = self.stair_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1 << 20:
+            raise InputError(
+                f"staircase step law {self.name!r}: stair_tokens must be a whole number of tokens "
+                f"in [1, {1 << 20}], got {k!r}"
+            )
+        if not math.isclose(self.c_tok_s, self.stair_s / k, rel_tol=1e-12, abs_tol=1e-300):
+            raise InputError(
+                f"staircase step law {self.name!r}: c_tok_s must be stair_s / stair_tokens = "
+                f"{self.stair_s / k:g} s/token (build it with StaircaseStepLaw.of)"
+            )
+
+    @classmethod
+    def of(
+        cls,
+        c0_s: float,
+        stair_s: float,
+        stair_tokens: int,
+        c_ctx_s: float = 0.0,
+        name: str = "staircase",
+        source: str = "given",
+    ) -> StaircaseStepLaw:
+        """The law c0 + stair * ceil(n / stair_tokens) + c_ctx * context (s, s, tokens, s/token)."""
+        k = int(stair_tokens) if float(stair_tokens) == int(stair_tokens) else stair_tokens
+        return cls(
+            float(c0_s), float(stair_s) / float(k), float(c_ctx_s), name, source,
+            stair_s=float(stair_s), stair_tokens=k,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    def step(
+        self, decode_seqs: ArrayLike, prefill_tokens: ArrayLike, context_tokens: ArrayLike
+    ) -> Any:
+        n = np.asarray(decode_seqs, dtype=float) + np.asarray(prefill_tokens, dtype=float)
+        c = np.asarray(context_tokens, dtype=float)
+        return self.c0_s + self.stair_s * np.ceil(n / self.stair_tokens) + self.c_ctx_s * c
+
+    def _scaled_times(self, f: float) -> dict[str, Any]:
+        return {**super()._scaled_times(f), "stair_s": self.stair_s * f}
+
+
 # the knot grid a shaped law is fitted on: dense where CPU decode steps bend (small batches)
 SHAPE_KNOT_GRID = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
@@ -529,7 +585,10 @@ def batch_law_from_step(
 
 
 def parse_step_law(text: str) -> StepLaw:
-    """Parse ``c0=S,c_tok=S,c_ctx=S`` (CLI ``--step``; s, s/token, s/token) into a StepLaw."""
+    """Parse ``c0=S,c_tok=S,c_ctx=S`` (CLI ``--step``; s, s/token, s/token) into a StepLaw, or
+    ``staircase:c0=S,stair=S,tokens=N[,c_ctx=S]`` into a :class:`StaircaseStepLaw`."""
+    if text.strip().startswith("staircase:"):
+        return _parse_staircase(text)
     keys = ("c0", "c_tok", "c_ctx")
     vals: dict[str, float] = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
@@ -544,6 +603,31 @@ def parse_step_law(text: str) -> StepLaw:
         raise InputError(f"--step {text!r}: expected all of c0=S,c_tok=S,c_ctx=S")
     try:
         return StepLaw(vals["c0"], vals["c_tok"], vals["c_ctx"], name="cli", source="--step")
+    except InputError as err:
+        raise InputError(f"--step {text!r}: {_reason(err)}") from None
+
+
+def _parse_staircase(text: str) -> StaircaseStepLaw:
+    form = "staircase:c0=S,stair=S,tokens=N[,c_ctx=S]"
+    vals: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in text.strip()[len("staircase:") :].split(","))):
+        key, eq, val = item.partition("=")
+        key = key.strip()
+        if not eq or key not in ("c0", "stair", "tokens", "c_ctx") or key in vals:
+            raise InputError(f"--step {text!r}: expected {form}")
+        try:
+            vals[key] = float(val)
+        except ValueError:
+            raise InputError(f"--step {text!r}: {key}={val!r} is not a number") from None
+    if not {"c0", "stair", "tokens"} <= set(vals):
+        raise InputError(f"--step {text!r}: expected {form}")
+    tokens = vals["tokens"]
+    if not (math.isfinite(tokens) and tokens == int(tokens) and 1 <= tokens <= 1 << 20):
+        raise InputError(f"--step {text!r}: tokens must be a whole number in [1, {1 << 20}]")
+    try:
+        return StaircaseStepLaw.of(
+            vals["c0"], vals["stair"], int(tokens), vals.get("c_ctx", 0.0), "cli", "--step"
+        )
     except InputError as err:
         raise InputError(f"--step {text!r}: {_reason(err)}") from None
 

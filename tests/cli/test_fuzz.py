@@ -360,6 +360,8 @@ SIM_EXTRA = st.sampled_from(
             ["--latency", "a=0.002,b0=0.05"],
             ["--batch-time", "k1=0,k2=0.05,k3=1e-5,k4=0.002"],
             ["--step", "c0=0.02,c_tok=1e-5,c_ctx=1e-7"],
+            ["--step", "staircase:c0=0.01,stair=0.03,tokens=128"],
+            ["--step", "staircase:c0=0.01,stair=0.03,tokens=0.5"],
             ["--latency", "a=inf,b0=0"],
             ["--profile", "nope"],
         ]

@@ -22,7 +22,13 @@ from reference_engine import (
 )
 
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, PackedStepLaw, ShapedStepLaw, StepLaw
+from llmqueue.latency import (
+    BatchLatency,
+    PackedStepLaw,
+    ShapedStepLaw,
+    StaircaseStepLaw,
+    StepLaw,
+)
 from llmqueue.policy import Policy, parse_policy
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
@@ -232,6 +238,11 @@ def _packed() -> PackedStepLaw:
     return PackedStepLaw(0.011, 0.00037, 0.000013, "packed", c_qk_s=2e-7)
 
 
+def _staircase() -> StaircaseStepLaw:
+    """Dai, Li and Peng's staircase on a narrow tile (16 tokens), with a context price."""
+    return StaircaseStepLaw.of(0.011, 0.004, 16, c_ctx_s=0.000013)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**6),
@@ -241,22 +252,25 @@ def _packed() -> PackedStepLaw:
     tokens=st.sampled_from([None, 48, 96]),
     whole=st.booleans(),
     batch_queue=st.booleans(),
-    law_kind=st.sampled_from(["linear", "shaped", "packed"]),
+    law_kind=st.sampled_from(["linear", "shaped", "packed", "staircase"]),
     rate=st.floats(1.0, 30.0),
     block=st.sampled_from([1, 8, 12]),
 )
 def test_matrix_options_match_reference(  # type: ignore[no-untyped-def]
     seed, order, max_batch, kv, tokens, whole, batch_queue, law_kind, rate, block
 ):
-    """Shaped or packed law, whole-prompt admission (chunked prefill off) and the batch queue,
+    """Shaped, packed or staircase law, whole-prompt admission (chunked prefill off) and the batch queue,
     alone and together, with on-demand paged KV: every request's start, first token and finish
     agree."""
     if whole and tokens is None:
         tokens = 64
     arr, prompt, out = _table(seed, 70, rate, 60, 40)
-    law = {"shaped": _shaped(), "packed": _packed(), "linear": StepLaw(0.011, 0.00037, 0.000013)}[
-        law_kind
-    ]
+    law = {
+        "shaped": _shaped(),
+        "packed": _packed(),
+        "staircase": _staircase(),
+        "linear": StepLaw(0.011, 0.00037, 0.000013),
+    }[law_kind]
     kw = dict(kv_tokens=kv, admission="on_demand", max_batched_tokens=tokens, block_size=block)
     pol = Policy(
         "continuous", bmax=max_batch, order=order, chunked_prefill=not whole,

@@ -102,7 +102,11 @@ def add_law_flags(g: Any) -> None:
         "--profile",
         help="a named profile of --config (step_profiles, batch_profiles, latency_profiles)",
     )
-    g.add_argument("--step", help="continuous: c0=S,c_tok=S,c_ctx=S (s, s/token, s/token)")
+    g.add_argument(
+        "--step",
+        help="continuous: c0=S,c_tok=S,c_ctx=S (s, s/token, s/token), or Dai et al.'s staircase "
+        "staircase:c0=S,stair=S,tokens=N[,c_ctx=S] (c0 + stair x ceil(tokens in the step / N))",
+    )
     g.add_argument("--batch-time", help="Eq. (18): k1=S,k2=S,k3=S,k4=S (s, s, s/token, s/token)")
     g.add_argument("--latency", help="one request: a=S_PER_TOKEN,b0=S (S = a N + b0)")
     g.add_argument(

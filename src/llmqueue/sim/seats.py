@@ -15,7 +15,7 @@ from llmqueue.sim import fields as F
 from llmqueue.sim import heap as H
 from llmqueue.sim import queue as Q
 from llmqueue.sim import state as S
-from llmqueue.sim.timelaw import decode_run_time, iterations_until
+from llmqueue.sim.timelaw import context_price, decode_part, decode_run_time, iterations_until
 
 __all__ = [
     "V_TNEXT",
@@ -236,8 +236,9 @@ def apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst):  # type: ignore[no-
         stf[S.S_SUMB] += srv[s, V_RUN] * m
         stf[S.S_SUMD] += decode_run_time(cst, dec, ctx, m)
         stf[S.S_NB] += m
-        a0 = cst[0] + cst[1] * dec + cst[2] * ctx
-        dd = cst[2] * dec
+        cp = context_price(cst, dec)
+        a0 = decode_part(cst, dec) + cp * ctx
+        dd = cp * dec
         du = dec if on_demand else 0.0
         u0 = srv[s, V_KVU] + du  # what the first iteration holds
         stf[S.S_KVINT] += (

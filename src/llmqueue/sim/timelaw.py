@@ -33,6 +33,11 @@ as one sequence) is ``(c0, c_tok, c_ctx, PACKED, c_qk)``: every iteration
 c0 + c_tok*(decode_seqs + prefill_tokens) + c_ctx*context_tokens
 + c_qk*(decode_seqs + prefill_tokens)*context_tokens, so a run of decode-only iterations of B
 sequences is the linear law's with the context priced at c_ctx + c_qk*B (:func:`context_price`).
+
+A staircase step law (:class:`llmqueue.latency.StaircaseStepLaw`, Dai, Li and Peng) is
+``(c0, c_tok, c_ctx, STAIR, stair, k)``: every iteration c0 + stair*ceil((decode_seqs +
+prefill_tokens) / k) + c_ctx*context_tokens; its decode part (:func:`decode_part`) is
+c0 + stair*ceil(B / k), so a decode-only run is the linear law's with that fixed part.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from llmqueue.latency import (
     PackedStepLaw,
     ShapedStepLaw,
     SplitStepLaw,
+    StaircaseStepLaw,
     StepLaw,
 )
 from llmqueue.policy import Policy
@@ -61,6 +67,7 @@ __all__ = [
     "SHAPED",
     "SPLIT",
     "PACKED",
+    "STAIR",
     "StaticLaw",
     "static_law",
     "static_settings",
@@ -77,6 +84,7 @@ EQ18, TABLE = 0, 1
 SHAPED = 1.0  # c[3] of a shaped step law's coefficient array
 SPLIT = 2.0  # c[3] of a split step law's (a shaped one that prices prefill iterations apart)
 PACKED = 3.0  # c[3] of a packed step law's (attention over the step's tokens x its context)
+STAIR = 4.0  # c[3] of a staircase step law's (c0 + stair x ceil(tokens / stair_tokens))
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,8 @@ def step_coefficients(latency: Any, batch_time_table: np.ndarray | None) -> np.n
     head = np.array([latency.c0_s, latency.c_tok_s, latency.c_ctx_s], dtype=float)
     if isinstance(latency, PackedStepLaw):
         return np.concatenate([head, [PACKED, latency.c_qk_s]])
+    if isinstance(latency, StaircaseStepLaw):
+        return np.concatenate([head, [STAIR, latency.stair_s, float(latency.stair_tokens)]])
     if isinstance(latency, SplitStepLaw):
         g = latency.table()
         tail = [latency.c_ctx_pre_s, latency.c_attn_s]
@@ -184,7 +194,10 @@ def batch_time(kind, k, table, lengths, b, elastic, comp, idx):  # type: ignore[
 @njit(cache=True, nogil=True, inline="always")
 def decode_part(c, b):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """The fixed and per-sequence part of an iteration decoding b sequences (s): c0 + c_tok*b,
-    or a shaped (or split) law's g(b) (its table, then slope c_tok beyond it)."""
+    a shaped (or split) law's g(b) (its table, then slope c_tok beyond it), or a staircase's
+    c0 + stair*ceil(b / k)."""
+    if c.size > 3 and c[3] == 4.0:
+        return c[0] + c[4] * math.ceil(b / c[5])
     if c.size > 3 and (c[3] == 1.0 or c[3] == 2.0):
         m = np.int64(c[5])
         bi = np.int64(b)
@@ -201,6 +214,10 @@ def step_time(c, decode_seqs, prefill_tokens, context_tokens):  # type: ignore[n
     if c.size > 3 and c[3] == 3.0:
         n = decode_seqs + prefill_tokens
         return c[0] + c[1] * n + c[2] * context_tokens + c[4] * n * context_tokens
+    if c.size > 3 and c[3] == 4.0:
+        return (
+            c[0] + c[4] * math.ceil((decode_seqs + prefill_tokens) / c[5]) + c[2] * context_tokens
+        )
     if c.size > 3 and c[3] == 2.0 and prefill_tokens > 0.0:
         m = np.int64(c[5])
         return (
