@@ -91,6 +91,7 @@ class RefPolicy:
     kv_margin: float = (
         0.0  # per_chunk: no prompt chunk after the first scheduled below this free share
     )
+    kv_extra: float = 0.0  # on_demand: KV a sequence holds beyond vLLM's count (Dong's: 1)
 
 
 @dataclass
@@ -566,7 +567,7 @@ def run_continuous(
                 r = q.pick(pol, t)
                 if r is None:
                     break
-                need_kv = r.peff if on_demand else r.prompt + r.output
+                need_kv = r.peff + pol.kv_extra if on_demand else r.prompt + r.output
                 if used[s] + need + _slots(need_kv, bs) > pol.kv_tokens:
                     break
                 if not pol.chunked_prefill and r.peff > budget:

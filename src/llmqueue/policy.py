@@ -28,7 +28,10 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
   waiting requests are admitted only at an iteration boundary where nothing runs, up to
   ``bmax`` at once (the paper's dynamic batching, Sec. IV, on an iteration-level engine: members
   leave as they finish, as Eq. 26, and every iteration is priced by the step law; vLLM with
-  :class:`llmqueue.validation.admission.BatchQueueMixin`);
+  :class:`llmqueue.validation.admission.BatchQueueMixin`); ``kv_accounting`` (on-demand
+  admission): ``vllm`` (a sequence making output token j holds l + j - 1 KV tokens, vLLM's
+  count) or ``dong`` (l + j: Dong and Cao, arXiv 2604.11001; one more token per running
+  sequence, from its admission on);
 - ``multibin``: Multi-Bin Batching (Guldogan et al., arXiv 2412.04504): requests go to one of
   ``bins`` bins by their *predicted* output length (edges ``bin_edges``, tokens; None = the
   equal-probability quantiles of the predicted length law, set by the engine), each bin forms
@@ -176,6 +179,11 @@ QUEUE_ORDERS = (
 ORDERS = tuple(o.name for o in QUEUE_ORDERS)
 DEFAULT_ORDER = FCFS_ORDER.name
 ADMISSIONS = ("reserve", "on_demand", "per_chunk")
+# how many KV entries a decoding sequence holds while it makes output token j (prompt l): vLLM's
+# l + j - 1 (the token it makes is cached by the next iteration), or Dong and Cao's l + j
+# (arXiv 2604.11001: a request that has made j tokens holds l + j, the one made this slot
+# included); the engine's extra KV per running sequence is the name's position here
+KV_ACCOUNTINGS = ("vllm", "dong")
 # how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
 ROUTERS = ("central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
 ROUTED_FORMERS = ("none", "dynamic", "elastic", "continuous")
@@ -267,6 +275,7 @@ class Policy:
     router: str = "central"
     router_d: int = 2
     preempt_limit: float | None = None
+    kv_accounting: str = "vllm"
 
     def __post_init__(self) -> None:
         former_code(self.kind)
@@ -354,6 +363,16 @@ class Policy:
                 f"admission must be one of {', '.join(ADMISSIONS)}, got {self.admission!r}"
             )
         self._per_chunk()
+        if self.kv_accounting not in KV_ACCOUNTINGS:
+            raise InputError(
+                f"kv_accounting must be one of {', '.join(KV_ACCOUNTINGS)}, got "
+                f"{self.kv_accounting!r}"
+            )
+        if self.kv_accounting != KV_ACCOUNTINGS[0] and not (cont and self.admission == "on_demand"):
+            raise InputError(
+                f"kv_accounting {self.kv_accounting} counts the KV a sequence grows into: it "
+                "applies to continuous batching with admission on_demand"
+            )
         if self.max_batched_tokens is not None and not _posint(self.max_batched_tokens):
             raise InputError(
                 f"max_batched_tokens must be an integer >= 1, got {self.max_batched_tokens!r}"
@@ -509,6 +528,8 @@ class Policy:
                 out += " batch-queue"
             if self.kv_margin:
                 out += f" margin={self.kv_margin:g}"
+            if self.kv_accounting != KV_ACCOUNTINGS[0]:
+                out += f" kv-count={self.kv_accounting}"
         else:
             cap = "inf" if self.bmax is None else str(self.bmax)
             out = f"{self.kind} b_max={cap}"
@@ -576,7 +597,7 @@ def parse_policy(spec: str) -> Policy:
                 kw[key] = tuple(float(x) for x in val.split("/"))
             except ValueError:
                 raise InputError(f"policy {spec!r}: bin_edges={val!r}: E1/E2/... tokens") from None
-        elif key in ("order", "admission", "router"):
+        elif key in ("order", "admission", "router", "kv_accounting"):
             kw[key] = val
         elif key in ("chunked_prefill", "batch_queue"):
             if val.lower() not in ("true", "false", "1", "0"):
@@ -587,7 +608,7 @@ def parse_policy(spec: str) -> Policy:
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
                 "guard_factor, servers, replicas, router, d, kv_tokens, admission, max_batched_tokens, block_size, "
                 "chunked_prefill, batch_queue, kv_margin, bins, "
-                "bin_edges, flush_s, batch_timeout_s, preempt_limit"
+                "bin_edges, flush_s, batch_timeout_s, preempt_limit, kv_accounting"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
 
@@ -616,6 +637,8 @@ def policy_spec(p: Policy) -> str:
             parts.append("batch_queue=true")
         if p.kv_margin:
             parts.append(f"kv_margin={p.kv_margin:g}")
+        if p.kv_accounting != KV_ACCOUNTINGS[0]:
+            parts.append(f"kv_accounting={p.kv_accounting}")
     if p.order != DEFAULT_ORDER:
         parts.append(f"order={p.order}")
     if p.batch_timeout_s is not None:

@@ -321,3 +321,28 @@ def test_preemptive_orders_on_the_command_line(
     assert "--preempt-limit" in fails(
         capsys, *base, "--order", order, *pred, "--preempt-limit", "2"
     )
+
+
+def test_dongs_kv_accounting_and_the_staircase_on_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--kv-accounting dong holds one more KV token per running sequence (a higher utilisation of
+    the same budget); it needs --admission on_demand under continuous batching. --step
+    staircase:... prices iterations by Dai, Li and Peng's staircase."""
+    kv = (*CONT, "--rate", "0.5", "--admission", "on_demand", "--kv-tokens", "20000")
+    vllm = simulate(capsys, *kv)
+    dong = simulate(capsys, *kv, "--kv-accounting", "dong")
+    assert dong["kv_utilisation"] > vllm["kv_utilisation"]
+    assert "applies to --admission on_demand" in fails(
+        capsys, *CONT, "--rate", "0.5", "--kv-accounting", "dong"
+    )
+    assert "applies to --batching continuous" in fails(
+        capsys, "--tokens", "lognormal:mu=5,sigma=1", "--latency", "a=0.02,b0=0.1", "--rate",
+        "1", "--kv-accounting", "dong",
+    )  # fmt: skip
+    stairs = [
+        a if a != "c0=0.02,c_tok=0.0005,c_ctx=0" else "staircase:c0=0.02,stair=0.06,tokens=128"
+        for a in CONT
+    ]
+    assert simulate(capsys, *stairs, "--rate", "0.5")["unstable"] is False
+    assert "--step" in fails(capsys, *stairs[:-4], "--rate", "0.5", "--step", "staircase:c0=1")

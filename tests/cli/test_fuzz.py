@@ -385,6 +385,14 @@ SIM_EXTRA = st.sampled_from(
         ]  # fmt: skip
     ),
     extra=st.lists(st.tuples(SIM_EXTRA, st.sampled_from(NASTY_NUMBERS)), max_size=2),
+    kv=st.sampled_from(
+        [
+            [],
+            ["--admission", "on_demand", "--kv-tokens", "4000", "--kv-accounting", "dong"],
+            ["--kv-accounting", "dong"],
+            ["--admission", "on_demand", "--kv-accounting", "x"],
+        ]
+    ),
 )
 @FUZZ
 def test_simulate_flags(
@@ -397,6 +405,7 @@ def test_simulate_flags(
     sizes: dict,
     predictor: Any,
     extra: list,
+    kv: list,
 ) -> None:
     argv = ["simulate", *workload, "--rate", rate, "--batching", batching, "--order", order]
     if router is not None:
@@ -412,7 +421,7 @@ def test_simulate_flags(
         argv += ["--predictor", predictor]
     for flag, value in extra:
         argv += [flag, value]
-    check_outcome([*argv, "--json"])
+    check_outcome([*argv, *kv, "--json"])
 
 
 @given(

@@ -253,13 +253,14 @@ def _staircase() -> StaircaseStepLaw:
     whole=st.booleans(),
     batch_queue=st.booleans(),
     law_kind=st.sampled_from(["linear", "shaped", "packed", "staircase"]),
+    dong=st.booleans(),
     rate=st.floats(1.0, 30.0),
     block=st.sampled_from([1, 8, 12]),
 )
 def test_matrix_options_match_reference(  # type: ignore[no-untyped-def]
-    seed, order, max_batch, kv, tokens, whole, batch_queue, law_kind, rate, block
+    seed, order, max_batch, kv, tokens, whole, batch_queue, law_kind, dong, rate, block
 ):
-    """Shaped, packed or staircase law, whole-prompt admission (chunked prefill off) and the batch queue,
+    """Shaped, packed or staircase law, Dong's KV count, whole-prompt admission (chunked prefill off) and the batch queue,
     alone and together, with on-demand paged KV: every request's start, first token and finish
     agree."""
     if whole and tokens is None:
@@ -272,6 +273,7 @@ def test_matrix_options_match_reference(  # type: ignore[no-untyped-def]
         "linear": StepLaw(0.011, 0.00037, 0.000013),
     }[law_kind]
     kw = dict(kv_tokens=kv, admission="on_demand", max_batched_tokens=tokens, block_size=block)
+    kw["kv_accounting"] = "dong" if dong else "vllm"
     pol = Policy(
         "continuous", bmax=max_batch, order=order, chunked_prefill=not whole,
         batch_queue=batch_queue, **kw,  # type: ignore[arg-type]
@@ -281,7 +283,7 @@ def test_matrix_options_match_reference(  # type: ignore[no-untyped-def]
         "continuous", bmax=math.inf if max_batch is None else max_batch, order=order,
         kv_tokens=math.inf if kv is None else kv, admission="on_demand",
         max_batched_tokens=math.inf if tokens is None else tokens, block_size=block,
-        chunked_prefill=not whole, batch_queue=batch_queue,
+        chunked_prefill=not whole, batch_queue=batch_queue, kv_extra=1.0 if dong else 0.0,
     )  # fmt: skip
     step = law.step if law_kind != "linear" else (law.c0_s, law.c_tok_s, law.c_ctx_s)
     _compare(tab, run_continuous(_ref_reqs(tab), ref, step))  # type: ignore[arg-type]
@@ -298,9 +300,16 @@ def test_the_options_change_the_schedule() -> None:
         (dict(batch_queue=True), law),
         ({}, _shaped()),
         ({}, _packed()),
+        ({}, _staircase()),
     ):
         _, got = _engine(arr, prompt, out, Policy("continuous", **base, **kw), lw, 3)  # type: ignore[arg-type]
         assert not np.allclose(got[:, 7], ref[:, 7]), kw
+    # Dong's count: one more token per sequence (token-granular blocks and a KV that binds)
+    one = {**base, "block_size": 1, "kv_tokens": 300}
+    _, vllm = _engine(arr, prompt, out, Policy("continuous", **one), law, 3)  # type: ignore[arg-type]
+    dong = Policy("continuous", **one, kv_accounting="dong")  # type: ignore[arg-type]
+    _, got = _engine(arr, prompt, out, dong, law, 3)
+    assert not np.allclose(got[:, 7], vllm[:, 7])
 
 
 def test_batch_queue_is_the_papers_elastic_batching() -> None:

@@ -63,6 +63,7 @@ from llmqueue.policy import (
     BATCHING,
     DEFAULT_ORDER,
     GUARD_FACTOR_FORMERS,
+    KV_ACCOUNTINGS,
     ORDERS,
     QUEUE_ORDERS,
     ROUTED_FORMERS,
@@ -104,6 +105,11 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.router_d is not None and args.replicas is not None and args.router_d > args.replicas:
         raise InputError(
             f"--router-d {args.router_d} samples more replicas than --replicas {args.replicas}"
+        )
+    if args.kv_accounting not in (None, KV_ACCOUNTINGS[0]) and args.batching != "continuous":
+        raise InputError(
+            f"--kv-accounting {args.kv_accounting} applies to --batching continuous with "
+            "--admission on_demand"
         )
     _check_sizes(args)
     if (args.tokens is None) == (args.trace is None):
@@ -244,6 +250,12 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
             if kw["admission"] != "per_chunk":
                 raise InputError("--kv-margin applies to --admission per_chunk")
             kw["kv_margin"] = args.kv_margin
+        if args.kv_accounting is not None and args.kv_accounting != KV_ACCOUNTINGS[0]:
+            if kw["admission"] != "on_demand":
+                raise InputError(
+                    f"--kv-accounting {args.kv_accounting} applies to --admission on_demand"
+                )
+            kw["kv_accounting"] = args.kv_accounting
     if kind == "multibin":
         kw["bins"] = args.bins if args.bins is not None else 1
         if args.bin_edges is not None:
@@ -497,6 +509,11 @@ def register(subparsers: Any) -> None:
         help="--admission per_chunk: the free share of the KV under which a step takes no prompt "
         "chunk after its first request, in [0, 1) (transformers' safety_margin; default 0)",
     )
+    g.add_argument(
+        "--kv-accounting", choices=KV_ACCOUNTINGS,
+        help="--admission on_demand: the KV a sequence holds while it makes output token j: vllm "
+        "(default, prompt + j - 1) or dong (prompt + j, Dong and Cao, arXiv 2604.11001)",
+    )  # fmt: skip
     g.add_argument(
         "--max-batched-tokens",
         type=flags.count(1, int(MAX_TOKENS)),

@@ -57,6 +57,7 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit
 
+from llmqueue.policy import KV_ACCOUNTINGS
 from llmqueue.sim import fields as F
 from llmqueue.sim import queue as Q
 from llmqueue.sim import router as R
@@ -71,6 +72,7 @@ from llmqueue.sim.seats import (
     P_GUARD,
     P_GUARDS,
     P_KV,
+    P_KVX,
     P_MARGIN,
     P_MAXB,
     P_MAXTOK,
@@ -401,8 +403,8 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
                 if sl < 0:
                     break
-                if on_demand:
-                    need_kv = pool[sl, F.F_PEFF]
+                if on_demand:  # its prompt (and the first token's KV under Dong's count)
+                    need_kv = pool[sl, F.F_PEFF] + prm[P_KVX]
                 else:
                     need_kv = pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
                 # the decodes of this iteration take their KV first (as vLLM's running requests do)
@@ -675,6 +677,7 @@ class ContinuousFormer(S.Former):
             policy.batch_queue,
             policy.admission == "per_chunk",
             float(policy.kv_margin),
+            float(KV_ACCOUNTINGS.index(policy.kv_accounting)),
         )
 
     def _queue_cap(self, run: S.Run) -> int:

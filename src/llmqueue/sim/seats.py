@@ -42,6 +42,7 @@ __all__ = [
     "NP",
     "P_MAXB",
     "P_KV",
+    "P_KVX",
     "P_ONDEMAND",
     "P_MAXTOK",
     "P_ORDER",
@@ -93,20 +94,21 @@ P_WHOLE = 11  # 1: chunked prefill off, a prompt is admitted only when it fits t
 P_BATCHQ = 12  # 1: admissions only at a boundary where nothing runs (the batch queue)
 P_CHUNK = 13  # 1: per-chunk admission (transformers' FIFO scheduler, :func:`_schedule_per_chunk`)
 P_MARGIN = 14  # its safety margin: the free share of the KV under which prompt chunks stop
-NP = 15
+P_KVX = 15  # on-demand KV: tokens a sequence holds beyond vLLM's count (kv_accounting dong: 1)
+NP = 16
 
 
 def policy_params(
     max_batch: float, kv_tokens: float, on_demand: bool, max_tok: float, order: int,
     guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int, block_size: int = 1,
     chunked_prefill: bool = True, batch_queue: bool = False, per_chunk: bool = False,
-    kv_margin: float = 0.0,
+    kv_margin: float = 0.0, kv_extra: float = 0.0,
 ) -> np.ndarray:  # fmt: skip
     """The P_* array of :func:`run_continuous` (`per_chunk` implies on-demand KV growth)."""
     return np.array(
         [max_batch, kv_tokens, float(on_demand or per_chunk), max_tok, order, float(guard),
          guard_s, warmup, n_req, nbat, block_size, float(not chunked_prefill),
-         float(batch_queue), float(per_chunk), kv_margin],
+         float(batch_queue), float(per_chunk), kv_margin, kv_extra],
         dtype=float,
     )  # fmt: skip
 
