@@ -120,7 +120,15 @@ class Waiting:
 
     @staticmethod
     def _key(pol: RefPolicy, r: Req) -> float:
-        return r.output if pol.order == "sjf" else r.pred
+        """The order's key of r now (waiting or running): true or predicted output tokens, less
+        those made under srpt and sprpt."""
+        if pol.order in ("sjf", "psjf"):
+            return r.output
+        if pol.order == "srpt":
+            return r.output - r.g
+        if pol.order == "sprpt":
+            return r.pred - r.g
+        return r.pred
 
     def take(self, r: Req) -> None:
         self.reqs.remove(r)
@@ -128,6 +136,7 @@ class Waiting:
 
 
 _MASK = (1 << 64) - 1
+PREEMPTIVE = ("psjf", "srpt", "pspjf", "sprpt")
 
 
 class RefRouter:
@@ -552,6 +561,27 @@ def run_continuous(
                 v.front = True
                 q.reqs.append(v)
                 preempted = True
+        # 2b. a preemptive order: evict the running request with the largest key (ties: the
+        # latest arrival) while the best waiting one has a smaller key and no seat or KV
+        if pol.order in PREEMPTIVE and not preempted and not pol.batch_queue:
+            while True:
+                r = q.pick(pol, t)
+                if r is None or not running[s]:
+                    break
+                need_kv = r.peff + pol.kv_extra if on_demand else r.prompt + r.output
+                room = len(running[s]) < pol.bmax
+                if room and used[s] + need + _slots(need_kv, bs) <= pol.kv_tokens:
+                    break
+                v = max(running[s], key=lambda x: (Waiting._key(pol, x), x.i))
+                if not Waiting._key(pol, r) < Waiting._key(pol, v):
+                    break
+                running[s].remove(v)
+                if v.decoding and on_demand:
+                    need -= grow(v)
+                used[s] -= _slots(v.held, bs)
+                v.held, v.decoding, v.prefilled = 0.0, False, 0.0
+                v.peff = v.prompt + v.g
+                q.reqs.append(v)
         # 3. prefill chunks of those prefilling, then admissions
         dec = [r for r in running[s] if r.decoding]
         budget = pol.max_batched_tokens - len(dec)

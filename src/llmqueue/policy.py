@@ -55,7 +55,13 @@ no guard): ``psjf`` (true size), ``srpt`` (remaining true service time), ``pspjf
 size), ``sprpt`` (predicted size less the service received), an arrival with a strictly smaller
 key preempting the request in service (:mod:`llmqueue.sim.preemptive`); with ``preempt_limit`` c
 a request that has received c times its size (predicted size under ``pspjf``, ``sprpt``) or more
-is no longer preempted (TRAIL's limited preemption, arXiv 2410.01035). ``guard_s``: a request that has waited longer is served by age
+is no longer preempted (TRAIL's limited preemption, arXiv 2410.01035). Under ``continuous``
+batching on one server (no router, guard or batch queue) the same orders evict: at an iteration
+boundary, while the waiting request with the smallest key has no seat or KV and its key is
+strictly smaller than the largest key of the running requests (output tokens, predicted or
+true, less those made under ``srpt``/``sprpt``; ties to the latest arrival), that request loses
+its seat and its KV and waits to recompute its prompt and output so far (vLLM's recompute
+preemption); no ``preempt_limit`` there. ``guard_s``: a request that has waited longer is served by age
 first (the starvation guard of SSJF, arXiv 2404.08509). ``guard_factor``: the guard also serves
 by age once the longest-waiting request has waited more than ``guard_factor`` times its own run
 time alone, T_1(n) (its remaining run time under ``rebatch``): the second trigger of SSJF's guard
@@ -298,17 +304,28 @@ class Policy:
                 )
         order_code(self.order)
         if queue_order(self.order).preemptive and (
-            self.kind != "none" or self.servers != 1 or self.guard_s is not None
+            self.kind not in ("none", "continuous")
+            or self.servers != 1
+            or self.replicas != 1
+            or self.guard_s is not None
+            or self.batch_queue
+            or self.admission == "per_chunk"
         ):
             raise InputError(
                 f"order {self.order!r} preempts the request in service: it runs under batching "
-                "none on one server without a guard (--batching none --servers 1, no --guard), "
-                f"got batching {self.kind}, {self.servers} server(s)"
+                "none or continuous on one server without a guard (--servers 1, no --replicas, "
+                "--guard or --batch-queue; admission reserve or on_demand), got batching "
+                f"{self.kind}, {self.servers} server(s), {self.replicas} replica(s)"
             )
         if self.preempt_limit is not None:
             if not queue_order(self.order).preemptive:
                 raise InputError(
                     f"preempt_limit applies to a preemptive order, got order {self.order!r}"
+                )
+            if self.kind != "none":
+                raise InputError(
+                    "preempt_limit (TRAIL's limited preemption) applies to batching none, got "
+                    f"batching {self.kind}"
                 )
             if not (isinstance(self.preempt_limit, float | int) and 0 < self.preempt_limit <= 1):
                 raise InputError(

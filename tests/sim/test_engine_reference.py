@@ -344,3 +344,33 @@ def test_chunked_prefill_off_needs_a_budget() -> None:
     from llmqueue.policy import policy_spec
 
     assert parse_policy(policy_spec(p)) == p
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    order=st.sampled_from(["psjf", "srpt", "pspjf", "sprpt"]),
+    admission=st.sampled_from(["reserve", "on_demand"]),
+    max_batch=st.sampled_from([None, 1, 3, 8]),
+    kv=st.sampled_from([None, 120, 300]),
+    chunked=st.sampled_from([None, 16, 64]),
+    rate=st.floats(1.0, 30.0),
+    block=st.sampled_from([1, 4, 12]),
+)
+def test_preemptive_continuous_matches_reference(  # type: ignore[no-untyped-def]
+    seed, order, admission, max_batch, kv, chunked, rate, block
+):
+    """Preemptive orders under continuous batching: the running request with the largest key is
+    evicted (recompute) for a waiting one with a smaller key that has no seat or KV; every
+    request's start, first token and finish agree."""
+    arr, prompt, out = _table(seed, 80, rate, 60, 50)
+    c = (0.011, 0.00037, 0.000013)
+    kw = dict(kv_tokens=kv, admission=admission, max_batched_tokens=chunked, block_size=block)
+    pol = Policy("continuous", bmax=max_batch, order=order, **kw)  # type: ignore[arg-type]
+    _, tab = _engine(arr, prompt, out, pol, StepLaw(*c), seed)
+    ref = RefPolicy(
+        "continuous", bmax=math.inf if max_batch is None else max_batch, order=order,
+        kv_tokens=math.inf if kv is None else kv, admission=admission,
+        max_batched_tokens=math.inf if chunked is None else chunked, block_size=block,
+    )  # fmt: skip
+    _compare(tab, run_continuous(_ref_reqs(tab), ref, c))

@@ -292,6 +292,38 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _running_key(pool, sl, order, steps):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """A running request's key under a preemptive order now: its true (PSJF) or predicted
+    (PSPJF) output tokens, or those less the tokens it has made (SRPT, SPRPT)."""
+    if order == Q.PSJF:
+        return pool[sl, F.F_OUT]
+    if order == Q.PSPJF:
+        return pool[sl, F.F_PRED]
+    g = steps + pool[sl, F.F_BASE] if pool[sl, F.F_DECODING] == 1.0 else pool[sl, F.F_DONE]
+    if order == Q.SRPT:
+        return pool[sl, F.F_OUT] - g
+    if order == Q.SPRPT:
+        return pool[sl, F.F_PRED] - g
+    raise ValueError("_running_key: not a preemptive order code")
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _largest_key(pool, srv, dheap, pref, s, order, steps):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The running request of server s that a preemptive order evicts first: the largest key
+    (:func:`_running_key`), ties to the latest arrival; -1 when none runs."""
+    best = -1
+    bk = -np.inf
+    for j in range(np.int64(srv[s, V_DHN]) + np.int64(srv[s, V_NPREF])):
+        n_dec = np.int64(srv[s, V_DHN])
+        x = dheap[s, j] if j < n_dec else pref[s, j - n_dec]
+        k = _running_key(pool, x, order, steps)
+        if best < 0 or k > bk or (k == bk and pool[x, F.F_ID] > pool[best, F.F_ID]):
+            best = x
+            bk = k
+    return best
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     s, t, next_a, state, queue, servers, cst, recorder,
 ):  # fmt: skip
@@ -313,6 +345,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     n_req = np.int64(prm[P_NREQ])
     nbat = np.int64(prm[P_NBAT])
     bs = prm[P_BLOCK]
+    preemptive = order == Q.PSJF or order == Q.SRPT or order == Q.PSPJF or order == Q.SPRPT
     apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst)
     stf[S.S_EVENTS] += 1.0
     changed = False
@@ -374,10 +407,37 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
             while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
                 sl = adm_top(pool, srv, adm, s)
-                unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs)
+                unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, True)
                 need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
                 Q.push_front(pool, ring, heap, qi, sl, order, guard)
                 preempted = True
+                changed = True
+                if window:
+                    sti[S.I_PREEMPT] += 1
+        # 2b. a preemptive order: evict the running request with the largest key for a waiting
+        # one with a smaller key that has no seat or KV (recompute, as vLLM's preemption)
+        if preemptive and not preempted and prm[P_BATCHQ] == 0.0:
+            while True:
+                c = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
+                if c < 0:
+                    break
+                if on_demand:
+                    c_kv = pool[c, F.F_PEFF] + prm[P_KVX]
+                else:
+                    c_kv = pool[c, F.F_PROMPT] + pool[c, F.F_OUT]
+                if (
+                    srv[s, V_RUN] < max_batch
+                    and srv[s, V_NPREF] < pref.shape[1]
+                    and srv[s, V_KVU] + need + slots(c_kv, bs) <= kv_tokens
+                ):
+                    break  # it has room: admitted below
+                v = _largest_key(pool, srv, dheap, pref, s, order, steps)
+                if v < 0 or not pool[c, Q.key_field(order)] < _running_key(pool, v, order, steps):
+                    break
+                unseat(pool, srv, dheap, pref, qbuf, phase, s, v, steps, bs, on_demand)
+                Q.push(pool, ring, heap, qi, v, order, guard)
+                if on_demand:
+                    need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, phase_of(-steps, bs)]
                 changed = True
                 if window:
                     sti[S.I_PREEMPT] += 1
@@ -440,7 +500,8 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 m = mk
         if m < 1 or preempted:
             m = 1  # after a preemption the next boundary may admit again
-        if srv[s, V_RUN] < max_batch and prm[P_BATCHQ] == 0.0:
+        # (a preemptive order's arrival may evict a running request: stop at it even when full)
+        if (srv[s, V_RUN] < max_batch or preemptive) and prm[P_BATCHQ] == 0.0:
             stop = next_a
             if guard and qi[Q.Q_LEN] > 0:
                 oldest = Q.oldest_arrival(pool, ring, qi)

@@ -16,7 +16,8 @@ Where things live (one compiled part per concern):
   chosen by name in :data:`FORMERS` (the names and their codes come from
   :data:`llmqueue.policy.BATCHING`), with the arrays of a run in :class:`llmqueue.sim.state.Run`;
   a preemptive queue order (``psjf``, ``srpt``, ``pspjf``, ``sprpt``) runs ``none`` on one server
-  in its own loop, :mod:`llmqueue.sim.preemptive`;
+  in its own loop, :mod:`llmqueue.sim.preemptive`, and ``continuous`` on one server in the
+  continuous loop, which evicts for it at iteration boundaries;
 - the recorder and the result: :mod:`llmqueue.sim.recorder`, :mod:`llmqueue.sim.result`.
 
 Static batch formers (the paper's Sec. IV, each request with its own length): when a server frees
@@ -196,8 +197,10 @@ def run(
     """
     if not isinstance(policy, Policy):
         raise InputError(f"policy must be a llmqueue.policy.Policy, got {type(policy).__name__}")
-    # a preemptive order has its own loop (batching none on one server: Policy checks)
-    driver = PreemptiveFormer if queue_order(policy.order).preemptive else _driver(policy.kind)
+    # a preemptive order has its own loop under batching none (one server: Policy checks);
+    # continuous batching evicts in its own loop (llmqueue.sim.continuous)
+    own = queue_order(policy.order).preemptive and policy.kind == "none"
+    driver = PreemptiveFormer if own else _driver(policy.kind)
     if not isinstance(workload, Workload):
         raise InputError(
             f"workload must be a llmqueue.sim.workload.Workload, got {type(workload).__name__}"

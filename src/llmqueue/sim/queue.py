@@ -6,9 +6,13 @@ run length). The waiting ones are ordered by the policy's order code:
 
 - ``FCFS``: by arrival (a ring of slots);
 - ``SJF``: by true output tokens, ties by arrival (a binary heap);
-- ``SPJF``: by predicted output tokens, ties by arrival (the same heap, another key).
+- ``SPJF``: by predicted output tokens, ties by arrival (the same heap, another key);
+- the preemptive orders' keys (``PSJF``, ``PSPJF``: as SJF, SPJF; ``SRPT``, ``SPRPT``: true or
+  predicted output tokens less those made, fixed as the request enters the queue): continuous
+  batching evicts a running request for a waiting one with a smaller key
+  (:mod:`llmqueue.sim.continuous`); the queue itself only orders.
 
-Non-preemptive: the order only chooses among waiting requests. A request put back by a
+The order only chooses among waiting requests. A request put back by a
 preemption (:func:`push_front`) goes before every other waiting request whatever the order.
 The optional **starvation guard** ``guard_s`` (SSJF's, arXiv 2404.08509): a request that has
 waited longer than ``guard_s`` is served by age first (oldest overdue first); the heap orders are
@@ -38,7 +42,17 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
-from llmqueue.policy import FCFS_ORDER, SJF_ORDER, SPJF_ORDER, Policy, order_code
+from llmqueue.policy import (
+    FCFS_ORDER,
+    PSJF_ORDER,
+    PSPJF_ORDER,
+    SJF_ORDER,
+    SPJF_ORDER,
+    SPRPT_ORDER,
+    SRPT_ORDER,
+    Policy,
+    order_code,
+)
 from llmqueue.sim import heap as H
 from llmqueue.sim.fields import (
     F_ARR,
@@ -54,12 +68,14 @@ from llmqueue.sim.fields import (
     F_PROMPT,
     F_SERVER,
     F_START,
+    F_TARGET,
     F_TTFT,
     F_WAITING,
     NF,
 )
 
 __all__ = [
+    "key_field",
     "FCFS",
     "SJF",
     "SPJF",
@@ -84,7 +100,9 @@ __all__ = [
 ]
 
 FCFS, SJF, SPJF = FCFS_ORDER.code, SJF_ORDER.code, SPJF_ORDER.code
-COMPILED_ORDERS = (FCFS, SJF, SPJF)
+# the preemptive orders' keys, for continuous batching's evictions (llmqueue.sim.continuous)
+PSJF, SRPT, PSPJF, SPRPT = (o.code for o in (PSJF_ORDER, SRPT_ORDER, PSPJF_ORDER, SPRPT_ORDER))
+COMPILED_ORDERS = (FCFS, SJF, SPJF, PSJF, SRPT, PSPJF, SPRPT)
 
 
 def order_rule(policy: Policy, run0: float, run1: float) -> tuple[Any, ...]:
@@ -245,10 +263,14 @@ def _ring_clean(pool, ring, qi):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _key(order):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """The pool field a heap order sorts by (SJF: true output tokens; SPJF: predicted)."""
-    if order == SJF:
+def key_field(order):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The pool field a heap order sorts by (SJF, PSJF: true output tokens; SPJF, PSPJF:
+    predicted; SRPT, SPRPT: ``F_TARGET``, set as the request enters the queue to its true or
+    predicted output tokens less those it has made)."""
+    if order == SJF or order == PSJF:
         return F_OUT
+    if order == SRPT or order == SPRPT:
+        return F_TARGET
     return F_PRED
 
 
@@ -258,8 +280,12 @@ def _enqueue(pool, ring, heap, qi, s, order, guard, front):  # type: ignore[no-u
     arrival ring (FCFS order, or the guard's age order) at its back, or its front when `front`."""
     pool[s, F_WAITING] = 1.0
     qi[Q_LEN] += 1
+    if order == SRPT:
+        pool[s, F_TARGET] = pool[s, F_OUT] - pool[s, F_DONE]
+    elif order == SPRPT:
+        pool[s, F_TARGET] = pool[s, F_PRED] - pool[s, F_DONE]
     if order != FCFS:
-        qi[Q_HN] = H.push(pool, heap, qi[Q_HN], s, _key(order))
+        qi[Q_HN] = H.push(pool, heap, qi[Q_HN], s, key_field(order))
     if order == FCFS or guard:
         if front:
             _ring_push_front(pool, ring, qi, s)
@@ -328,7 +354,7 @@ def remove(pool, ring, heap, qi, s, order):  # type: ignore[no-untyped-def]  # n
         qi[Q_HEAD] = (qi[Q_HEAD] + 1) % qi[Q_CAP]
         qi[Q_RLEN] -= 1
         return
-    qi[Q_HN] = H.remove(pool, heap, qi[Q_HN], s, _key(order))
+    qi[Q_HN] = H.remove(pool, heap, qi[Q_HN], s, key_field(order))
 
 
 @njit(cache=True, nogil=True, inline="always")

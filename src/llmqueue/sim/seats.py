@@ -316,11 +316,12 @@ def admit(pool, srv, adm, stf, s, sl, t, held, slots):  # type: ignore[no-untype
 
 
 @njit(cache=True, nogil=True, inline="always")
-def unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """Take running request sl off server s (on-demand KV): out of the decoding counts or the
-    prefilling list, its KV freed, to prefill its prompt and the output it has so far again
-    (recompute); the caller queues it. Returns the KV slots freed."""
-    freed = slots(held(pool, srv, s, sl, True), bs)
+def unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, on_demand):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Take running request sl off server s: out of the decoding counts or the prefilling list,
+    its KV freed (what it holds under `on_demand` growth or reserved), to prefill its prompt and
+    the output it has so far again (recompute); the caller queues it. Returns the KV slots
+    freed."""
+    freed = slots(held(pool, srv, s, sl, on_demand), bs)
     if pool[sl, F.F_DECODING] == 1.0:
         g = steps + pool[sl, F.F_BASE]
         dremove(pool, srv, dheap, s, sl)
@@ -352,7 +353,7 @@ def reset(pool, ring, heap, qi, srv, dheap, pref, qbuf, phase, s, sl, steps, bs,
     """Soft reset of request sl on server s (per-chunk admission, :func:`unseat`): it goes to the
     *back* of the queue, and server s admits nothing until one of its requests finishes. Returns
     the KV slots freed."""
-    freed = unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs)
+    freed = unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, True)
     srv[s, V_PAUSE] = 1.0
     Q.push(pool, ring, heap, qi, sl, order, guard)
     return freed
