@@ -92,6 +92,7 @@ class RefPolicy:
         0.0  # per_chunk: no prompt chunk after the first scheduled below this free share
     )
     kv_extra: float = 0.0  # on_demand: KV a sequence holds beyond vLLM's count (Dong's: 1)
+    preempt_limit: float = math.inf  # preemptive continuous: made this share of its size, stays
 
 
 @dataclass
@@ -137,6 +138,11 @@ class Waiting:
 
 _MASK = (1 << 64) - 1
 PREEMPTIVE = ("psjf", "srpt", "pspjf", "sprpt")
+
+
+def _size(pol: RefPolicy, r: Req) -> float:
+    """The size TRAIL's limit is a share of: predicted output tokens under pspjf and sprpt."""
+    return r.pred if pol.order in ("pspjf", "sprpt") else r.output
 
 
 class RefRouter:
@@ -572,7 +578,10 @@ def run_continuous(
                 room = len(running[s]) < pol.bmax
                 if room and used[s] + need + _slots(need_kv, bs) <= pol.kv_tokens:
                     break
-                v = max(running[s], key=lambda x: (Waiting._key(pol, x), x.i))
+                free = [x for x in running[s] if x.g < pol.preempt_limit * _size(pol, x)]
+                if not free:
+                    break
+                v = max(free, key=lambda x: (Waiting._key(pol, x), x.i))
                 if not Waiting._key(pol, r) < Waiting._key(pol, v):
                     break
                 running[s].remove(v)

@@ -61,7 +61,8 @@ boundary, while the waiting request with the smallest key has no seat or KV and 
 strictly smaller than the largest key of the running requests (output tokens, predicted or
 true, less those made under ``srpt``/``sprpt``; ties to the latest arrival), that request loses
 its seat and its KV and waits to recompute its prompt and output so far (vLLM's recompute
-preemption); no ``preempt_limit`` there. ``guard_s``: a request that has waited longer is served by age
+preemption); with ``preempt_limit`` c a request that has made c times its output tokens (its
+predicted ones under ``pspjf``, ``sprpt``) or more is not evicted. ``guard_s``: a request that has waited longer is served by age
 first (the starvation guard of SSJF, arXiv 2404.08509). ``guard_factor``: the guard also serves
 by age once the longest-waiting request has waited more than ``guard_factor`` times its own run
 time alone, T_1(n) (its remaining run time under ``rebatch``): the second trigger of SSJF's guard
@@ -322,11 +323,7 @@ class Policy:
                 raise InputError(
                     f"preempt_limit applies to a preemptive order, got order {self.order!r}"
                 )
-            if self.kind != "none":
-                raise InputError(
-                    "preempt_limit (TRAIL's limited preemption) applies to batching none, got "
-                    f"batching {self.kind}"
-                )
+
             if not (isinstance(self.preempt_limit, float | int) and 0 < self.preempt_limit <= 1):
                 raise InputError(
                     f"preempt_limit must be a fraction in (0, 1], got {self.preempt_limit!r}"

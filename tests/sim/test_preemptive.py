@@ -236,3 +236,18 @@ def test_continuous_eviction_changes_the_schedule() -> None:
     srpt = run(w, Policy("continuous", bmax=3, order="srpt"), step, **kw)  # type: ignore[arg-type]
     assert srpt.preemptions > 0 and sjf.preemptions == 0
     assert srpt.response.mean < sjf.response.mean  # type: ignore[union-attr]
+
+
+def test_continuous_trail_limit_protects_the_long_served() -> None:
+    """TRAIL's limit under continuous batching: a tiny limit protects every request that has
+    made a token, so evictions fall to those still in their first prefill; the limit 1 leaves
+    SRPT as it is (a request with all its tokens has left)."""
+    law, step = parse_law("exponential:mean=100"), StepLaw(0.01, 0.0, 0.0)
+    w = PoissonWorkload(law, 2.4, prompt=parse_law("deterministic:value=1"))
+    kw = {"requests": 100_000, "seed": 6}
+    free = run(w, Policy("continuous", bmax=3, order="srpt"), step, **kw)  # type: ignore[arg-type]
+    one = run(w, Policy("continuous", bmax=3, order="srpt", preempt_limit=1.0), step, **kw)  # type: ignore[arg-type]
+    tiny = Policy("continuous", bmax=3, order="srpt", preempt_limit=1e-9)
+    held = run(w, tiny, step, **kw)  # type: ignore[arg-type]
+    assert one.response.mean == free.response.mean  # type: ignore[union-attr]
+    assert held.preemptions < free.preemptions

@@ -165,11 +165,6 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.preempt_limit is not None and not queue_order(args.order).preemptive:
         preemptive = ", ".join(o.name for o in QUEUE_ORDERS if o.preemptive)
         raise InputError(f"--preempt-limit applies to a preemptive --order ({preemptive})")
-    if args.preempt_limit is not None and args.batching != "none":
-        raise InputError(
-            "--preempt-limit (TRAIL's limited preemption) applies to --batching none, got "
-            f"--batching {args.batching}"
-        )
     if args.guard_factor is not None and args.batching not in GUARD_FACTOR_FORMERS:
         raise InputError(f"--guard-factor applies to --batching {', '.join(GUARD_FACTOR_FORMERS)}")
     if (

@@ -80,6 +80,7 @@ from llmqueue.sim.seats import (
     P_NREQ,
     P_ONDEMAND,
     P_ORDER,
+    P_PLIM,
     P_WARMUP,
     P_WHOLE,
     V_ADMN,
@@ -308,14 +309,21 @@ def _running_key(pool, sl, order, steps):  # type: ignore[no-untyped-def]  # noq
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _largest_key(pool, srv, dheap, pref, s, order, steps):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def _largest_key(pool, srv, dheap, pref, s, order, steps, limit):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """The running request of server s that a preemptive order evicts first: the largest key
-    (:func:`_running_key`), ties to the latest arrival; -1 when none runs."""
+    (:func:`_running_key`), ties to the latest arrival, among those that have made less than
+    `limit` times their size in tokens (predicted under PSPJF and SPRPT: TRAIL's limited
+    preemption; inf: every one); -1 when none is left."""
     best = -1
     bk = -np.inf
     for j in range(np.int64(srv[s, V_DHN]) + np.int64(srv[s, V_NPREF])):
         n_dec = np.int64(srv[s, V_DHN])
         x = dheap[s, j] if j < n_dec else pref[s, j - n_dec]
+        if limit < np.inf:
+            made = steps + pool[x, F.F_BASE] if pool[x, F.F_DECODING] == 1.0 else pool[x, F.F_DONE]
+            size = pool[x, F.F_PRED] if order == Q.PSPJF or order == Q.SPRPT else pool[x, F.F_OUT]
+            if made >= limit * size:
+                continue
         k = _running_key(pool, x, order, steps)
         if best < 0 or k > bk or (k == bk and pool[x, F.F_ID] > pool[best, F.F_ID]):
             best = x
@@ -431,7 +439,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                     and srv[s, V_KVU] + need + slots(c_kv, bs) <= kv_tokens
                 ):
                     break  # it has room: admitted below
-                v = _largest_key(pool, srv, dheap, pref, s, order, steps)
+                v = _largest_key(pool, srv, dheap, pref, s, order, steps, prm[P_PLIM])
                 if v < 0 or not pool[c, Q.key_field(order)] < _running_key(pool, v, order, steps):
                     break
                 unseat(pool, srv, dheap, pref, qbuf, phase, s, v, steps, bs, on_demand)
@@ -739,6 +747,7 @@ class ContinuousFormer(S.Former):
             policy.admission == "per_chunk",
             float(policy.kv_margin),
             float(KV_ACCOUNTINGS.index(policy.kv_accounting)),
+            math.inf if policy.preempt_limit is None else float(policy.preempt_limit),
         )
 
     def _queue_cap(self, run: S.Run) -> int:

@@ -43,6 +43,7 @@ __all__ = [
     "P_MAXB",
     "P_KV",
     "P_KVX",
+    "P_PLIM",
     "P_ONDEMAND",
     "P_MAXTOK",
     "P_ORDER",
@@ -95,20 +96,21 @@ P_BATCHQ = 12  # 1: admissions only at a boundary where nothing runs (the batch 
 P_CHUNK = 13  # 1: per-chunk admission (transformers' FIFO scheduler, :func:`_schedule_per_chunk`)
 P_MARGIN = 14  # its safety margin: the free share of the KV under which prompt chunks stop
 P_KVX = 15  # on-demand KV: tokens a sequence holds beyond vLLM's count (kv_accounting dong: 1)
-NP = 16
+P_PLIM = 16  # a preemptive order's limit: a request that has made this share of its size stays
+NP = 17
 
 
 def policy_params(
     max_batch: float, kv_tokens: float, on_demand: bool, max_tok: float, order: int,
     guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int, block_size: int = 1,
     chunked_prefill: bool = True, batch_queue: bool = False, per_chunk: bool = False,
-    kv_margin: float = 0.0, kv_extra: float = 0.0,
+    kv_margin: float = 0.0, kv_extra: float = 0.0, preempt_limit: float = np.inf,
 ) -> np.ndarray:  # fmt: skip
     """The P_* array of :func:`run_continuous` (`per_chunk` implies on-demand KV growth)."""
     return np.array(
         [max_batch, kv_tokens, float(on_demand or per_chunk), max_tok, order, float(guard),
          guard_s, warmup, n_req, nbat, block_size, float(not chunked_prefill),
-         float(batch_queue), float(per_chunk), kv_margin, kv_extra],
+         float(batch_queue), float(per_chunk), kv_margin, kv_extra, preempt_limit],
         dtype=float,
     )  # fmt: skip
 
