@@ -239,16 +239,23 @@ def _continuous(law: TokenLaw, what: str) -> None:
         raise InputError(f"{what}: {law.spec!r} is a single size (an atom)")
 
 
+def _size_load(
+    law: TokenLaw, a: float, b0: float, lam: float, n: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(F(n), E[N 1{N <= n}], rho(n)) at token counts n, S = a N + b0: the load of the requests
+    of at most n tokens, from the law's exact clipped moments."""
+    f = np.asarray(law.cdf(n), dtype=float)
+    e1 = np.asarray(law.clipped_moment(n, 1), dtype=float) - n * (1.0 - f)
+    return f, e1, lam * (a * e1 + b0 * f)
+
+
 def _size_loads(
     law: TokenLaw, a: float, b0: float, lam: float, n: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(F(n), rho(n), lambda E[S^2 1{N <= n}]) at token counts n, S = a N + b0: the load of the
     requests of at most n tokens and their second moment, from the law's exact clipped moments."""
-    f = np.asarray(law.cdf(n), dtype=float)
-    tail = 1.0 - f
-    e1 = np.asarray(law.clipped_moment(n, 1), dtype=float) - n * tail
-    e2 = np.asarray(law.clipped_moment(n, 2), dtype=float) - n * n * tail
-    rho = lam * (a * e1 + b0 * f)
+    f, e1, rho = _size_load(law, a, b0, lam, n)
+    e2 = np.asarray(law.clipped_moment(n, 2), dtype=float) - n * n * (1.0 - f)
     m2 = lam * (a * a * e2 + 2.0 * a * b0 * e1 + b0 * b0 * f)
     return f, rho, m2
 
@@ -294,7 +301,7 @@ def srpt_response(
     x = a * n + b0
 
     def slowdown(m: float) -> float:  # 1 / (1 - rho) at m tokens
-        return 1.0 / (1.0 - float(_size_loads(law, a, b0, lam, np.asarray(m))[1]))
+        return 1.0 / (1.0 - float(_size_load(law, a, b0, lam, np.asarray(m))[2]))
 
     resid = np.empty(n.size)
     prev = float(law.support[0])
