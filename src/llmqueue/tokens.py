@@ -45,7 +45,7 @@ from numpy.typing import ArrayLike, NDArray
 from llmqueue.errors import InputError
 from llmqueue.lazy import lazy_module
 from llmqueue.limits import MAX_TOKENS
-from llmqueue.traces import TRACE_FORM, parse_trace_spec, read_column
+from llmqueue.traces import TRACE_FORM, parse_trace_spec, read_column, read_columns
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
 # config check, on every run) does not pay its import time.
@@ -746,25 +746,15 @@ class QuantileTableLaw(TokenLaw):
 
     @classmethod
     def from_csv(cls, path: str | Path, spec: str) -> QuantileTableLaw:
-        """The table of a CSV file with the columns ``probability`` and ``tokens``."""
+        """The table of a CSV file with the columns ``probability`` and ``tokens``, read by the
+        project's trace reader (:func:`llmqueue.traces.read_columns`: a missing file or column,
+        a ragged row or a value that is not a finite number is one InputError naming it)."""
         p = Path(path)
         _require(p.exists(), spec, f"file {str(p)!r} does not exist")
         _require(p.is_file(), spec, f"{str(p)!r} is not a regular file")
-        import pandas as pd
-
-        try:
-            df = pd.read_csv(p)
-        except (ValueError, OSError) as e:
-            raise InputError(f"token law {spec!r}: cannot read {str(p)!r}: {e}") from None
-        missing = {"probability", "tokens"} - set(df.columns)
-        _require(not missing, spec, f"{str(p)!r} lacks the column(s) {sorted(missing)}")
-        try:
-            q = tuple(float(v) for v in df["probability"])
-            x = tuple(float(v) for v in df["tokens"])
-        except (TypeError, ValueError):
-            raise InputError(
-                f"token law {spec!r}: {str(p)!r} holds a value that is not a number"
-            ) from None
+        cols = read_columns(p, ["probability", "tokens"], where=f"token law {spec!r}")
+        q = tuple(float(v) for v in cols["probability"])
+        x = tuple(float(v) for v in cols["tokens"])
         return cls(q, x, spec=spec)
 
     @cached_property

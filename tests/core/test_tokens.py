@@ -224,8 +224,9 @@ def test_malformed_specs_give_clear_errors(spec, words):
         ("probability,tokens\n0,1\n0.5,3\n", "from 0 to 1"),
         ("probability,tokens\n0,1\n0.5,3\n0.5,4\n1,5\n", "must increase"),
         ("probability,tokens\n0,5\n1,3\n", "must not decrease"),
-        ("p,tokens\n0,5\n1,3\n", "lacks the column"),
-        ("probability,tokens\n0,x\n1,3\n", "not a number"),
+        ("p,tokens\n0,5\n1,3\n", "no column 'probability'"),
+        ("probability,tokens\n0,x\n1,3\n", "not numbers"),
+        ("probability,tokens\n0,1,9\n1,3\n", "row"),
     ],
 )
 def test_quantile_table_errors_name_the_problem(tmp_path, rows, words):
