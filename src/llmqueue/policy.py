@@ -56,7 +56,8 @@ size), ``sprpt`` (predicted size less the service received), an arrival with a s
 key preempting the request in service (:mod:`llmqueue.sim.preemptive`); with ``preempt_limit`` c
 a request that has received c times its size (predicted size under ``pspjf``, ``sprpt``) or more
 is no longer preempted (TRAIL's limited preemption, arXiv 2410.01035). Under ``continuous``
-batching on one server (no router, guard or batch queue) the same orders evict: at an iteration
+batching on one shared queue (one or several servers; no router, guard or batch queue) the same
+orders evict, each server from its own running requests: at an iteration
 boundary, while the waiting request with the smallest key has no seat or KV and its key is
 strictly smaller than the largest key of the running requests (output tokens, predicted or
 true, less those made under ``srpt``/``sprpt``; ties to the latest arrival), that request loses
@@ -306,17 +307,18 @@ class Policy:
         order_code(self.order)
         if queue_order(self.order).preemptive and (
             self.kind not in ("none", "continuous")
-            or self.servers != 1
-            or self.replicas != 1
+            or (self.servers != 1 and self.kind == "none")
+            or self.routed
             or self.guard_s is not None
             or self.batch_queue
             or self.admission == "per_chunk"
         ):
             raise InputError(
                 f"order {self.order!r} preempts the request in service: it runs under batching "
-                "none or continuous on one server without a guard (--servers 1, no --replicas, "
-                "--guard or --batch-queue; admission reserve or on_demand), got batching "
-                f"{self.kind}, {self.servers} server(s), {self.replicas} replica(s)"
+                "none on one server or continuous on one shared queue, without a guard (no "
+                "--replicas, --guard or --batch-queue; --servers 1 under none; admission reserve "
+                "or on_demand), got batching "
+                f"{self.kind}, {self.servers} server(s), router {self.router}"
             )
         if self.preempt_limit is not None:
             if not queue_order(self.order).preemptive:

@@ -357,9 +357,10 @@ def test_chunked_prefill_off_needs_a_budget() -> None:
     rate=st.floats(1.0, 30.0),
     block=st.sampled_from([1, 4, 12]),
     limit=st.sampled_from([None, None, 0.3, 0.8]),
+    servers=st.sampled_from([1, 1, 2]),
 )
 def test_preemptive_continuous_matches_reference(  # type: ignore[no-untyped-def]
-    seed, order, admission, max_batch, kv, chunked, rate, block, limit
+    seed, order, admission, max_batch, kv, chunked, rate, block, limit, servers
 ):
     """Preemptive orders under continuous batching: the running request with the largest key is
     evicted (recompute) for a waiting one with a smaller key that has no seat or KV, except one
@@ -367,12 +368,14 @@ def test_preemptive_continuous_matches_reference(  # type: ignore[no-untyped-def
     arr, prompt, out = _table(seed, 80, rate, 60, 50)
     c = (0.011, 0.00037, 0.000013)
     kw = dict(kv_tokens=kv, admission=admission, max_batched_tokens=chunked, block_size=block)
-    pol = Policy("continuous", bmax=max_batch, order=order, preempt_limit=limit, **kw)  # type: ignore[arg-type]
+    pol = Policy(
+        "continuous", bmax=max_batch, order=order, preempt_limit=limit, servers=servers, **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
     _, tab = _engine(arr, prompt, out, pol, StepLaw(*c), seed)
     ref = RefPolicy(
         "continuous", bmax=math.inf if max_batch is None else max_batch, order=order,
         kv_tokens=math.inf if kv is None else kv, admission=admission,
         max_batched_tokens=math.inf if chunked is None else chunked, block_size=block,
-        preempt_limit=math.inf if limit is None else limit,
+        preempt_limit=math.inf if limit is None else limit, servers=servers,
     )  # fmt: skip
     _compare(tab, run_continuous(_ref_reqs(tab), ref, c))

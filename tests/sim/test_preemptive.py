@@ -126,7 +126,7 @@ def test_two_requests_by_hand(order: str, preempts: bool) -> None:
     "kw",
     [
         {"kind": "dynamic", "order": "srpt"},
-        {"kind": "continuous", "order": "psjf", "servers": 2},
+        {"kind": "continuous", "order": "psjf", "replicas": 2, "router": "jsq"},
         {"kind": "continuous", "order": "srpt", "batch_queue": True},
         {"kind": "fixed", "K": 4, "order": "srpt"},
         {"kind": "none", "order": "srpt", "servers": 2},

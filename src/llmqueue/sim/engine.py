@@ -16,7 +16,7 @@ Where things live (one compiled part per concern):
   chosen by name in :data:`FORMERS` (the names and their codes come from
   :data:`llmqueue.policy.BATCHING`), with the arrays of a run in :class:`llmqueue.sim.state.Run`;
   a preemptive queue order (``psjf``, ``srpt``, ``pspjf``, ``sprpt``) runs ``none`` on one server
-  in its own loop, :mod:`llmqueue.sim.preemptive`, and ``continuous`` on one server in the
+  in its own loop, :mod:`llmqueue.sim.preemptive`, and ``continuous`` on one shared queue in the
   continuous loop, which evicts for it at iteration boundaries;
 - the recorder and the result: :mod:`llmqueue.sim.recorder`, :mod:`llmqueue.sim.result`.
 
