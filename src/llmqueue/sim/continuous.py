@@ -584,6 +584,10 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
     nbat = np.int64(prm[P_NBAT])
     n_avail = arr.size
     c = srv.shape[0]
+    # a changed queue cuts the other servers' decode-only runs where they could act on it: those
+    # with room, and under a preemptive order also the full ones (they may evict for it)
+    preemptive = order == Q.PSJF or order == Q.SRPT or order == Q.PSPJF or order == Q.SPRPT
+    cut_below = np.inf if preemptive else max_batch
     while True:
         if sti[S.I_DONE] >= n_req:
             return S.DONE
@@ -619,7 +623,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
         # one call site: _iteration is inlined once (compile time), for both kinds of event
         ch = _iteration(s, t_ev, na, state, queue, servers, cst, recorder)
         if ch:
-            interrupt(s, t_ev, srv, max_batch, cst)
+            interrupt(s, t_ev, srv, cut_below, cst)
 
 
 @njit(cache=True, nogil=True, inline="always")
