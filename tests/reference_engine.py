@@ -415,6 +415,11 @@ def run_continuous(
 
     bs = pol.block_size
 
+    def admission_kv(r: Req) -> float:
+        """KV r takes when admitted: its prompt (and recomputed output, and Dong's extra
+        token) growing on demand, or prompt + output reserved."""
+        return r.peff + pol.kv_extra if on_demand else r.prompt + r.output
+
     def grow(r: Req) -> float:
         return _slots(r.held + 1, bs) - _slots(r.held, bs)
 
@@ -574,7 +579,7 @@ def run_continuous(
                 r = q.pick(pol, t)
                 if r is None or not running[s]:
                     break
-                need_kv = r.peff + pol.kv_extra if on_demand else r.prompt + r.output
+                need_kv = admission_kv(r)
                 room = len(running[s]) < pol.bmax
                 if room and used[s] + need + _slots(need_kv, bs) <= pol.kv_tokens:
                     break
@@ -606,7 +611,7 @@ def run_continuous(
                 r = q.pick(pol, t)
                 if r is None:
                     break
-                need_kv = r.peff + pol.kv_extra if on_demand else r.prompt + r.output
+                need_kv = admission_kv(r)
                 if used[s] + need + _slots(need_kv, bs) > pol.kv_tokens:
                     break
                 if not pol.chunked_prefill and r.peff > budget:

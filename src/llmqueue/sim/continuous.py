@@ -293,6 +293,24 @@ def _schedule_per_chunk(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _made(pool, sl, steps):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """Output tokens running request sl has made (decoding: the server's steps + its base;
+    prefilling: those made before a preemption)."""
+    if pool[sl, F.F_DECODING] == 1.0:
+        return steps + pool[sl, F.F_BASE]
+    return pool[sl, F.F_DONE]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _admission_kv(pool, sl, on_demand, kv_extra):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """KV tokens request sl takes when admitted: its prompt (and recomputed output; plus the
+    first token's under Dong's count) growing on demand, or prompt + output reserved."""
+    if on_demand:
+        return pool[sl, F.F_PEFF] + kv_extra
+    return pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _running_key(pool, sl, order, steps):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """A running request's key under a preemptive order now: its true (PSJF) or predicted
     (PSPJF) output tokens, or those less the tokens it has made (SRPT, SPRPT)."""
@@ -300,7 +318,7 @@ def _running_key(pool, sl, order, steps):  # type: ignore[no-untyped-def]  # noq
         return pool[sl, F.F_OUT]
     if order == Q.PSPJF:
         return pool[sl, F.F_PRED]
-    g = steps + pool[sl, F.F_BASE] if pool[sl, F.F_DECODING] == 1.0 else pool[sl, F.F_DONE]
+    g = _made(pool, sl, steps)
     if order == Q.SRPT:
         return pool[sl, F.F_OUT] - g
     if order == Q.SPRPT:
@@ -316,13 +334,12 @@ def _largest_key(pool, srv, dheap, pref, s, order, steps, limit):  # type: ignor
     preemption; inf: every one); -1 when none is left."""
     best = -1
     bk = -np.inf
-    for j in range(np.int64(srv[s, V_DHN]) + np.int64(srv[s, V_NPREF])):
-        n_dec = np.int64(srv[s, V_DHN])
+    n_dec = np.int64(srv[s, V_DHN])
+    for j in range(n_dec + np.int64(srv[s, V_NPREF])):
         x = dheap[s, j] if j < n_dec else pref[s, j - n_dec]
         if limit < np.inf:
-            made = steps + pool[x, F.F_BASE] if pool[x, F.F_DECODING] == 1.0 else pool[x, F.F_DONE]
             size = pool[x, F.F_PRED] if order == Q.PSPJF or order == Q.SPRPT else pool[x, F.F_OUT]
-            if made >= limit * size:
+            if _made(pool, x, steps) >= limit * size:
                 continue
         k = _running_key(pool, x, order, steps)
         if best < 0 or k > bk or (k == bk and pool[x, F.F_ID] > pool[best, F.F_ID]):
@@ -429,10 +446,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 c = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
                 if c < 0:
                     break
-                if on_demand:
-                    c_kv = pool[c, F.F_PEFF] + prm[P_KVX]
-                else:
-                    c_kv = pool[c, F.F_PROMPT] + pool[c, F.F_OUT]
+                c_kv = _admission_kv(pool, c, on_demand, prm[P_KVX])
                 if (
                     srv[s, V_RUN] < max_batch
                     and srv[s, V_NPREF] < pref.shape[1]
@@ -471,10 +485,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 sl = Q.select(pool, ring, heap, qi, order, guard, guard_s, t)
                 if sl < 0:
                     break
-                if on_demand:  # its prompt (and the first token's KV under Dong's count)
-                    need_kv = pool[sl, F.F_PEFF] + prm[P_KVX]
-                else:
-                    need_kv = pool[sl, F.F_PROMPT] + pool[sl, F.F_OUT]
+                need_kv = _admission_kv(pool, sl, on_demand, prm[P_KVX])
                 # the decodes of this iteration take their KV first (as vLLM's running requests do)
                 if srv[s, V_KVU] + need + slots(need_kv, bs) > kv_tokens:
                     break
