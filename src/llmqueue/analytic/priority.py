@@ -196,6 +196,11 @@ def _stable(law: TokenLaw, a: float, b0: float, lam: float) -> None:
         raise UnstableError(f"rho = {rho:.4g} >= 1: no steady state")
 
 
+# where a quadrature over a prediction's conditional quantile v splits: finer towards v = 1, where
+# a long-tailed prediction sits
+PREDICTION_BREAKS = [0.5, 0.9, 0.99, 0.999, 0.9999]
+
+
 def _by_prediction(
     law: TokenLaw,
     a: float,
@@ -211,11 +216,10 @@ def _by_prediction(
     (pieces as :func:`sjf_wait` splits them) and, for each size, over the prediction's
     conditional quantile v (pieces finer towards v = 1, where a long-tailed prediction sits);
     rho(p) = lambda E[S 1{P' <= p}] and the second moment by the same rule over u."""
-    u, wu = _gauss_legendre(_quantile_breaks(law), nodes)
-    n = np.asarray(law.ppf(u), dtype=float)
+    n, wu = _size_nodes(law, nodes)
     s = a * n + b0
     load, sq = lam * wu * s, lam * wu * s * s / 2.0
-    v, wv = _gauss_legendre([0.5, 0.9, 0.99, 0.999, 0.9999], nodes)
+    v, wv = _gauss_legendre(PREDICTION_BREAKS, nodes)
     total = 0.0
     for i in range(n.size):
         p = np.asarray(ppf(v, n[i]), dtype=float)  # the predictions of size n[i]
@@ -376,8 +380,7 @@ def sprpt_response(
     if not a > 0:
         raise InputError(f"sprpt_response: needs a per-token time a > 0 s/token, got {a}")
     _stable(law, a, b0, lam)
-    u, wu = _gauss_legendre(_quantile_breaks(law), nodes)
-    n = np.asarray(law.ppf(u), dtype=float)
+    n, wu = _size_nodes(law, nodes)
     s = a * n + b0
     load = lam * wu * s
 
@@ -386,7 +389,7 @@ def sprpt_response(
         out = np.asarray(cdf(flat[:, None], n[None, :]), dtype=float) @ load
         return out.reshape(np.shape(q))
 
-    v, wv = _gauss_legendre([0.5, 0.9, 0.99, 0.999, 0.9999], nodes)
+    v, wv = _gauss_legendre(PREDICTION_BREAKS, nodes)
     pred = np.asarray(ppf(v[None, :], n[:, None]), dtype=float)  # [size i, node j], tokens
     qs = np.concatenate([[0.0], np.geomspace(0.5 * pred[pred > 0].min(), pred.max(), grid)])
     # H at the grid: b0 + a integral_0^q dm / (1 - rho(m)), Gauss-Legendre on each interval
