@@ -38,7 +38,10 @@ def _workload(setting: Setting, rate_per_s: float) -> PoissonWorkload:
 def exact_response(setting: Setting, order: str, rate_per_s: float) -> tuple[float, str, float]:
     """(mean response time, the formula's name, its standard error) of `order` at `rate_per_s`
     (time units); (nan, "", nan) where no formula exists."""
-    w = _workload(setting, rate_per_s)
+    return _exact(_workload(setting, rate_per_s), order)
+
+
+def _exact(w: PoissonWorkload, order: str) -> tuple[float, str, float]:
     found = exact_wait(w, Policy("none", order=order), UNIT_TIME, seed=0)
     if found is None:
         return math.nan, "", math.nan
@@ -57,8 +60,9 @@ def literature_table(reference: str, spec: Mapping[str, Any], seed: int) -> pd.D
         cfg.settings,
     ):
         setting = cfg.settings[name]
+        w = _workload(setting, rate)
         res = run(
-            _workload(setting, rate),
+            w,
             Policy("none", order=order),
             UNIT_TIME,
             requests=int(sim.requests or 0),
@@ -68,7 +72,7 @@ def literature_table(reference: str, spec: Mapping[str, Any], seed: int) -> pd.D
         )
         if res.response is None or res.unstable:
             raise RuntimeError(f"literature: {name} {order} at {rate}: no steady-state response")
-        exact, method, se = exact_response(setting, order, rate)
+        exact, method, se = _exact(w, order)
         rows.append(
             {
                 "setting": name,
