@@ -20,7 +20,7 @@ include: "workflow/rules/common.smk"
 
 
 from llmqueue.checks import check_config
-from llmqueue.checks.schema import fill_defaults
+from llmqueue.schema import fill_defaults
 from llmqueue.errors import InputError
 
 # errors name the file(s) the config came from: config/config.yaml, or those given with --configfile

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.schema import with_defaults
 
 CLAIM_COLUMNS = ["id", "claim", "paper", "ours", "unit", "tolerance", "verdict", "scope", "note"]
 VERDICTS = ("reproduced", "not_reproduced", "conditional", "back_solved")
@@ -85,7 +86,9 @@ class Tolerance:
 
     @classmethod
     def from_config(cls, spec: dict) -> Tolerance:
-        return cls(str(spec["kind"]), float(spec.get("value", 0.0)))
+        """Config ``claims.tolerances.<name>`` (a `value` left out: the schema's default)."""
+        spec = with_defaults(spec, "claims.tolerances.<name>")
+        return cls(str(spec["kind"]), float(spec["value"]))
 
 
 def check_scope(claim_id: str, scope: str) -> str:

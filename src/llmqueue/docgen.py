@@ -34,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from llmqueue import schema
 from llmqueue.claims import CLAIM_COLUMNS, MISS_MEANING, SCOPE_MEANING, SCOPES, VERDICTS
 from llmqueue.errors import InputError
 from llmqueue.io import write_text
@@ -429,7 +430,15 @@ def render_measured(measured: Mapping[str, Any], group: str) -> str:
 # ---- dispatch -----------------------------------------------------------------------------------
 # The blocks of this module, then every study's: each function ``render_<kind>`` defined in a
 # study's ``docs`` module renders the blocks of that kind; a kind is declared once.
+def render_config_table(schemas: Mapping[str, Any], section: str) -> str:
+    """config/README.md's table of config section `section`, from the schema files (`schemas`:
+    {path: parsed YAML}, the root ``config.schema.yaml`` first; :mod:`llmqueue.schema`)."""
+    root = next(iter(schemas))
+    return schema.render_config_table(section, root, docs={Path(p): d for p, d in schemas.items()})
+
+
 _OWN: dict[str, Callable[..., str]] = {
+    "config_table": render_config_table,
     "claims_table": render_claims_table,
     "claims_headline": render_claims_headline,
     "claims_by_claim": render_claims_by_claim,

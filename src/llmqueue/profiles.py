@@ -36,6 +36,7 @@ from typing import Any
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw
 from llmqueue.limits import MAX_MEMORY_GIB, MAX_TIME_S, number
+from llmqueue.schema import with_defaults
 
 __all__ = [
     "Latency",
@@ -83,11 +84,22 @@ def _coefficient(m: Mapping[str, Any], key: str, where: str, unit: str) -> float
 
 
 def _solved_from(profile: Mapping[str, Any], where: str) -> tuple[str, ...]:
-    """The claim ids of ``solved_from`` (a list; none when absent)."""
-    ids = profile.get("solved_from", [])
+    """The claim ids of ``solved_from`` (a list) of a profile its schema's defaults filled."""
+    ids = profile["solved_from"]
     if not isinstance(ids, list | tuple):
         raise InputError(f"{where}.solved_from must be a list of claim ids, got {_shown(ids)}")
     return tuple(str(c) for c in ids)
+
+
+def _filled(profile: Any, section: str, where: str) -> dict[str, Any]:
+    """A profile of config `section` (``latency_profiles``, ``batch_profiles``,
+    ``step_profiles``) with the defaults its schema declares filled in (:mod:`llmqueue.schema`);
+    InputError at `where` for a value that is not a mapping or a key the schema lacks."""
+    _mapping(profile, where)
+    try:
+        return with_defaults(profile, f"{section}.<name>")
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
 
 
 def _fit_file(profile: Mapping[str, Any]) -> str:
@@ -129,7 +141,7 @@ def fit_json_path(profile: Mapping[str, Any], where: str = "profile") -> str | N
     or batch) is read from; None for a fixed profile. InputError (at `where`, the profile's
     config key) for a fit profile without ``source`` or ``model`` (names, not empty)."""
     _mapping(profile, where)
-    if profile.get("kind", "fixed") != "fit":
+    if profile.get("kind") != "fit":  # a batch profile without a kind is fixed
         return None
     for key in ("source", "model"):
         value = profile.get(key)
@@ -248,9 +260,9 @@ def resolve_linear_profile(
     intercept of S on N (``depth: full``: its full-depth extrapolation, see :func:`fit_section`).
     """
     where = where or f"latency_profiles.{name}"
-    _mapping(profile, where)
+    profile = _filled(profile, "latency_profiles", where)
     kind = profile.get("kind")
-    verdict = str(profile.get("verdict", "independent"))
+    verdict = str(profile["verdict"])
     solved = _solved_from(profile, where)
     if kind == "fixed":
         return LinearLatency(
@@ -264,7 +276,7 @@ def resolve_linear_profile(
     if kind == "fit":
         if fit is None or "linear" not in fit:
             raise InputError(f"latency profile {name!r} needs its fit.json with a 'linear' entry")
-        depth = str(profile.get("depth", "measured"))
+        depth = str(profile["depth"])
         lin, label = fit_section(fit, "linear", depth, where)
         described = fit.get("description", profile.get("source"))
         if depth == "full" and "full_depth" in fit:
@@ -293,8 +305,8 @@ def resolve_batch_profile(
     with ``depth: full`` the full-depth extrapolation of a fewer-layer CPU sweep), with the fit's
     own label and verdict ("predicted" or "measured")."""
     where = where or f"batch_profiles.{name}"
-    _mapping(cfg, where)
-    kind = cfg.get("kind", "fixed")
+    cfg = _filled(cfg, "batch_profiles", where)
+    kind = cfg["kind"]
     units = {"k1": "s", "k2": "s", "k3": "s/token", "k4": "s/token"}
     if kind == "fixed":
         missing = [key for key in units if key not in cfg]
@@ -310,14 +322,14 @@ def resolve_batch_profile(
             k3,
             k4,
             name=name,
-            source=str(cfg.get("description", "config")),
-            verdict=str(cfg.get("verdict", "independent")),
+            source=str(cfg["description"]),
+            verdict=str(cfg["verdict"]),
             solved_from=_solved_from(cfg, where),
         )
     if kind == "fit":
         if fit is None or "batch" not in fit:
             raise InputError(f"{where}: needs its fit.json with a 'batch' entry ({_fit_file(cfg)})")
-        bb, label = fit_section(fit, "batch", str(cfg.get("depth", "measured")), where)
+        bb, label = fit_section(fit, "batch", str(cfg["depth"]), where)
         at = f"{where}: {_fit_file(cfg)}: batch"
         k1, k2, k3, k4 = (_coefficient(bb, key, at, unit) for key, unit in units.items())
         return BatchLatency(
@@ -327,7 +339,7 @@ def resolve_batch_profile(
             k4,
             name=name,
             source=label or str(cfg.get("source")),
-            verdict=str(fit.get("verdict", cfg.get("verdict", "predicted"))),
+            verdict=str(fit.get("verdict", cfg["verdict"])),
             solved_from=_solved_from(cfg, where),
         )
     raise InputError(f"batch_profiles.{name}: kind must be 'fixed' or 'fit', got {kind!r}")
@@ -353,7 +365,7 @@ def resolve_step_profile(
     the fit's (predicted, measured, measured-kernels).
     """
     where = where or f"step_profiles.{name}"
-    _mapping(profile, where)
+    profile = _filled(profile, "step_profiles", where)
     kind = profile.get("kind")
     units = {"c0_s": "s", "c_tok_s": "s/token", "c_ctx_s": "s/token"}
     if kind == "fixed":
@@ -368,7 +380,7 @@ def resolve_step_profile(
             c0, ct, cc, name, "config (fixed values)", str(profile.get("verdict", "independent"))
         )
     if kind == "fit":
-        variant = str(profile.get("variant", "step"))
+        variant = str(profile["variant"])
         if variant not in STEP_VARIANTS:
             raise InputError(
                 f"step_profiles.{name}.variant: must be one of {list(STEP_VARIANTS)}, got {variant!r}"

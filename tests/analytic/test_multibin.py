@@ -246,50 +246,23 @@ def test_flush_timeout() -> None:
 
 
 # ---- the study ---------------------------------------------------------------------------------
-def _schema_defaults(node: dict, defs: dict) -> dict:
-    out = {}
-    for key, sub in node.get("properties", {}).items():
-        if "$ref" in sub:
-            ref = defs[sub["$ref"].split("/")[-1]]
-            sub = {**ref, **{k: v for k, v in sub.items() if k != "$ref"}}
-        if "default" in sub:
-            out[key] = sub["default"]
-    return out
-
-
-def test_defaults_match_the_schema() -> None:
-    schema = yaml.safe_load((ROOT / "workflow/schemas/multibin.schema.yaml").read_text())
-    defs = schema["$defs"]
-    for part, node in schema["properties"].items():
-        got = _schema_defaults(node, defs)
-        want = spec_mod.DEFAULTS[part]
-        assert set(got) == set(want), part
-        for key, val in got.items():
-            if key == "continuous":
-                assert [dict({"admission": "reserve"}, **v) for v in want[key]] == val
-            else:
-                assert val == want[key], (part, key)
-    with pytest.raises(InputError, match="unknown keys"):
-        spec_mod.section("llm", {"batchsize": 8})
-
-
-def test_the_filled_schema_defaults_are_the_specs_defaults() -> None:
+def test_a_partial_section_takes_the_schemas_defaults() -> None:
     """The rules read the section as the Snakefile fills it from the schema; the typed specs fill
-    a partial section from DEFAULTS: an empty section gives the same settings either way."""
-    from llmqueue.checks.schema import fill_defaults
+    a partial section from the same schema (llmqueue.schema.with_defaults): an empty section
+    gives the same settings either way, and a mistyped key is refused."""
+    from llmqueue.schema import fill_defaults
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     cfg["multibin"] = {}
     fill_defaults(cfg, ROOT / "workflow/schemas/config.schema.yaml")
-    for part in spec_mod.DEFAULTS:
-        assert cfg["multibin"][part] == spec_mod.section(part, {}) | (
-            {"continuous": cfg["multibin"][part]["continuous"]} if part == "vs_continuous" else {}
-        )
-    want = [
-        dict({"admission": "reserve"}, **v)
-        for v in spec_mod.DEFAULTS["vs_continuous"]["continuous"]
-    ]
-    assert cfg["multibin"]["vs_continuous"]["continuous"] == want
+    for part in ("synthetic", "llm", "vs_continuous"):
+        assert cfg["multibin"][part] == spec_mod.section(part, {}), part
+    assert all(v["admission"] for v in cfg["multibin"]["vs_continuous"]["continuous"])
+    given = spec_mod.section("llm", {"batch": 4, "simulation": {"requests": 5000}})
+    assert given["batch"] == 4 and given["servers"] == cfg["multibin"]["llm"]["servers"]
+    assert given["simulation"]["warmup"] == cfg["multibin"]["llm"]["simulation"]["warmup"]
+    with pytest.raises(InputError, match=r"^multibin\.llm: .*batchsize"):
+        spec_mod.section("llm", {"batchsize": 8})
 
 
 def test_shipped_config_parses() -> None:

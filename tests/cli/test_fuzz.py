@@ -559,7 +559,7 @@ LEAVES = _leaves(CONFIG)
 )
 @settings(max_examples=150, deadline=None, derandomize=True)
 def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, value: Any) -> None:
-    from llmqueue.checks.schema import fill_defaults
+    from llmqueue.schema import fill_defaults
 
     cfg = copy.deepcopy(CONFIG)
     node = cfg
@@ -594,7 +594,7 @@ def test_mutated_configs_are_accepted_or_refused_before_any_job(leaf: tuple, val
     ],
 )
 def test_config_values_out_of_range_are_refused(path: tuple, value: Any) -> None:
-    from llmqueue.checks.schema import fill_defaults
+    from llmqueue.schema import fill_defaults
 
     cfg = copy.deepcopy(CONFIG)
     node = cfg

@@ -126,12 +126,12 @@ def test_snakemake_config_override_is_validated() -> None:
     assert "seed" in done.stdout + done.stderr
 
 
-# ---- the schema as the one declaration of the defaults (llmqueue.checks.schema) ----------------
+# ---- the schema as the one declaration of the defaults (llmqueue.schema) ----------------
 def test_every_declared_default_is_filled_in_every_section() -> None:
     """Snakemake's validate fills only the top schema file's defaults; fill_defaults fills those of
     every section file it references too (serving, ssjf, plan, ...), and a default kept with a
     shared definition ($ref) as well."""
-    from llmqueue.checks.schema import declared_defaults, fill_defaults
+    from llmqueue.schema import declared_defaults, fill_defaults
 
     declared = declared_defaults(SCHEMA)
     cfg = base_config()
@@ -159,8 +159,8 @@ def test_every_declared_default_is_filled_in_every_section() -> None:
 
 
 def test_fill_defaults_names_the_key_of_a_bad_value() -> None:
-    from llmqueue.checks.schema import fill_defaults
     from llmqueue.errors import InputError
+    from llmqueue.schema import fill_defaults
 
     with pytest.raises(InputError, match=r"^serving\.max_load: "):
         fill_defaults(changed("serving.max_load", 1.5), SCHEMA)
@@ -171,7 +171,7 @@ def test_no_rule_repeats_a_default_the_schema_declares() -> None:
     a default would be its second declaration (and could drift from the schema's)."""
     import re
 
-    from llmqueue.checks.schema import declared_defaults
+    from llmqueue.schema import declared_defaults
 
     names = {key.rsplit(".", 1)[-1] for key in declared_defaults(SCHEMA)}
     sources = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
@@ -232,7 +232,7 @@ def _documents(doc: str, key: str, node: dict[str, Any], *, exact: bool = False)
 def test_config_readme_documents_every_key_the_schema_declares_and_no_other() -> None:
     """The schema declares the keys; config/README.md's tables must name each one (a row may
     cover an object or a list of objects whole) and name no key the schema lacks."""
-    from llmqueue.checks.schema import declared_keys
+    from llmqueue.schema import declared_keys
 
     keys = declared_keys(SCHEMA)
     docs = _readme_keys()

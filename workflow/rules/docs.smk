@@ -6,11 +6,13 @@
 # its blocks changed. tests/workflow/test_docs.py checks the committed blocks on a fresh clone.
 
 from llmqueue.docgen import block_sources
+from llmqueue.schema import SCHEMA, section_files, sections
 from llmqueue.studies import claim_titles, docs_modules
 
 # Pages that hold generated blocks.
 DOC_PAGES = [
     "README.md",
+    "config/README.md",
     "docs/results.md",
     "docs/reproduce.md",
     "docs/cli.md",
@@ -57,6 +59,20 @@ DOC_BLOCKS |= {
         "validation_matrix_targets",
         dict(targets="results/validation/matrix/vllm/targets.csv"),
     ),
+    # config/README.md: each section's table, from the schema (llmqueue.schema)
+    **{
+        f"config-{section}": doc_block(
+            "config_table",
+            dict(
+                schemas=[
+                    str(p.relative_to(SCHEMA.parents[2]))
+                    for p in section_files(section)
+                ]
+            ),
+            section=section,
+        )
+        for section in sections()
+    },
     # docs/results.md
     "claims-scopes": doc_block(
         "claims_headline", DOC_CLAIMS, results_link="#the-table"

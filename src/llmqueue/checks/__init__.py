@@ -25,6 +25,15 @@ def reference_claims(base_dir: Path, study: str) -> dict[str, str]:
         return {row["id"]: row["tolerance"] for row in csv.DictReader(fh)}
 
 
+def section(config: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """Config section `name` with every default its schema declares filled in (as the Snakefile
+    fills it; a caller may pass a config it did not fill), or None when the config has none."""
+    from llmqueue.schema import with_defaults
+
+    value = config.get(name)
+    return None if value is None else with_defaults(value, name)
+
+
 def check_solved_from(
     section: str, profiles: Mapping[str, Any], claim_ids: Mapping[str, str]
 ) -> None:
@@ -33,13 +42,13 @@ def check_solved_from(
     from llmqueue.errors import InputError
 
     for name, prof in (profiles or {}).items():
-        solved = list(prof.get("solved_from", []) or [])
+        solved = list(prof.get("solved_from") or [])
         back = prof.get("verdict") == "back_solved"
         if back != bool(solved):
             raise InputError(
                 f"{section}.{name}: verdict back_solved needs solved_from (the claim ids its "
                 f"parameters were solved from), and solved_from needs verdict back_solved; got "
-                f"verdict {prof.get('verdict', 'independent')!r}, solved_from {solved}"
+                f"verdict {prof.get('verdict')!r}, solved_from {solved}"
             )
         unknown = [c for c in solved if c not in claim_ids]
         if unknown:
@@ -66,28 +75,14 @@ def check_tolerance_classes(
             )
 
 
-# Bounds by key name, wherever the key appears in the config (llmqueue.limits): the run lengths
-# and rates of every study, which the schema states without an upper end.
-def _key_bounds() -> dict[str, tuple[float, float]]:
-    from llmqueue import limits as L
-
-    return {
-        "requests": (1, L.MAX_REQUESTS),
-        "warmup": (0, L.MAX_REQUESTS),
-        "capacity_requests": (1, L.MAX_REQUESTS),
-        "claim_requests": (1, L.MAX_REQUESTS),
-        "rate_per_s": (0, L.MAX_RATE_PER_S),
-        "servers": (1, L.MAX_SERVERS),
-        "seed": (0, L.MAX_SEED),
-    }
-
-
 def check_numbers(node: Any, where: str = "") -> None:
     """Every number of the config is finite (YAML reads .inf and .nan), and the run lengths and
-    rates lie within :mod:`llmqueue.limits`; InputError names the dotted key."""
+    rates lie within :mod:`llmqueue.limits` (:func:`llmqueue.schema.key_bounds`); InputError
+    names the dotted key."""
     from llmqueue.errors import InputError
+    from llmqueue.schema import key_bounds
 
-    bounds = _key_bounds()
+    bounds = key_bounds()
     if isinstance(node, Mapping):
         for k, v in node.items():
             check_numbers(v, f"{where}.{k}" if where else str(k))

@@ -24,23 +24,30 @@ def _law(spec: Any, key: str, base_dir: Path) -> None:
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
-    from llmqueue.checks import check_solved_from, check_tolerance_classes, reference_claims
+    from llmqueue.checks import (
+        check_solved_from,
+        check_tolerance_classes,
+        reference_claims,
+        section,
+    )
 
-    profiles = config.get("batch_profiles", {}) or {}
+    profiles = section(config, "batch_profiles") or {}
     ids = reference_claims(base_dir, "batching")
     check_solved_from("batch_profiles", profiles, ids)
     if config.get("batching"):
         # same_delay: claim 9a's "a finite b_max equals b_max = inf" (llmqueue.studies.batching.claims)
         check_tolerance_classes(config, ids, ("same_delay",))
     for name, prof in profiles.items():
-        if prof.get("kind", "fixed") == "fixed":
+        if prof["kind"] == "fixed":
             from llmqueue.profiles import resolve_batch_profile
 
             try:
                 resolve_batch_profile(name, prof)
             except InputError as err:
                 raise InputError(f"batch_profiles.{name}: {err}") from None
-    bat = config.get("batching") or {}
+    from llmqueue.checks import section
+
+    bat = section(config, "batching") or {}
     if not bat:
         return
 
@@ -76,7 +83,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     lo, hi = f6["claim_K"]
     if not (1 <= lo < hi <= 64):
         raise InputError(f"batching.fig6.claim_K: need 1 <= lo < hi <= 64, got {f6['claim_K']}")
-    for r in f6.get("inoue_fit_ranges", []):
+    for r in f6["inoue_fit_ranges"]:
         if not (1 <= r[0] < r[1] <= 4096):
             raise InputError(f"batching.fig6.inoue_fit_ranges: need 1 <= lo < hi, got {r}")
     cap = bat.get("tail_cap_tokens")

@@ -15,7 +15,9 @@ from llmqueue.errors import InputError
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
-    sec = config.get("plan")
+    from llmqueue.checks import section
+
+    sec = section(config, "plan")
     if not sec:
         return
     from llmqueue.limits import MAX_BATCH, MAX_SERVERS, MAX_TOKENS
@@ -37,7 +39,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
             f"defined: {sorted(steps)}"
         )
     key("slo", parse_slo, sec["slo"])
-    key("rate", parse_rate, str(sec.get("rate", "max")))
+    key("rate", parse_rate, str(sec["rate"]))
     sp = sec.get("space") or {}
     routers = key("space.router", parse_names, sp.get("router", "central"), "--router", ROUTERS)
     orders = key("space.order", parse_names, sp.get("order", DEFAULT_ORDER), "--order", ORDERS)

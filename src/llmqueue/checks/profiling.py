@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.schema import with_defaults
 
 MEASURED_FILES = ("timing.csv", "e2e.csv", "meta.json")
 
@@ -24,7 +25,8 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
     from llmqueue.hardware.devices import GPU_SPECS
     from llmqueue.hardware.models import MODEL_SPECS
 
-    models = list(prof.get("models", []))
+    prof = with_defaults(prof, "profiling")
+    models = list(prof["models"])
     for m in models:
         if m not in MODEL_SPECS:
             raise InputError(f"profiling.models: unknown model {m!r}; known: {sorted(MODEL_SPECS)}")
@@ -53,10 +55,10 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
                 raise InputError(
                     f"{key}.{grid}: a non-empty list of distinct batch sizes >= 1, got {vals}"
                 )
-        for m in plan.get("depth_models", []):
+        for m in plan["depth_models"]:
             if m not in models:
                 raise InputError(f"{key}.depth_models: {m!r} is not in profiling.models {models}")
-        depth = plan.get("depth_layers", [])
+        depth = plan["depth_layers"]
         if plan.get("depth_models") and (len(depth) < 3 or plan.get("layers", 1) not in depth):
             raise InputError(
                 f"{key}.depth_layers must list >= 3 depths including the sweep depth "
@@ -68,7 +70,7 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
                 raise InputError(
                     f"{key}.layers = {plan['layers']} exceeds {m}'s {spec.layers} layers"
                 )
-            for b, s, n in plan.get("composition_runs", []):
+            for b, s, n in plan["composition_runs"]:
                 if b < 1 or s < 1 or n < 2 or s + n > spec.context:
                     raise InputError(
                         f"{key}.composition_runs: [{b}, {s}, {n}] needs b, input >= 1, output >= 2 "
@@ -118,7 +120,7 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
     kernels = prof.get("kernel_profiles") or {}
     for name, kc in kernels.items():
         key = f"profiling.kernel_profiles.{name}"
-        if name == "paper" or name.startswith("roofline-") or name in prof.get("measured", []):
+        if name == "paper" or name.startswith("roofline-") or name in prof["measured"]:
             raise InputError(
                 f"{key}: the name collides with another source (paper, roofline-<gpu>, profiling.measured)"
             )
@@ -128,7 +130,7 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
             )
         if kc["gpu"] not in GPU_SPECS:
             raise InputError(f"{key}.gpu: unknown GPU {kc['gpu']!r}; known: {sorted(GPU_SPECS)}")
-    for name in prof.get("fig2b", {}).get("kernel_sources", []):
+    for name in prof.get("fig2b", {}).get("kernel_sources") or []:
         if name not in kernels:
             raise InputError(
                 f"profiling.fig2b.kernel_sources: {name!r} is not in profiling.kernel_profiles {sorted(kernels)}"
@@ -155,9 +157,10 @@ def check_profiling_section(prof: Mapping[str, Any]) -> None:
 def step_sources(prof: Mapping[str, Any]) -> dict[str, list[str]]:
     """Every source that writes a fit.json with a step law, and the models it has: roofline-<gpu>
     and the measured folders for ``profiling.models``, kernel profiles for their own model."""
-    models = list(prof.get("models", []))
+    prof = with_defaults(prof, "profiling")
+    models = list(prof["models"])
     out = {f"roofline-{g}": models for g in prof.get("roofline", {}).get("gpus", [])}
-    out.update({hw: models for hw in prof.get("measured", [])})
+    out.update({hw: models for hw in prof["measured"]})
     out.update({k: [v["model"]] for k, v in (prof.get("kernel_profiles") or {}).items()})
     return out
 
@@ -189,8 +192,8 @@ def check_step_profiles(config: Mapping[str, Any], base_dir: Path) -> None:
             )
         if model not in sources[src]:
             raise InputError(f"{key}.model: {src} has no model {model!r}; it has {sources[src]}")
-        if sp.get("variant", "step") == "step_graph":
-            if src not in prof.get("measured", []):
+        if sp.get("variant") == "step_graph":  # the schema's default variant: step
+            if src not in with_defaults(prof, "profiling")["measured"]:
                 raise InputError(
                     f"{key}.variant: step_graph (CUDA-graph decode steps) exists only for a measured GPU folder, not {src!r}"
                 )
@@ -209,7 +212,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     if not prof:
         return
     check_profiling_section(prof)
-    for hw in prof.get("measured", []):
+    for hw in with_defaults(prof, "profiling")["measured"]:
         folder = Path(base_dir) / "data" / "profiling" / hw
         for name in MEASURED_FILES:
             if not (folder / name).is_file():

@@ -15,7 +15,9 @@ from llmqueue.errors import InputError
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
-    sec = config.get("serving")
+    from llmqueue.checks import section
+
+    sec = section(config, "serving")
     if not sec:
         return
     from llmqueue.policy import PREDICTING_FORMERS, parse_policy, predictions_needed
@@ -26,7 +28,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
             f"serving.step_profile: unknown step profile {sec['step_profile']!r}; "
             f"defined: {sorted(steps)}"
         )
-    static = sec.get("static_law", "from_step")
+    static = sec["static_law"]
     batches = config.get("batch_profiles") or {}
     if static != "from_step" and static not in batches:
         raise InputError(
@@ -54,12 +56,9 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         )
     import pandas as pd  # the header only: no simulator import before any job
 
-    cols = sec.get("trace_columns") or {}
+    cols = sec["trace_columns"]
     trace = Path(base_dir) / config["data"]["azure_trace"]
-    names = [
-        cols.get(k, d) for k, d in (("prompt", "ContextTokens"), ("output", "GeneratedTokens"))
-    ]
-    names.append(cols.get("timestamp", "TIMESTAMP"))
+    names = [cols["prompt"], cols["output"], cols["timestamp"]]
     if not trace.is_file():
         raise InputError(f"data.azure_trace: {trace} does not exist (the serving study reads it)")
     have = list(pd.read_csv(trace, nrows=0).columns)

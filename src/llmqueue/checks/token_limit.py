@@ -15,13 +15,15 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         path = base_dir / config["data"][key]
         if not path.is_file():
             raise InputError(f"data.{key}: file {str(path)!r} does not exist")
-    tl = config["token_limit"]
+    from llmqueue.checks import section
+
+    tl = section(config, "token_limit") or {}
     try:
         parse_law(tl["tokens"], base_dir=base_dir)
     except InputError as err:
         raise InputError(f"token_limit.tokens: {err}") from None
     profiles = config["latency_profiles"]
-    for key in [tl["profile"], *tl.get("extra_profiles", [])]:
+    for key in [tl["profile"], *tl["extra_profiles"]]:
         if key not in profiles:
             raise InputError(
                 f"token_limit.profile / extra_profiles: unknown latency profile {key!r}; "
@@ -32,14 +34,14 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         raise InputError(
             f"token_limit.limits: stop ({grid['stop']}) must be > start ({grid['start']}), both in tokens > 0"
         )
-    for name, value in tl.get("claim_limits", {}).items():
+    for name, value in tl["claim_limits"].items():
         if not grid["start"] <= value <= grid["stop"]:
             raise InputError(
                 f"token_limit.claim_limits.{name} = {value} lies outside the l grid "
                 f"[{grid['start']}, {grid['stop']}]"
             )
     sim = tl["simulation"]
-    if sim["requests"] < 10 * sim.get("batches", 40):
+    if sim["requests"] < 10 * sim["batches"]:
         raise InputError("token_limit.simulation.requests must be >= 10 x batches")
     sweep = tl["tradeoff"].get("gamma_sweep")
     if sweep and sweep["stop"] <= sweep["start"]:

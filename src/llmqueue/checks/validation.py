@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.schema import with_defaults
 
 # the schema of the validation section: every key's type and range (checked before any meaning)
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "validation.schema.yaml"
@@ -125,7 +126,7 @@ def check_matrix_section(config: Mapping[str, Any]) -> None:
     validation = config.get("validation") or {}
     vllm = validation.get("vllm") or {}
     hf = validation.get("transformers") or {}
-    train = float((config.get("ssjf") or {}).get("train_fraction", 0.7))
+    train = float(with_defaults(config.get("ssjf") or {}, "ssjf")["train_fraction"])
     if "matrix" in vllm:
         read_matrix(vllm, config.get("data") or {}, train)
     if "matrix" in hf:

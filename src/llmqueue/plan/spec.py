@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmqueue.schema import with_defaults
+
 __all__ = ["plan_args", "run_setting", "SPACE_FLAGS", "RUN_FLAGS", "RUN_DEFAULTS"]
 
 # config key -> flag of llmqueue plan
@@ -56,9 +58,10 @@ def run_setting(section: Mapping[str, Any], key: str) -> Any:
 def plan_args(section: Mapping[str, Any], *, seed: int) -> list[str]:
     """The flags of ``llmqueue plan`` that the section gives (every job of the search shares
     them; the workflow adds the trace, the profile's config, the slice and the outputs)."""
+    section = with_defaults(section, "plan")
     args = ["--profile", str(section["step_profile"]), "--slo", str(section["slo"])]
-    args += ["--trace-format", str(section.get("trace_format", "auto"))]
-    args += ["--rate", str(section.get("rate", "max")), "--seed", str(seed)]
+    args += ["--trace-format", str(section["trace_format"])]
+    args += ["--rate", str(section["rate"]), "--seed", str(seed)]
     if section.get("target_rate") is not None:
         args += ["--target-rate", str(section["target_rate"])]
     if section.get("predictor"):

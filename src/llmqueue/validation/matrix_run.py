@@ -29,6 +29,7 @@ import numpy as np
 
 from llmqueue.errors import InputError
 from llmqueue.profiling.meta import loadavg, now_utc
+from llmqueue.schema import with_defaults
 from llmqueue.validation.batches import run_batches
 from llmqueue.validation.environment import cpu_bf16
 from llmqueue.validation.groups import GroupSpec, MatrixSpec, read_matrix, select_groups
@@ -90,7 +91,7 @@ def matrix_spec(cfg: Mapping[str, Any], sec: Mapping[str, Any], engine: str = "v
     """Config ``validation.vllm.matrix`` (with `engine` transformers: the groups of
     ``validation.transformers.matrix``) read (:func:`llmqueue.validation.groups.read_matrix`) with
     the data section's traces and the learned predictor's training fraction."""
-    train = float((cfg.get("ssjf") or {}).get("train_fraction", 0.7))
+    train = float(with_defaults(cfg.get("ssjf") or {}, "ssjf")["train_fraction"])
     hf = (cfg.get("validation") or {}).get("transformers")
     return read_matrix(sec, cfg.get("data") or {}, train, engine=engine, transformers=hf)
 

@@ -168,8 +168,8 @@ def test_simulated_point_within_4_sigma_of_the_exact_chain(seed: int) -> None:
 def test_sweep_table_rows_and_seeds() -> None:
     sp = spec("fixed_batch", fixed_K=(2,), rates=(0.2, 0.4, 0.2))
     sim = SimSettings(4_000, 200, 10)
-    a = sweep_table(sp, TEN, DET, sim, ChainSettings(), 7)
-    b = sweep_table(sp, TEN, DET, sim, ChainSettings(), 7)
+    a = sweep_table(sp, TEN, DET, sim, ChainSettings.from_config({}), 7)
+    b = sweep_table(sp, TEN, DET, sim, ChainSettings.from_config({}), 7)
     assert len(a) == 4 and list(a["curve"]) == ["fixed K=2"] * 2 + ["fixed K=2 fixed-T"] * 2
     assert list(a["mode"]) == ["random_T"] * 2 + ["fixed_T"] * 2
     pd.testing.assert_frame_equal(a, b)  # the same seed gives the same table
@@ -356,7 +356,7 @@ def test_paper_k8_cannot_run_on_the_paper_a100() -> None:
 def test_claim8_bound_rows_under_paper_k8() -> None:
     """docs/equations.md: no natural reading of Eq. (16) gives 125 s; the fit over b = 1..8
     gives 19.85 s (judged, not back-solved: the profile was solved from 8a only)."""
-    rows = claim8_bound_rows(book(), [K8], LOGN, 0.43, [[1, 8]], ChainSettings())
+    rows = claim8_bound_rows(book(), [K8], LOGN, 0.43, [[1, 8]], ChainSettings.from_config({}))
     (r,) = rows
     assert r.id == "8d" and r.ours == pytest.approx(19.85, abs=0.01)
     assert r.verdict == "not_reproduced" and "about 125 s" in r.note

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -604,8 +604,8 @@ class ClaimsInputs:
     kstar: Sequence[pd.DataFrame]
     fig6b: Sequence[pd.DataFrame]
     claim_rate: float
-    inoue_fit_ranges: Sequence[Sequence[int]] = field(default_factory=lambda: [[1, 64]])
-    chain: ChainSettings = ChainSettings()
+    inoue_fit_ranges: Sequence[Sequence[int]]
+    chain: ChainSettings
     peak_b_max: int = 0
     kv_limit: int = 0
     floors: Sequence[BandwidthFloor] = ()

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmqueue.errors import InputError
+from llmqueue.schema import with_defaults
 from llmqueue.tokens import ClippedLaw, TokenLaw, parse_law
 
 __all__ = ["ChainSettings", "SweepSpec", "sweep_law"]
@@ -21,17 +22,15 @@ class ChainSettings:
     """The exact chain's token-law grid (normal-score cell width h), truncation and escape
     tolerances (config ``batching.chain``)."""
 
-    grid_h: float = 0.04
-    tol: float = 1e-12
-    escape_tol: float = 1e-9
+    grid_h: float
+    tol: float
+    escape_tol: float
 
     @classmethod
     def from_config(cls, cfg: Mapping[str, Any]) -> ChainSettings:
-        return cls(
-            float(cfg.get("grid_h", 0.04)),
-            float(cfg.get("tol", 1e-12)),
-            float(cfg.get("escape_tol", 1e-9)),
-        )
+        """Config ``batching.chain``, possibly partial (the schema's defaults fill the rest)."""
+        cfg = with_defaults(cfg, "batching.chain")
+        return cls(float(cfg["grid_h"]), float(cfg["tol"]), float(cfg["escape_tol"]))
 
 
 CURVE_KINDS = ("dynamic_vs_elastic", "fixed_batch", "bmax")

@@ -144,7 +144,7 @@ def evaluate_point(
     (`fixed_time`: constant batch time E[T_b], the fixed-T approximation). Points that are
     unstable (Eq. 25, the chain) get ``unstable = True`` and no numbers, with the reason in notes.
     """
-    chain = chain or ChainSettings()
+    chain = chain or ChainSettings.from_config({})
     notes: list[str] = []
     unstable = metastable = False
     fw = fr = bnd = NAN

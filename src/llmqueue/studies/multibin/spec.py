@@ -2,8 +2,8 @@
 
 Kept apart from :mod:`llmqueue.studies.multibin.tables` so the config check
 (:mod:`llmqueue.checks.multibin`, run before every workflow run) reads them without importing
-the simulators. :data:`DEFAULTS` holds the defaults the schema
-(workflow/schemas/multibin.schema.yaml) states; a test keeps the two equal.
+the simulators. The defaults are the schema's (workflow/schemas/multibin.schema.yaml), filled in
+by :func:`section`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 
 from llmqueue.errors import InputError
 from llmqueue.latency import LinearLatency
+from llmqueue.schema import with_defaults
 from llmqueue.sim.settings import SimSettings
 from llmqueue.traces import parse_trace_spec
 
@@ -24,8 +25,6 @@ __all__ = [
     "CLAIM_REAL_ID",
     "CLAIM_MONOTONE_ID",
     "CLAIM_BOUND_ID",
-    "TRACE_TOKENS",
-    "DEFAULTS",
     "section",
     "trace_files",
     "CapacitySettings",
@@ -46,71 +45,11 @@ CLAIM_REAL_ID = "11m"
 CLAIM_MONOTONE_ID = "11n"
 CLAIM_BOUND_ID = "11o"
 
-TRACE_TOKENS = (
-    "trace:data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv:GeneratedTokens"
-)
-# The defaults of config section ``multibin`` (workflow/schemas/multibin.schema.yaml states the
-# same values; a test keeps the two equal).
-DEFAULTS: dict[str, Any] = {
-    "synthetic": {
-        "tokens": "uniform:low=1,high=20",
-        "batch": 128,
-        "bins": [1, 2, 3, 4, 5],
-        "time_per_token": 1.0,
-        "constant": 0.0,
-        "capacity": {"requests": 60000, "replications": 3},
-    },
-    "llm": {
-        "tokens": TRACE_TOKENS,
-        "time_per_token_s": 0.0366,
-        "constant_s": 0.0,
-        "batch": 8,
-        "servers": 8,
-        "bins": [1, 2, 4, 8, 16, 32],
-        "error_probs": [0.01, 0.1, 0.25, 0.5],
-        "capacity": {"requests": 60000, "replications": 3},
-        "learned_model": "regressor",
-        "loads": [0.3, 0.6, 0.9],
-        "flush_s": [],
-        "simulation": {"requests": 60000, "warmup": 6000, "batches": 20},
-    },
-    "vs_continuous": {
-        "tokens": TRACE_TOKENS,
-        "prompt_tokens": 64,
-        "batch_profile": "llama2_7b_vidur_a100",
-        "step_profile": "llama2_7b_vidur_a100",
-        "batch": 8,
-        "servers": 8,
-        "bins": [1, 2, 4, 8, 16, 32],
-        "continuous": [
-            {"name": "continuous, max batch B", "max_batch": 8, "kv_tokens": None},
-            {
-                "name": "continuous, KV = B batch memory",
-                "max_batch": None,
-                "kv_tokens": "batch_memory",
-                "admission": "on_demand",
-            },
-            {"name": "continuous, no limit", "max_batch": None, "kv_tokens": None},
-        ],
-        "loads": [0.3, 0.6, 0.9],
-        "capacity": {"requests": 60000, "replications": 3},
-        "simulation": {"requests": 60000, "warmup": 6000, "batches": 20},
-    },
-}
-
 
 def section(part: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Config ``multibin.<part>`` (`cfg`) over :data:`DEFAULTS` (nested dicts merged one level)."""
-    given = dict(cfg or {})
-    out: dict[str, Any] = {}
-    for key, default in DEFAULTS[part].items():
-        val = given.pop(key, default)
-        if isinstance(default, dict) and isinstance(val, Mapping):
-            val = {**default, **val}
-        out[key] = val
-    if given:
-        raise InputError(f"multibin.{part}: unknown keys {sorted(given)}; known: {sorted(out)}")
-    return out
+    """Config ``multibin.<part>`` (`cfg`, possibly partial) with every default the schema
+    (workflow/schemas/multibin.schema.yaml) declares filled in; InputError for an unknown key."""
+    return with_defaults(cfg or {}, f"multibin.{part}")
 
 
 def trace_files(spec: str) -> list[str]:
@@ -228,7 +167,7 @@ class ContinuousVariant:
             str(cfg["name"]),
             None if cfg.get("max_batch") is None else int(cfg["max_batch"]),
             cfg.get("kv_tokens"),
-            str(cfg.get("admission", "reserve")),
+            str(cfg["admission"]),
         )
 
 

@@ -20,6 +20,7 @@ from llmqueue.profiles import (
     resolve_batch_profile,
     resolve_step_profile,
 )
+from llmqueue.schema import with_defaults
 from llmqueue.sim.workload import ReplayWorkload, TraceWorkload
 
 __all__ = ["with_kv", "ServingSetup", "serving_setup", "setup_for_rule"]
@@ -59,19 +60,20 @@ def serving_setup(
     ``static_law`` names a batch profile, its fit.json (`static_fit`)."""
     from llmqueue.policy import parse_policy
 
+    section = with_defaults(section, "serving")
     name = str(section["step_profile"])
     step_cfg = (profiles.get("step_profiles") or {}).get(name)
     if step_cfg is None:
         raise InputError(f"serving.step_profile: {name!r} is not a step_profiles entry")
     step = resolve_step_profile(name, step_cfg, fit)
-    if section.get("kv_tokens") is not None:
+    if section["kv_tokens"] is not None:
         kv = int(section["kv_tokens"])
     else:
-        kv = kv_tokens_of_fit(fit, memory_fraction=float(section.get("kv_memory_fraction", 0.9)))
+        kv = kv_tokens_of_fit(fit, memory_fraction=float(section["kv_memory_fraction"]))
     cols = section["trace_columns"]
     workload = TraceWorkload.from_csv(trace_path, 1.0, cols["prompt"], cols["output"])
     replay = ReplayWorkload.from_csv(trace_path, cols["timestamp"], cols["prompt"], cols["output"])
-    static = str(section.get("static_law", "from_step"))
+    static = str(section["static_law"])
     static_law: Latency | None = None
     if static != "from_step":
         bcfg = (profiles.get("batch_profiles") or {}).get(static)

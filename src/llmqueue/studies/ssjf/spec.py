@@ -17,6 +17,7 @@ from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.policy import DEFAULT_ORDER, FCFS_ORDER, SJF_ORDER, SPJF_ORDER, Policy, queue_order
 from llmqueue.profiles import law_of_setting
+from llmqueue.schema import with_defaults
 
 __all__ = [
     "QUANTITIES",
@@ -130,7 +131,7 @@ def resolve_setting(
     assert isinstance(batch, BatchLatency) and isinstance(step, StepLaw)
     return Setting(
         name,
-        str(cfg.get("description", name)),
+        str(with_defaults(cfg, "ssjf.settings.<name>")["description"]) or name,
         batch,
         step,
         int(cfg["dynamic_bmax"]),

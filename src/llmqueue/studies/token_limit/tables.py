@@ -21,6 +21,7 @@ from llmqueue.analytic.tradeoff import (
     objective_patient,
 )
 from llmqueue.latency import LinearLatency
+from llmqueue.schema import with_defaults
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.result import SimResult
 from llmqueue.sim.settings import SimSettings
@@ -114,6 +115,21 @@ def patient_table(
     return df
 
 
+def impatience_settings(given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``exp_reading``, ``step_s`` and ``max_rel_error`` of the impatient curves: config
+    ``token_limit.impatience_exp_reading`` and ``token_limit.exact``, each key `given` leaves out
+    taken from the schema's defaults."""
+    given = dict(given or {})
+    tl = with_defaults(
+        {
+            "exact": {k: v for k, v in given.items() if k != "exp_reading"},
+            **({"impatience_exp_reading": given["exp_reading"]} if "exp_reading" in given else {}),
+        },
+        "token_limit",
+    )
+    return dict(tl["exact"], exp_reading=tl["impatience_exp_reading"])
+
+
 def impatient_table(
     law: TokenLaw,
     latency: LinearLatency,
@@ -122,12 +138,14 @@ def impatient_table(
     limits: np.ndarray,
     sim: SimSettings | None,
     seed_root: int,
-    exp_reading: str = "same_mean_service",
-    step_s: float = 0.02,
-    max_rel_error: float = 1e-4,
+    impatience: Mapping[str, Any] | None = None,
     progress: Progress | None = None,
 ) -> pd.DataFrame:
-    """Fig. 4b-4c: pi(l), W_qs(l), E[W](l) by Eq. (6)-(9), by the exact M/G/1+D solution and by simulation."""
+    """Fig. 4b-4c: pi(l), W_qs(l), E[W](l) by Eq. (6)-(9), by the exact M/G/1+D solution and by
+    simulation. `impatience`: as :func:`sweep_table`."""
+    imp = impatience_settings(impatience)
+    exp_reading, step_s = str(imp["exp_reading"]), float(imp["step_s"])
+    max_rel_error = float(imp["max_rel_error"])
     c = token_limit_curve(law, latency, rate_per_s, limits)
     rows = []
     for i, lim in enumerate(c.limits):
@@ -194,12 +212,10 @@ def sweep_table(
 ) -> pd.DataFrame:
     """The table of one scenario: :func:`patient_table` without patience, :func:`impatient_table`
     with it, whose `impatience` settings are ``exp_reading``, ``step_s`` and ``max_rel_error``
-    (config ``token_limit.impatience_exp_reading`` and ``token_limit.exact``; defaults where
-    absent). The profile's a and b0 stand beside the limit in every row."""
+    (:func:`impatience_settings`). The profile's a and b0 stand beside the limit in every row."""
     if patience_s is None:
         df = patient_table(law, latency, rate_per_s, limits, sim, seed_root, progress)
     else:
-        imp = dict(impatience or {})
         df = impatient_table(
             law,
             latency,
@@ -208,9 +224,7 @@ def sweep_table(
             limits,
             sim,
             seed_root,
-            str(imp.get("exp_reading", "same_mean_service")),
-            float(imp.get("step_s", 0.02)),
-            float(imp.get("max_rel_error", 1e-4)),
+            impatience,
             progress,
         )
     df.insert(1, "a_s_per_token", latency.a_s_per_token)

@@ -23,6 +23,7 @@ from typing import Any
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.schema import with_defaults
 from llmqueue.studies.validation.spec import REQUEST_COLUMNS, STEP_COLUMNS, csv_header
 from llmqueue.traces import read_trace
 from llmqueue.validation.groups import ENGINE_KINDS, GroupSpec, RunSpec, group_from_summary
@@ -142,13 +143,13 @@ class MatrixCompareSettings:
         return cls(
             str(section["dir"]),
             tuple(str(g) for g in section["groups"]),
-            str(section.get("law", "split")),
-            str(section.get("kv_model", "paged")),
-            str(section.get("kv_budget", "usable")),
-            int(section.get("ci_batches", 6)),
+            str(section["law"]),
+            str(section["kv_model"]),
+            str(section["kv_budget"]),
+            int(section["ci_batches"]),
             MatrixTargets(**{k: float(v) for k, v in t.items()}),
             int(seed),
-            float(section.get("speed_window_s", 15.0)),
+            float(section["speed_window_s"]),
             str(section.get("engine", "vllm")),
         )
 
@@ -156,7 +157,8 @@ class MatrixCompareSettings:
 def engine_section(section: Mapping[str, Any], engine: str = "vllm") -> dict[str, Any]:
     """Config ``validation.matrix_compare`` flattened for one engine: its shared keys with
     ``matrices.<engine>``'s ``dir`` and ``groups`` and ``engine`` (what
-    :meth:`MatrixCompareSettings.from_config` reads)."""
+    :meth:`MatrixCompareSettings.from_config` reads), every default the schema declares filled."""
+    section = with_defaults(section, "validation.matrix_compare")
     matrices = section.get("matrices") or {}
     if engine not in matrices:
         raise InputError(

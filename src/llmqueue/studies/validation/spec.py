@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from llmqueue.errors import InputError
+from llmqueue.schema import with_defaults
 from llmqueue.traces import VLLM_REQUEST_COLUMNS, read_trace
 
 __all__ = [
@@ -163,14 +164,16 @@ class CompareSettings:
 
     @classmethod
     def from_config(cls, section: Mapping[str, Any], seed: int) -> CompareSettings:
-        t = section.get("targets", {})
+        """Config ``validation.compare``, possibly partial (the schema's defaults fill it)."""
+        section = with_defaults(section, "validation.compare")
+        t = section["targets"]
         return cls(
             tuple(section["tables"]),
-            section.get("kv_model", "paged"),
-            section.get("kv_budget", "usable"),
-            tuple(section.get("diagnostics", ())),
-            float(t.get("jct_mean", 0.10)),
-            float(t.get("jct_p90", 0.15)),
+            section["kv_model"],
+            section["kv_budget"],
+            tuple(section["diagnostics"]),
+            float(t["jct_mean"]),
+            float(t["jct_p90"]),
             int(seed),
             tuple((str(k), str(v)) for k, v in (section.get("laws") or {"vllm": "linear"}).items()),
         )
