@@ -54,12 +54,19 @@ SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.
 UNIT, ALLOWED = "x-unit", "x-allowed"
 
 
-def _load(path: Path) -> dict[str, Any]:
+@functools.lru_cache(maxsize=64)
+def _parsed(path: Path) -> dict[str, Any]:
+    """A schema file, parsed once per process (YAML parsing is the slow part of a fill)."""
     with path.open() as fh:
         doc = yaml.safe_load(fh)
     if not isinstance(doc, dict):
         raise InputError(f"config schema {path}: not a YAML mapping")
     return doc
+
+
+def _load(path: Path) -> dict[str, Any]:
+    """A schema file's contents, a copy of its one parse (callers may change it)."""
+    return copy.deepcopy(_parsed(Path(path).resolve()))
 
 
 @functools.lru_cache(maxsize=8)
@@ -106,6 +113,11 @@ def _machinery(root: Path) -> tuple[Any, Any, dict[str, Any]]:
     registry: Registry = Registry(retrieve=retrieve).with_resource(  # type: ignore[call-arg]
         root.as_uri(), DRAFT202012.create_resource(schema)
     )
+    # the section files beside the root, registered up front: a $ref to them is then a lookup,
+    # not a retrieval (which the immutable registry would repeat on every validation)
+    for path in sorted(root.parent.glob("*.schema.yaml")):
+        if path.resolve() != root:
+            registry = registry.with_resource(path.resolve().as_uri(), retrieve(path.as_uri()))
     return filling, registry, schema
 
 
@@ -122,6 +134,7 @@ def fill_defaults(config: MutableMapping[str, Any], schema_path: str | Path = SC
         raise InputError(f"{key}: {e.message}")
 
 
+@functools.lru_cache(maxsize=256)
 def _location(key: str, root: Path) -> str:
     """The URI (file and JSON pointer) of the schema node of dotted `key` (``<name>``: an entry
     of a free-named map), following ``$ref``s; InputError for a key the schema does not declare."""
@@ -145,6 +158,14 @@ def _location(key: str, root: Path) -> str:
     return f"{here.as_uri()}#{pointer}"
 
 
+@functools.lru_cache(maxsize=256)
+def _filler(key: str, root: Path) -> Any:
+    """The default-filling validator of the schema node of dotted `key` (one per key: it keeps
+    the files its $refs retrieved)."""
+    filling, registry, _ = _machinery(root)
+    return filling({"$ref": _location(key, root)}, registry=registry)
+
+
 def with_defaults(
     section: Mapping[str, Any], key: str, schema_path: str | Path = SCHEMA
 ) -> dict[str, Any]:
@@ -153,10 +174,8 @@ def with_defaults(
     in: how a library spec reads a section a caller may have left partial, without a second
     default. Not a validation: a missing required key or a value out of range is left for the
     config checks; a key the schema does not declare is an InputError naming it."""
-    filling, registry, _ = _machinery(Path(schema_path).resolve())
     out = copy.deepcopy(dict(section))
-    validator = filling({"$ref": _location(key, Path(schema_path).resolve())}, registry=registry)
-    for err in validator.iter_errors(out):  # walking the instance fills it
+    for err in _filler(key, Path(schema_path).resolve()).iter_errors(out):  # walking fills it
         if err.validator == "additionalProperties":
             where = ".".join([key, *(str(k) for k in err.absolute_path)])
             raise InputError(f"{where}: {err.message}")
