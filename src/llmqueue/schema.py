@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -134,20 +134,33 @@ def fill_defaults(config: MutableMapping[str, Any], schema_path: str | Path = SC
         raise InputError(f"{key}: {e.message}")
 
 
+def _deref(
+    node: Any, doc: dict[str, Any], here: Path, pointer: str, load: Callable[[Path], dict]
+) -> tuple[Any, dict[str, Any], Path, str]:
+    """Follow `node`'s chain of ``$ref``s (`doc`: the parsed file `here` it sits in; `load`
+    reads another file): (the node it names, with the annotations written beside each ``$ref``
+    laid over it, the nearest winning; that node's file, parsed; the file; its JSON pointer)."""
+    extra: dict[str, Any] = {}
+    while isinstance(node, dict) and "$ref" in node:
+        extra = {**{k: v for k, v in node.items() if k != "$ref"}, **extra}
+        target, _, pointer = node["$ref"].partition("#")
+        if target:
+            here = (here.parent / target).resolve()
+            doc = load(here)
+        node = doc
+        for part in [p for p in pointer.split("/") if p]:
+            node = node[part]
+    return ({**node, **extra} if isinstance(node, dict) else node), doc, here, pointer
+
+
 @functools.lru_cache(maxsize=256)
 def _location(key: str, root: Path) -> str:
     """The URI (file and JSON pointer) of the schema node of dotted `key` (``<name>``: an entry
     of a free-named map), following ``$ref``s; InputError for a key the schema does not declare."""
     here, pointer = root, ""
-    node: Any = _load(root)
+    doc = node = _parsed(root)
     for part in [p for p in key.split(".") if p]:
-        while isinstance(node, dict) and "$ref" in node:
-            target, _, ref_pointer = node["$ref"].partition("#")
-            if target:
-                here = (here.parent / target).resolve()
-            pointer, node = ref_pointer, _load(here)
-            for step in [p for p in ref_pointer.split("/") if p]:
-                node = node[step]
+        node, doc, here, pointer = _deref(node, doc, here, pointer, _parsed)
         props = node.get("properties") or {} if isinstance(node, dict) else {}
         if part in props:
             pointer, node = f"{pointer}/properties/{part}", props[part]
@@ -197,19 +210,12 @@ def declared_keys(
     # each schema file read once per walk
     loaded: dict[Path, dict[str, Any]] = {Path(k).resolve(): v for k, v in (docs or {}).items()}
 
+    def load(path: Path) -> dict[str, Any]:
+        return loaded[path] if path in loaded else loaded.setdefault(path, _load(path))
+
     def resolve(node: dict[str, Any], doc: dict[str, Any], here: Path) -> tuple[dict, dict, Path]:
-        extra: dict[str, Any] = {}
-        while "$ref" in node:
-            extra = {**{k: v for k, v in node.items() if k != "$ref"}, **extra}
-            target, _, pointer = node["$ref"].partition("#")
-            if target:
-                here = (here.parent / target).resolve()
-                doc = loaded[here] if here in loaded else loaded.setdefault(here, _load(here))
-            found: Any = doc
-            for part in [p for p in pointer.split("/") if p]:
-                found = found[part]
-            node = found
-        return {**node, **extra}, doc, here
+        node, doc, here, _ = _deref(node, doc, here, "", load)
+        return node, doc, here
 
     def walk(node: Any, doc: dict[str, Any], here: Path, prefix: str) -> None:
         if not isinstance(node, dict):
@@ -253,7 +259,7 @@ def declared_keys(
         for word in ("then", "else"):  # `if` tests a key, it declares none
             walk(node.get(word), doc, here, prefix)
 
-    top = loaded[root] if root in loaded else loaded.setdefault(root, _load(root))
+    top = load(root)
     walk(top, top, root, "")
     return out
 
@@ -421,7 +427,7 @@ def _default_of(key: str, keys: Mapping[str, Mapping[str, Any]]) -> tuple[bool, 
 
 def sections(schema_path: str | Path = SCHEMA) -> list[str]:
     """The config's sections (the root schema's properties), in declaration order."""
-    return [str(k) for k in (_load(Path(schema_path).resolve()).get("properties") or {})]
+    return [str(k) for k in (_parsed(Path(schema_path).resolve()).get("properties") or {})]
 
 
 def _unit_of(key: str, keys: Mapping[str, Mapping[str, Any]]) -> str:
@@ -438,7 +444,7 @@ def section_files(section: str, schema_path: str | Path = SCHEMA) -> list[Path]:
     """The schema files that declare config section `section`: the root, and the file its
     ``$ref`` names when the section is kept apart."""
     root = Path(schema_path).resolve()
-    node = (_load(root).get("properties") or {}).get(section)
+    node = (_parsed(root).get("properties") or {}).get(section)
     if not isinstance(node, dict):
         raise InputError(f"config section {section!r} is not declared by {root.name}")
     target = str(node.get("$ref", "")).partition("#")[0]
@@ -465,7 +471,7 @@ def config_rows(
         rows.append(
             [
                 f"`{rel}`",
-                " ".join(str(node.get("description", "")).split()),
+                str(node.get("description", "")),
                 _unit_of(key, keys),
                 allowed_text(node, name),
                 _value(default) if declared else "",
@@ -480,10 +486,10 @@ def render_config_table(
     docs: Mapping[Path, dict[str, Any]] | None = None,
 ) -> str:
     """``config/README.md``'s table of config section `section` (:func:`config_rows`)."""
-    from llmqueue.markdown import md_table
+    from llmqueue.markdown import md_table, md_text
 
     rows = config_rows(section, schema_path, docs)
     if not rows:
         raise InputError(f"config section {section!r} declares no keys in {schema_path}")
-    cells = [[c.replace("|", "\\|") for c in row] for row in rows]
+    cells = [[md_text(c) for c in row] for row in rows]
     return md_table(["key", "meaning", "unit", "allowed", "default"], cells)
