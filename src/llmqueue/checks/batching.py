@@ -45,8 +45,6 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
                 resolve_batch_profile(name, prof)
             except InputError as err:
                 raise InputError(f"batch_profiles.{name}: {err}") from None
-    from llmqueue.checks import section
-
     bat = section(config, "batching") or {}
     if not bat:
         return

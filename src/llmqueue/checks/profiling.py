@@ -170,7 +170,7 @@ def check_step_profiles(config: Mapping[str, Any], base_dir: Path) -> None:
     ``variant: step_graph`` only a measured folder whose ``step_law.csv`` exists."""
     from llmqueue.profiles import resolve_step_profile
 
-    prof = config.get("profiling") or {}
+    prof = with_defaults(config.get("profiling") or {}, "profiling")
     sources = step_sources(prof)
     for name, sp in (config.get("step_profiles") or {}).items():
         key = f"step_profiles.{name}"
@@ -193,7 +193,7 @@ def check_step_profiles(config: Mapping[str, Any], base_dir: Path) -> None:
         if model not in sources[src]:
             raise InputError(f"{key}.model: {src} has no model {model!r}; it has {sources[src]}")
         if sp.get("variant") == "step_graph":  # the schema's default variant: step
-            if src not in with_defaults(prof, "profiling")["measured"]:
+            if src not in prof["measured"]:
                 raise InputError(
                     f"{key}.variant: step_graph (CUDA-graph decode steps) exists only for a measured GPU folder, not {src!r}"
                 )
@@ -208,11 +208,11 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     """Config checks plus: every ``profiling.measured`` folder holds timing.csv, e2e.csv, meta.json;
     every kernel profile's CSV exists; step profiles name what the pipeline fits."""
     check_step_profiles(config, base_dir)
-    prof = config.get("profiling") or {}
-    if not prof:
+    if not config.get("profiling"):
         return
+    prof = with_defaults(config["profiling"], "profiling")
     check_profiling_section(prof)
-    for hw in with_defaults(prof, "profiling")["measured"]:
+    for hw in prof["measured"]:
         folder = Path(base_dir) / "data" / "profiling" / hw
         for name in MEASURED_FILES:
             if not (folder / name).is_file():
