@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from llmqueue.policy import queue_order, router
+
 DEBUG = False
 
 
@@ -72,9 +74,14 @@ class Req:
             self.seq, self.t_in = float(self.i), self.arrival
 
 
+# the batch formers this reference runs (its run_* functions): another is refused, never run as
+# one of these
+REF_FORMERS = ("none", "dynamic", "fixed", "elastic", "continuous", "rebatch", "multibin")
+
+
 @dataclass
 class RefPolicy:
-    kind: str  # none | dynamic | fixed | elastic | continuous
+    kind: str  # a name of REF_FORMERS
     bmax: float = math.inf
     K: int = 1
     order: str = "fcfs"
@@ -94,6 +101,11 @@ class RefPolicy:
     kv_extra: float = 0.0  # on_demand: KV a sequence holds beyond vLLM's count (Dong's: 1)
     preempt_limit: float = math.inf  # preemptive continuous: made this share of its size, stays
 
+    def __post_init__(self) -> None:
+        if self.kind not in REF_FORMERS:
+            raise NotImplementedError(f"reference engine: no batch former {self.kind!r}")
+        order_key(self.order)  # an order whose key this reference does not know is refused
+
 
 @dataclass
 class Waiting:
@@ -104,45 +116,62 @@ class Waiting:
         if not self.reqs:
             return None
         fronts = [r for r in self.reqs if r.front]
+        by_arrival = queue_order(pol.order).by_arrival
         if fronts:
-            if pol.order == "fcfs":
+            if by_arrival:
                 return fronts[-1]  # the most recently put back goes first
             return min(fronts, key=lambda r: (self._key(pol, r), r.i))
-        if pol.order == "fcfs":
+        if by_arrival:
             return min(self.reqs, key=lambda r: r.seq)
         oldest = min(self.reqs, key=lambda r: r.seq)
         if math.isfinite(pol.guard_s):
             waited = now - oldest.t_in
             if waited > pol.guard_s or waited > pol.guard_factor * oldest.work:
                 return oldest
-        if pol.order == "sjf" and pol.kind == "rebatch":
+        if queue_order(pol.order).key == "size" and pol.kind == "rebatch":
             return min(self.reqs, key=lambda r: (r.work, r.seq))  # the run time left
         return min(self.reqs, key=lambda r: (self._key(pol, r), r.seq))
 
     @staticmethod
     def _key(pol: RefPolicy, r: Req) -> float:
         """The order's key of r now (waiting or running): true or predicted output tokens, less
-        those made under srpt and sprpt."""
-        if pol.order in ("sjf", "psjf"):
-            return r.output
-        if pol.order == "srpt":
-            return r.output - r.g
-        if pol.order == "sprpt":
-            return r.pred - r.g
-        return r.pred
+        those made under the remaining-size keys (srpt and sprpt)."""
+        return order_key(pol.order)(r)
 
     def take(self, r: Req) -> None:
         self.reqs.remove(r)
         r.front = False
 
 
+# a queue order's key (its record's `key`, llmqueue.policy.QueueOrder) of a request now, in
+# output tokens: the true or predicted size, less the tokens made for the remaining ones
+KEYS: dict[str, Callable[[Req], float]] = {
+    "size": lambda r: r.output,
+    "predicted_size": lambda r: r.pred,
+    "remaining_size": lambda r: r.output - r.g,
+    "predicted_remaining": lambda r: r.pred - r.g,
+}
+
+
+def order_key(order: str) -> Callable[[Req], float]:
+    """The key queue order `order` serves by (by arrival: the request's place, which the queue
+    reads itself); an order outside the registry (InputError) or with a key this reference does
+    not know (NotImplementedError) is refused, never served by another order's key."""
+    key = queue_order(order).key
+    if key == "arrival":
+        return lambda r: r.seq
+    if key not in KEYS:
+        raise NotImplementedError(f"reference engine: no key {key!r} (order {order!r})")
+    return KEYS[key]
+
+
 _MASK = (1 << 64) - 1
-PREEMPTIVE = ("psjf", "srpt", "pspjf", "sprpt")
 
 
 def _size(pol: RefPolicy, r: Req) -> float:
-    """The size TRAIL's limit is a share of: predicted output tokens under pspjf and sprpt."""
-    return r.pred if pol.order in ("pspjf", "sprpt") else r.output
+    """The size TRAIL's limit is a share of: predicted output tokens under an order that needs
+    a prediction (pspjf, sprpt)."""
+    return r.pred if queue_order(pol.order).needs_prediction else r.output
 
 
 class RefRouter:
@@ -150,7 +179,13 @@ class RefRouter:
     uniform integer, ties among the least loaded by reservoir sampling, power_of_d's sample by a
     partial Fisher-Yates shuffle of a permutation kept between arrivals."""
 
+    # how each router chooses among the replicas; a router without a choice here is refused
+    CHOICES = ("round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
+
     def __init__(self, name: str, replicas: int, word: int, d: int = 2) -> None:
+        if name not in self.CHOICES:
+            router(name)  # InputError for a name outside the registry
+            raise NotImplementedError(f"reference engine: no router {name!r}")
         self.name, self.c, self.state, self.d = name, replicas, word, d
         self.next = 0
         self.perm = list(range(replicas))
@@ -166,9 +201,8 @@ class RefRouter:
         return ((self.word() >> 32) * n) >> 32
 
     def load_kind(self) -> str:
-        return {"jsq": "requests", "power_of_d": "requests", "least_work": "work"}.get(
-            self.name, "kv" if self.name == "least_kv" else "none"
-        )
+        """What the router compares (its record's `load`): none, requests, work or kv."""
+        return router(self.name).load
 
     def _least(self, load: list[float], cand: list[int]) -> int:
         best, ties = cand[0], 1
@@ -353,7 +387,7 @@ def run_rebatch(reqs: list[Req], pol: RefPolicy, k: tuple[float, float, float, f
                 else:
                     r.work -= length[s]
                     enter(r, t)
-                    r.front = pol.order == "fcfs"
+                    r.front = queue_order(pol.order).by_arrival
             members[s] = []
             if q.reqs:
                 for j in range(nsrv):
@@ -574,7 +608,7 @@ def run_continuous(
                 preempted = True
         # 2b. a preemptive order: evict the running request with the largest key (ties: the
         # latest arrival) while the best waiting one has a smaller key and no seat or KV
-        if pol.order in PREEMPTIVE and not preempted and not pol.batch_queue:
+        if queue_order(pol.order).preemptive and not preempted and not pol.batch_queue:
             while True:
                 r = q.pick(pol, t)
                 if r is None or not running[s]:
@@ -753,15 +787,24 @@ def run_preemptive(
     at the moment of an arrival goes first; waiting requests keep the key they entered with,
     ties by arrival; a running request that has had `limit` times its size (the predicted one
     under pspjf and sprpt) of service is not preempted."""
+    rec = queue_order(order)
+    if not rec.preemptive:
+        raise NotImplementedError(f"reference engine: order {order!r} does not preempt")
+    if rec.key not in ("size", "predicted_size", "remaining_size", "predicted_remaining"):
+        raise NotImplementedError(f"reference engine: no preemptive key {rec.key!r}")
     r0, r1 = k[0] + k[1], k[2] + k[3]
     got = {r.i: 0.0 for r in reqs}
+    predicted = rec.needs_prediction  # the key is the predicted size (pspjf, sprpt)
+    remaining = rec.key in ("remaining_size", "predicted_remaining")  # less the service had
 
     def size(r: Req) -> float:
         return r0 + r1 * r.output
 
+    def basis_of(r: Req) -> float:
+        return r0 + r1 * (r.pred if predicted else r.output)
+
     def key(r: Req) -> float:
-        base = r0 + r1 * (r.output if order in ("psjf", "srpt") else r.pred)
-        return base - got[r.i] if order in ("srpt", "sprpt") else base
+        return basis_of(r) - got[r.i] if remaining else basis_of(r)
 
     waiting: list[tuple[float, int, Req]] = []
     cur: Req | None = None
@@ -795,8 +838,7 @@ def run_preemptive(
             continue
         got[cur.i] += a - t_cur
         t_cur = a
-        basis = r0 + r1 * (cur.output if order in ("psjf", "srpt") else cur.pred)
-        if key(r) < key(cur) and not got[cur.i] >= limit * basis:
+        if key(r) < key(cur) and not got[cur.i] >= limit * basis_of(cur):
             waiting.append((key(cur), cur.i, cur))
             start(r, a)
         else:

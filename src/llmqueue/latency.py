@@ -56,6 +56,7 @@ __all__ = [
     "LinearFit",
     "fit_linear_latency",
     "parse_linear_latency",
+    "parse_batch_time",
     "service_moments",
 ]
 
@@ -791,6 +792,30 @@ def parse_linear_latency(text: str) -> LinearLatency:
         return LinearLatency(vals["a"], vals["b0"], name="cli", source="--latency")
     except InputError as err:
         raise InputError(f"--latency {text!r}: {_reason(err)}") from None
+
+
+def parse_batch_time(text: str) -> BatchLatency:
+    """Parse ``k1=..,k2=..,k3=..,k4=..`` (CLI ``--batch-time``; s, s, s/token, s/token) into a
+    BatchLatency (Eq. 18)."""
+    vals: dict[str, float] = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, eq, val = item.partition("=")
+        if not eq or key.strip() not in ("k1", "k2", "k3", "k4"):
+            raise InputError(f"--batch-time {text!r}: expected k1=S,k2=S,k3=S,k4=S (all >= 0)")
+        try:
+            vals[key.strip()] = float(val)
+        except ValueError:
+            raise InputError(
+                f"--batch-time {text!r}: {key.strip()}={val!r} is not a number"
+            ) from None
+    if set(vals) != {"k1", "k2", "k3", "k4"}:
+        raise InputError(f"--batch-time {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
+    try:
+        return BatchLatency(
+            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--batch-time"
+        )
+    except InputError as err:
+        raise InputError(f"--batch-time {text!r}: {_reason(err)}") from None
 
 
 def _reason(err: InputError) -> str:

@@ -113,11 +113,17 @@ __all__ = [
     "SPJF_ORDER",
     "DEFAULT_ORDER",
     "queue_order",
+    "order_names",
     "PREDICTING_ROUTERS",
     "predictions_needed",
     "predicting_names",
     "ADMISSIONS",
+    "Router",
+    "ROUTER_LOADS",
+    "ROUTER_RECORDS",
+    "CENTRAL_ROUTER",
     "ROUTERS",
+    "router",
     "ROUTED_FORMERS",
     "STATE_FREE_ROUTERS",
     "router_code",
@@ -192,11 +198,59 @@ ADMISSIONS = ("reserve", "on_demand", "per_chunk")
 # (arXiv 2604.11001: a request that has made j tokens holds l + j, the one made this slot
 # included); the engine's extra KV per running sequence is the name's position here
 KV_ACCOUNTINGS = ("vllm", "dong")
-# how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
-ROUTERS = ("central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
+# the formers a router other than "central" applies to (a queue per replica)
 ROUTED_FORMERS = ("none", "dynamic", "elastic", "continuous")
-STATE_FREE_ROUTERS = ("round_robin", "random")  # their choice ignores the replicas' state
-PREDICTING_ROUTERS = ("least_work",)  # routers that read each request's predicted length
+# what a router compares across the replicas: nothing (its choice ignores their state), the
+# requests in each (waiting + running), the predicted tokens outstanding, the KV tokens held
+ROUTER_LOADS = ("none", "requests", "work", "kv")
+
+
+@dataclass(frozen=True)
+class Router:
+    """One router of the registry: its `name` (config, CLI, results), the `load` it compares
+    across the replicas (a name of :data:`ROUTER_LOADS`: ``none`` for a choice that ignores their
+    state, ``requests`` waiting + running, ``work`` the predicted tokens outstanding, which reads
+    each request's predicted length, ``kv`` the KV tokens held) and the batch `formers` it applies
+    to (a subset of :data:`ROUTED_FORMERS`). ``central`` is the one shared queue, the limit every
+    router approaches. Its integer `code` (what the compiled engine switches on) is its position
+    in :data:`ROUTER_RECORDS`."""
+
+    name: str
+    load: str
+    formers: tuple[str, ...] = ROUTED_FORMERS
+
+    def __post_init__(self) -> None:
+        if self.load not in ROUTER_LOADS:
+            raise InputError(f"router {self.name!r}: load must be one of {ROUTER_LOADS}")
+        if self.name != "central" and not set(self.formers) <= set(ROUTED_FORMERS):
+            raise InputError(f"router {self.name!r}: formers must be among {ROUTED_FORMERS}")
+
+    @property
+    def code(self) -> int:
+        return ROUTER_RECORDS.index(self)
+
+    @property
+    def needs_prediction(self) -> bool:
+        """Whether it reads each request's predicted output length (its load is the work)."""
+        return self.load == "work"
+
+
+CENTRAL_ROUTER = Router("central", "none", BATCHING)
+ROUTER_RECORDS = (
+    CENTRAL_ROUTER,
+    Router("round_robin", "none"),
+    Router("random", "none"),
+    Router("jsq", "requests"),
+    Router("least_work", "work"),
+    Router("least_kv", "kv", ("continuous",)),
+    Router("power_of_d", "requests"),
+)
+# how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
+ROUTERS = tuple(r.name for r in ROUTER_RECORDS)
+# their choice ignores the replicas' state
+STATE_FREE_ROUTERS = tuple(r.name for r in ROUTER_RECORDS[1:] if r.load == "none")
+# routers that read each request's predicted length
+PREDICTING_ROUTERS = tuple(r.name for r in ROUTER_RECORDS if r.needs_prediction)
 PREDICTING_FORMERS = ("multibin",)  # formers that read it (bins by predicted length)
 
 
@@ -221,6 +275,12 @@ def order_code(name: str) -> int:
 def queue_order(name: str) -> QueueOrder:
     """The record of queue order `name`; InputError for a name outside the registry."""
     return QUEUE_ORDERS[order_code(name)]
+
+
+def order_names(*, preemptive: bool | None = None) -> tuple[str, ...]:
+    """The names of the queue orders of the registry, in code order: all of them, or only the
+    preemptive (`preemptive=True`) or the non-preemptive ones (False)."""
+    return tuple(o.name for o in QUEUE_ORDERS if preemptive is None or o.preemptive == preemptive)
 
 
 def predictions_needed(
@@ -248,9 +308,14 @@ def predicting_names(*, formers: bool = True) -> str:
 
 
 def router_code(name: str) -> int:
-    """The integer code of router `name` (its position in :data:`ROUTERS`); InputError for a name
-    outside the registry."""
-    return _code(ROUTERS, "router", name)
+    """The integer code of router `name` (its position in :data:`ROUTER_RECORDS`); InputError for
+    a name outside the registry."""
+    return _code(tuple(r.name for r in ROUTER_RECORDS), "router", name)
+
+
+def router(name: str) -> Router:
+    """The record of router `name`; InputError for a name outside the registry."""
+    return ROUTER_RECORDS[router_code(name)]
 
 
 def _posint(x: object) -> bool:
@@ -481,8 +546,13 @@ class Policy:
             )
         if self.batch_timeout_s is not None:
             raise InputError("batch_timeout_s needs one queue: the router central")
-        if self.router == "least_kv" and self.kind != "continuous":
-            raise InputError("router least_kv needs continuous batching (the KV tokens held)")
+        rec = router(self.router)
+        if self.kind not in rec.formers:
+            held = " (the KV tokens held)" if rec.load == "kv" else ""
+            raise InputError(
+                f"router {self.router} needs {' or '.join(rec.formers)} batching{held}, not "
+                f"{self.kind}"
+            )
         if self.router != "power_of_d" and self.router_d != 2:
             raise InputError("router_d (d) applies to the router power_of_d only")
         if self.router == "power_of_d" and self.router_d > self.replicas:

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from llmqueue.cli import main
+from llmqueue.policy import order_names
 
 KEYS = ("mean", "ci95", "p50", "p90", "p99")
 
@@ -300,7 +301,7 @@ def test_the_non_work_conserving_batchers_have_flags(capsys: pytest.CaptureFixtu
     )
 
 
-@pytest.mark.parametrize("order", ["psjf", "srpt", "pspjf", "sprpt"])
+@pytest.mark.parametrize("order", order_names(preemptive=True))
 def test_preemptive_orders_on_the_command_line(
     capsys: pytest.CaptureFixture[str], order: str
 ) -> None:

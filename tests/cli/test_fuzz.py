@@ -38,6 +38,7 @@ from llmqueue.checks import check_config
 from llmqueue.cli import main
 from llmqueue.errors import InputError
 from llmqueue.limits import MAX_ENGINE_ENTRIES, MAX_TOKENS
+from llmqueue.policy import BATCHING, ORDERS, ROUTED_FORMERS, ROUTERS
 from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,8 +155,6 @@ WARM_BATCH_TIME = ["--batch-time", "k1=0,k2=0.05,k3=1e-5,k4=0.002", "--max-batch
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled_engine() -> None:
-    from llmqueue.policy import BATCHING, ROUTED_FORMERS
-
     base = ["simulate", "--tokens", "deterministic:value=50", "--rate", "0.01"]
     base += ["--requests", "2000", "--warmup", "100"]
     calls = []
@@ -350,11 +349,9 @@ SIM_EXTRA = st.sampled_from(
         st.just(["--trace", "/etc/hostname"]),
     ),
     rate=number(0.01, 3.0),
-    batching=st.sampled_from(
-        ["none", "dynamic", "fixed", "elastic", "continuous", "multibin", "rebatch"]
-    ),
-    order=st.sampled_from(["fcfs", "sjf", "spjf", "psjf", "srpt", "pspjf", "sprpt", "lifo"]),
-    router=st.sampled_from([None, "central", "random", "jsq", "least_work", "least_kv", "x"]),
+    batching=st.sampled_from(BATCHING),
+    order=st.sampled_from([*ORDERS, "lifo"]),
+    router=st.sampled_from([None, *ROUTERS, "x"]),
     law=st.sampled_from(
         [
             ["--latency", "a=0.002,b0=0.05"],

@@ -107,6 +107,9 @@ def test_a_registered_router_without_a_compiled_branch_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A new router added to the registry but not to the compiled part never runs as another."""
+    monkeypatch.setattr(
+        P, "ROUTER_RECORDS", (*P.ROUTER_RECORDS, P.Router("prefix_affinity", "requests"))
+    )
     monkeypatch.setattr(P, "ROUTERS", (*P.ROUTERS, "prefix_affinity"))
     pol = P.Policy("none", replicas=2, router="prefix_affinity")
     w = PoissonWorkload(parse_law("deterministic:value=10"), 0.5)

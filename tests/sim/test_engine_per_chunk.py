@@ -17,7 +17,7 @@ from reference_engine import RefPolicy, RefRouter, Req, compare_times, random_ta
 
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
-from llmqueue.policy import Policy, parse_policy, policy_spec
+from llmqueue.policy import ROUTER_RECORDS, Policy, parse_policy, policy_spec
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
 from llmqueue.sim.workload import ReplayWorkload
@@ -91,9 +91,7 @@ def _router_word(seed: int) -> int:
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**6),
-    router=st.sampled_from(
-        ["round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d"]
-    ),
+    router=st.sampled_from([r.name for r in ROUTER_RECORDS if r.name != "central"]),
     replicas=st.integers(2, 3),
     kv=st.sampled_from([120, 360]),
     block=st.sampled_from([1, 8]),

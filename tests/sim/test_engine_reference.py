@@ -29,12 +29,14 @@ from llmqueue.latency import (
     StaircaseStepLaw,
     StepLaw,
 )
-from llmqueue.policy import Policy, parse_policy
+from llmqueue.policy import Policy, order_names, parse_policy, queue_order
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
 from llmqueue.sim.workload import ReplayWorkload
 
-ORDERS = ["fcfs", "sjf", "spjf"]
+# every order of the registry, from its records: a new one is checked here by being added
+ORDERS = order_names(preemptive=False)
+PREEMPTIVE = order_names(preemptive=True)
 
 
 def _table(seed: int, n: int, rate: float, max_prompt: int, max_out: int) -> tuple[np.ndarray, ...]:
@@ -52,6 +54,29 @@ def _ref_reqs(tab: np.ndarray) -> list[Req]:
 
 
 _compare = compare_times
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_every_order_matches_reference_on_one_table(order: str) -> None:
+    """Each non-preemptive order of the registry (a new one too) against the reference on one
+    fixed table: dynamic batching of at most 3 on two servers, with the starvation guard for a
+    keyed order."""
+    arr, prompt, out = _table(41, 120, 4.0, 50, 40)
+    k = (0.01, 0.05, 0.002, 0.01)
+    guard = None if queue_order(order).by_arrival else 2.0
+    pol = Policy("dynamic", bmax=3, order=order, guard_s=guard, servers=2)
+    _, tab = _engine(arr, prompt, out, pol, BatchLatency(*k), 41)
+    ref = RefPolicy("dynamic", bmax=3, order=order, guard_s=guard or math.inf, servers=2)
+    _compare(tab, run_static(_ref_reqs(tab), ref, k))
+
+
+@pytest.mark.parametrize("order", PREEMPTIVE)
+def test_every_preemptive_order_matches_reference_on_one_table(order: str) -> None:
+    """Each preemptive order of the registry against the reference on one fixed table."""
+    arr, prompt, out = _table(43, 120, 3.0, 50, 40)
+    k = (0.01, 0.05, 0.002, 0.01)
+    _, tab = _engine(arr, prompt, out, Policy("none", order=order), BatchLatency(*k), 43)
+    _compare(tab, run_preemptive(_ref_reqs(tab), order, k))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -90,7 +115,7 @@ def test_static_formers_match_reference(seed, kind, order, servers, guard, rate)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**6),
-    order=st.sampled_from(["psjf", "srpt", "pspjf", "sprpt"]),
+    order=st.sampled_from(PREEMPTIVE),
     rate=st.floats(0.5, 6.0),
     limit=st.sampled_from([None, 0.3, 0.8]),
 )
@@ -349,7 +374,7 @@ def test_chunked_prefill_off_needs_a_budget() -> None:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**6),
-    order=st.sampled_from(["psjf", "srpt", "pspjf", "sprpt"]),
+    order=st.sampled_from(PREEMPTIVE),
     admission=st.sampled_from(["reserve", "on_demand"]),
     max_batch=st.sampled_from([None, 1, 3, 8]),
     kv=st.sampled_from([None, 120, 300]),
@@ -379,3 +404,34 @@ def test_preemptive_continuous_matches_reference(  # type: ignore[no-untyped-def
         preempt_limit=math.inf if limit is None else limit, servers=servers,
     )  # fmt: skip
     _compare(tab, run_continuous(_ref_reqs(tab), ref, c))
+
+
+def test_the_reference_refuses_an_order_former_or_router_it_has_no_rule_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An order, batch former or router the reference engine has no rule for is refused, never
+    served by another one's rule (a forgotten branch fails the comparison instead of passing)."""
+    from reference_engine import RefRouter
+
+    import llmqueue.policy as P
+
+    # a registered order whose key the reference does not know, and one it does
+    monkeypatch.setattr(P, "ORDER_KEYS", (*P.ORDER_KEYS, "predicted_total"))
+    toy = P.QueueOrder("toy", "predicted_total", True, False, None)
+    alias = P.QueueOrder("alias", "predicted_size", True, False, None)
+    monkeypatch.setattr(P, "QUEUE_ORDERS", (*P.QUEUE_ORDERS, toy, alias))
+    with pytest.raises(NotImplementedError, match="no key 'predicted_total' \\(order 'toy'\\)"):
+        RefPolicy("none", order="toy")
+    assert RefPolicy("none", order="alias").order == "alias"
+    with pytest.raises(InputError, match="order must be one of"):
+        RefPolicy("none", order="lifo")
+    with pytest.raises(NotImplementedError, match="order 'spjf' does not preempt"):
+        run_preemptive([], "spjf", (0.0, 0.1, 0.0, 0.01))
+    with pytest.raises(NotImplementedError, match="no batch former 'toy'"):
+        RefPolicy("toy")
+    # a registered router without a choice here, and a name outside the registry
+    monkeypatch.setattr(P, "ROUTER_RECORDS", (*P.ROUTER_RECORDS, P.Router("nearest", "requests")))
+    with pytest.raises(NotImplementedError, match="no router 'nearest'"):
+        RefRouter("nearest", 2, 1)
+    with pytest.raises(InputError, match="router must be one of"):
+        RefRouter("closest", 2, 1)

@@ -39,7 +39,14 @@ from llmqueue.analytic.multiserver import (
 from llmqueue.analytic.priority import pk_wait
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw, service_moments
-from llmqueue.policy import ROUTERS, Policy, parse_policy, policy_spec
+from llmqueue.policy import (
+    ROUTER_RECORDS,
+    ROUTERS,
+    Policy,
+    order_names,
+    parse_policy,
+    policy_spec,
+)
 from llmqueue.sim.engine import run
 from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.predictors import Noisy
@@ -282,14 +289,30 @@ def _compare(tab: np.ndarray, reqs: list[Req]) -> None:
 
 
 ROUTED = [r for r in ROUTERS if r != "central"]
+# the routers of the static formers (least_kv compares KV: continuous batching only)
+STATIC_ROUTED = [r.name for r in ROUTER_RECORDS if r.name in ROUTED and "none" in r.formers]
+
+
+@pytest.mark.parametrize("router", STATIC_ROUTED)
+def test_every_router_matches_reference_on_one_table(router: str) -> None:
+    """Each router of the registry (a new one too) against the reference on one fixed table:
+    three replicas without batching, every request's start, finish and replica."""
+    arr, prompt, out = _table(35, 120, 6.0)
+    k = (0.01, 0.05, 0.002, 0.01)
+    pol = Policy("none", replicas=3, router=router)
+    w = ReplayWorkload(arr, prompt, out, predictor=Noisy(0.8))
+    _, tab = _per_request(w, pol, BatchLatency(*k), 7)
+    reqs = [Req(int(r[0]), r[1], r[2], r[3], r[4]) for r in tab]
+    _compare(tab, run_static_routed(reqs, RefPolicy("none", servers=3), k,
+                                    RefRouter(router, 3, _router_word(7), 2)))  # fmt: skip
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**6),
-    router=st.sampled_from([r for r in ROUTED if r != "least_kv"]),
+    router=st.sampled_from(STATIC_ROUTED),
     kind=st.sampled_from(["none", "dynamic", "elastic"]),
-    order=st.sampled_from(["fcfs", "sjf", "spjf"]),
+    order=st.sampled_from(order_names(preemptive=False)),
     replicas=st.integers(1, 4),
     bmax=st.sampled_from([None, 3]),
     rate=st.floats(1.0, 12.0),
@@ -325,7 +348,7 @@ def test_static_routed_matches_reference(seed, router, kind, order, replicas, bm
 @given(
     seed=st.integers(0, 10**6),
     router=st.sampled_from(ROUTED),
-    order=st.sampled_from(["fcfs", "sjf", "spjf"]),
+    order=st.sampled_from(order_names(preemptive=False)),
     admission=st.sampled_from(["reserve", "on_demand"]),
     replicas=st.integers(1, 3),
     max_batch=st.sampled_from([None, 2, 8]),

@@ -24,7 +24,7 @@ from llmqueue.analytic.priority import (
 )
 from llmqueue.errors import InputError
 from llmqueue.latency import LinearLatency, StepLaw
-from llmqueue.policy import Policy
+from llmqueue.policy import Policy, order_names
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Exponential, Uniform
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload
@@ -93,7 +93,7 @@ def test_sprpt_is_its_formula() -> None:
     assert srpt_response(law, 0.02, 0.1, rate) < exact
 
 
-@pytest.mark.parametrize("order", ["psjf", "srpt", "pspjf", "sprpt"])
+@pytest.mark.parametrize("order", order_names(preemptive=True))
 def test_one_size_never_preempts(order: str) -> None:
     arr = np.cumsum(np.random.default_rng(4).exponential(1.0, 2000))
     out = np.full(arr.size, 40.0)

@@ -22,7 +22,7 @@ from reference_engine import RefPolicy, Req, run_rebatch, run_static
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency
-from llmqueue.policy import Policy, parse_policy, policy_spec
+from llmqueue.policy import Policy, order_names, parse_policy, policy_spec
 from llmqueue.sim.engine import run
 from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.predictors import Noisy, parse_predictor
@@ -173,7 +173,7 @@ def test_rebatch_put_back_goes_behind_its_key() -> None:
     np.testing.assert_allclose(fin, [6, 1, 2, 2])
 
 
-@pytest.mark.parametrize("order", ["fcfs", "sjf", "spjf"])
+@pytest.mark.parametrize("order", order_names(preemptive=False))
 def test_rebatch_one_at_a_time_is_the_one_at_a_time_server(order: str) -> None:
     arr, prompt, out = _table(3, 500, 4.0)
     guard = 3.0 if order != "fcfs" else None
@@ -236,7 +236,7 @@ def _engine(arr, prompt, out, policy, law=EQ18):  # type: ignore[no-untyped-def]
 @given(
     seed=st.integers(0, 10**6),
     kind=st.sampled_from(["none", "dynamic", "elastic", "rebatch"]),
-    order=st.sampled_from(["fcfs", "sjf", "spjf"]),
+    order=st.sampled_from(order_names(preemptive=False)),
     servers=st.integers(1, 2),
     bmax=st.sampled_from([None, 1, 2, 3]),
     timeout=st.sampled_from([None, 0.0, 0.7, 3.0]),

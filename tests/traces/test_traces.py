@@ -15,7 +15,6 @@ from llmqueue.errors import InputError
 from llmqueue.limits import MAX_TOKENS
 from llmqueue.traces import (
     DAY_S,
-    FORMATS,
     VLLM_REQUEST_COLUMNS,
     TraceColumns,
     TraceRows,
@@ -202,10 +201,6 @@ def test_vllm_request_tables_read_as_rows_with_their_frame(tmp_path: Path) -> No
     df.drop(columns=["warmup"]).to_csv(tmp_path / "short.csv", index=False)
     with pytest.raises(InputError, match=r"lacks columns \['warmup'\]"):
         read_trace(tmp_path / "short.csv", format="vllm-requests")
-    assert set(FORMATS) == {
-        *("auto", "csv", "vllm-requests", "ssjf-predictions"),
-        *("burstgpt", "mooncake", "vidur", "vllm-bench"),
-    }
 
 
 @given(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llmqueue.errors import InputError
-from llmqueue.latency import BatchLatency, parse_linear_latency, parse_step_law
+from llmqueue.latency import parse_batch_time, parse_linear_latency, parse_step_law
 from llmqueue.limits import MAX_RATE_PER_S, integer
 from llmqueue.plan.space import MAX_KV_TOKENS
 from llmqueue.policy import predicting_names
@@ -47,7 +47,6 @@ __all__ = [
     "add_workload_flags",
     "add_law_flags",
     "flagged",
-    "parse_batch_time",
     "predictor_from",
     "workload_from",
     "latency_from",
@@ -55,7 +54,6 @@ __all__ = [
     "EXPORT_FORMATS",
     "check_export",
     "check_outputs",
-    "check_capacity_rows",
     "smallest_request",
     "at_rate",
     "export_workload",
@@ -112,29 +110,6 @@ def add_law_flags(g: Any) -> None:
     g.add_argument(
         "--config", default=DEFAULT_CONFIG, help=f"config for --profile (default {DEFAULT_CONFIG})"
     )
-
-
-def parse_batch_time(text: str) -> BatchLatency:
-    """``k1=..,k2=..,k3=..,k4=..`` (s, s, s/token, s/token) -> BatchLatency (Eq. 18)."""
-    vals: dict[str, float] = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        key, eq, val = item.partition("=")
-        if not eq or key.strip() not in ("k1", "k2", "k3", "k4"):
-            raise InputError(f"--batch-time {text!r}: expected k1=S,k2=S,k3=S,k4=S (all >= 0)")
-        try:
-            vals[key.strip()] = float(val)
-        except ValueError:
-            raise InputError(
-                f"--batch-time {text!r}: {key.strip()}={val!r} is not a number"
-            ) from None
-    if set(vals) != {"k1", "k2", "k3", "k4"}:
-        raise InputError(f"--batch-time {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
-    try:
-        return BatchLatency(
-            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--batch-time"
-        )
-    except InputError as err:
-        raise InputError(f"--batch-time {text!r}: {str(err).split(': ', 1)[-1]}") from None
 
 
 def predictor_from(args: argparse.Namespace, needed: bool, *, formers: bool = True) -> Any:
@@ -227,20 +202,6 @@ def at_rate(workload: Workload, rate_per_s: float, flag: str) -> Workload:
             f"(0, {MAX_RATE_PER_S:g}] (the highest sustainable rate may be unbounded: give --rate)"
         )
     return flagged(flag, workload.at_rate, rate_per_s)
-
-
-# saturated_rate (llmqueue.sim.capacity) measures a service rate on at least this many requests
-CAPACITY_ROWS = 1000
-
-
-def check_capacity_rows(workload: Workload, trace: str | None, flag: str) -> None:
-    """A replayed trace too short to measure a saturation rate on, refused naming --trace and the
-    flag that asks for the rate."""
-    if workload.total is not None and workload.total < CAPACITY_ROWS:
-        raise InputError(
-            f"--trace {trace}: {workload.total} rows; {flag} measures the saturation rate on at "
-            f"least {CAPACITY_ROWS} requests of a replayed trace: give a longer trace"
-        )
 
 
 def smallest_request(workload: Workload) -> float:

@@ -320,6 +320,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     """Everything the command reports, as one JSON-ready dict (module docstring)."""
     from llmqueue.plan.search import PlanRun, parse_rate, search
     from llmqueue.plan.slo import parse_slo
+    from llmqueue.sim.capacity import check_capacity_rows
 
     _check(args)
     _check_outputs(args)
@@ -352,7 +353,7 @@ def plan(args: argparse.Namespace) -> dict[str, Any]:
     # the workload at a nominal rate; every run time-scales it to the rate it tries
     workload = inputs.workload_from(argparse.Namespace(**{**vars(args), "rate": None}), predictor)
     _check_fits(workload, space, args)
-    inputs.check_capacity_rows(workload, args.trace, "plan")
+    check_capacity_rows(workload, f"--trace {args.trace}", "plan")
     configs = list(space.configs()) if part is None else space.slice(*part)
     if args.export and export_rate is not None:
         req, warm = PlanRun(requests=args.requests, warmup=args.warmup).sizes(workload)

@@ -74,7 +74,7 @@ from llmqueue.policy import (
     queue_order,
 )
 from llmqueue.seeds import seed_sequence
-from llmqueue.sim.capacity import exact_rate, max_rate
+from llmqueue.sim.capacity import check_capacity_rows, exact_rate, max_rate
 from llmqueue.sim.engine import run as run_engine
 from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.workload import Workload
@@ -311,18 +311,14 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
             )
     if policy.kind == "continuous":
         out["kv_tokens"] = policy.kv_tokens
-    if workload.total is not None and workload.total < 400 + min(args.warmup, workload.total // 10):
-        raise InputError(
-            f"--trace {args.trace}: {workload.total} rows; replaying needs at least 400 measured "
-            "rows after the warm-up (10% of the rows at most)"
-        )
+    workload.check_replay_rows(args.warmup, f"--trace {args.trace}")
     # separate random streams: the capacity burst, the run, the Monte Carlo of the formula
     streams = {k: seed_sequence(args.seed, k) for k in ("capacity", "run", "formula")}
     cap = None
     if args.load is not None or args.max_rate:
         if exact_rate(workload, policy, latency) is None:
-            inputs.check_capacity_rows(
-                workload, args.trace, "--load" if args.load else "--max-rate"
+            check_capacity_rows(
+                workload, f"--trace {args.trace}", "--load" if args.load else "--max-rate"
             )
         cap = max_rate(
             workload, policy, latency, requests=args.capacity_requests, seed=streams["capacity"]
@@ -340,10 +336,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     out["rate_per_s"] = workload.rate_per_s
     if args.load is not None:
         out["load"] = args.load
-    requests, warmup = args.requests, args.warmup
-    if workload.total is not None:  # a replayed trace: its rows, warm-up first
-        warmup = min(warmup, workload.total // 10)
-        requests = min(requests, workload.total - warmup)
+    requests, warmup = workload.run_sizes(args.requests, args.warmup)
     # the exact capacity where one exists, else the saturated queue's when it was measured
     # (--max-rate, --load): at or above it there is no steady state, whatever a finite run shows
     capacity = exact_rate(workload, policy, latency) or cap

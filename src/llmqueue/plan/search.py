@@ -146,12 +146,8 @@ class PlanRun:
     max_load: float = 0.95
 
     def sizes(self, workload: Workload) -> tuple[int, int]:
-        """(requests, warmup) for this workload."""
-        req, warm = self.requests, self.warmup
-        if workload.total is not None:
-            warm = min(warm, workload.total // 10)
-            req = min(req, workload.total - warm)
-        return req, warm
+        """(requests, warmup) for this workload (a replayed trace: :meth:`Workload.run_sizes`)."""
+        return workload.run_sizes(self.requests, self.warmup)
 
 
 @dataclass(frozen=True)

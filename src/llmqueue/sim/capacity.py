@@ -34,7 +34,29 @@ from llmqueue.sim.predictors import Oracle
 from llmqueue.sim.workload import PoissonWorkload, Workload
 from llmqueue.tokens import UniformLaw
 
-__all__ = ["Capacity", "exact_rate", "max_rate", "saturated_rate", "THEOREM_4_2"]
+__all__ = [
+    "Capacity",
+    "exact_rate",
+    "max_rate",
+    "saturated_rate",
+    "THEOREM_4_2",
+    "CAPACITY_ROWS",
+    "check_capacity_rows",
+]
+
+# saturated_rate measures a service rate on at least this many requests (of a replayed trace)
+CAPACITY_ROWS = 1000
+
+
+def check_capacity_rows(workload: Workload, where: str, flag: str) -> None:
+    """Refuse (InputError naming `where` and `flag`, what asks for the rate) a replayed trace
+    too short to measure a saturation rate on: fewer than :data:`CAPACITY_ROWS` rows."""
+    if workload.total is not None and workload.total < CAPACITY_ROWS:
+        raise InputError(
+            f"{where}: {workload.total} rows; {flag} measures the saturation rate on at "
+            f"least {CAPACITY_ROWS} requests of a replayed trace: give a longer trace"
+        )
+
 
 THEOREM_4_2 = "theorem 4.2"
 

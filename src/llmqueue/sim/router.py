@@ -34,7 +34,7 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
-from llmqueue.policy import ROUTERS, Policy, router_code
+from llmqueue.policy import ROUTER_LOADS, ROUTER_RECORDS, Policy, router_code
 from llmqueue.sim.rng import check_seed, child_seeds
 
 __all__ = [
@@ -60,12 +60,17 @@ __all__ = [
 ]
 
 CENTRAL, ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D = (
-    router_code(name) for name in ROUTERS
+    router_code(name)
+    for name in ("central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
 )
 COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D)
 
-# what a router compares (the former's routed loop measures it per replica)
-LOAD_NONE, LOAD_REQUESTS, LOAD_WORK, LOAD_KV = 0, 1, 2, 3
+# what a router compares (the former's routed loop measures it per replica): the codes of
+# llmqueue.policy.ROUTER_LOADS, and each router's, from its record
+LOAD_NONE, LOAD_REQUESTS, LOAD_WORK, LOAD_KV = (
+    ROUTER_LOADS.index(k) for k in ("none", "requests", "work", "kv")
+)
+_LOAD_OF = np.array([ROUTER_LOADS.index(r.load) for r in ROUTER_RECORDS], dtype=np.int64)
 
 # rst: the router's state (uint64)
 R_RNG = 0  # SplitMix64 state
@@ -90,14 +95,9 @@ def check_router(name: str) -> int:
 
 @njit(cache=True, nogil=True, inline="always")
 def load_kind(code):  # type: ignore[no-untyped-def]  # noqa: ANN001
-    """The load router `code` compares (LOAD_*): none for the routers that ignore state."""
-    if code == JSQ or code == POWER_OF_D:
-        return LOAD_REQUESTS
-    if code == LEAST_WORK:
-        return LOAD_WORK
-    if code == LEAST_KV:
-        return LOAD_KV
-    return LOAD_NONE
+    """The load router `code` compares (LOAD_*, its record's ``load``): none for the routers that
+    ignore state."""
+    return _LOAD_OF[code]
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -144,6 +144,32 @@ class Workload:
     def describe(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def run_sizes(self, requests: int, warmup: int) -> tuple[int, int]:
+        """(requests, warmup) of a run on this workload: as asked, except that a replayed trace
+        (``total`` rows) runs its own rows, the warm-up at most a tenth of them
+        (:data:`REPLAY_WARMUP_SHARE`) and the measured requests at most the rows after it."""
+        if self.total is None:
+            return requests, warmup
+        warm = min(warmup, int(self.total * REPLAY_WARMUP_SHARE))
+        return min(requests, self.total - warm), warm
+
+    def check_replay_rows(self, warmup: int, where: str) -> None:
+        """Refuse (InputError naming `where`) a replayed trace with fewer than
+        :data:`MIN_REPLAY_ROWS` measured rows after its warm-up (:meth:`run_sizes`): too few for
+        the batch-means confidence interval of its statistics."""
+        if self.total is None:
+            return
+        if self.total < MIN_REPLAY_ROWS + self.run_sizes(self.total, warmup)[1]:
+            raise InputError(
+                f"{where}: {self.total} rows; replaying needs at least {MIN_REPLAY_ROWS} measured "
+                f"rows after the warm-up ({REPLAY_WARMUP_SHARE:.0%} of the rows at most)"
+            )
+
+
+# a replayed trace: the most of its rows a warm-up takes, and the fewest measured rows after it
+REPLAY_WARMUP_SHARE = 0.1
+MIN_REPLAY_ROWS = 400
+
 
 def _check_rate(rate: float) -> float:
     r = float(rate)

@@ -22,8 +22,10 @@ the shared readers; :mod:`llmqueue.traces.formats`, one reader per format).
   :func:`read_table`: the parts they are built from, for callers that need only some columns;
 - :func:`parse_trace_spec`: the one parser of a ``trace:PATH:COLUMN[:cap=L]`` token-law spec.
 
-A new format plugs in as one reader function ``(path, columns, where) -> TraceRows`` added to
-:data:`FORMATS` (and, to be recognised, a signature in :func:`detect_format`). Errors are
+A new format plugs in as one :class:`~llmqueue.traces.formats.TraceFormat` record in
+:data:`FORMATS`: its reader ``(path, columns, where) -> TraceRows``, the names of its arrival,
+prompt and output columns, and the CSV header or JSON keys :func:`detect_format` recognises it
+by. Errors are
 :class:`~llmqueue.errors.InputError` s of one line naming the file, the column or key, the row
 and what is allowed (`where` names the flag or config key the path came from): a missing file or
 column, an empty file, a ragged CSV row, a value that is not a finite number or is out of range
@@ -54,6 +56,7 @@ from llmqueue.traces.formats import (
     VIDUR_COLUMNS,
     VLLM_BENCH_KEYS,
     VLLM_REQUEST_COLUMNS,
+    TraceFormat,
     detect_format,
     format_columns,
     read_trace,
@@ -67,6 +70,7 @@ __all__ = [
     "TraceSpec",
     "TRACE_FORM",
     "FORMATS",
+    "TraceFormat",
     "VLLM_REQUEST_COLUMNS",
     "SSJF_PREDICTION_COLUMNS",
     "PREDICTED_CLASS",

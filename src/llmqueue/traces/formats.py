@@ -12,6 +12,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -494,18 +495,76 @@ def _read_vllm_bench(path: str | os.PathLike[str], columns: TraceColumns, where:
     )
 
 
-# ---- recognising a format ------------------------------------------------------------------------
-_CSV_SIGNATURES = (
-    ("burstgpt", BURSTGPT_COLUMNS),
-    ("vidur", VIDUR_COLUMNS),
-    ("vllm-requests", VLLM_REQUEST_COLUMNS),
-    ("ssjf-predictions", SSJF_PREDICTION_COLUMNS),
-)
+# ---- the registry -------------------------------------------------------------------------------
+Reader = Callable[[str | os.PathLike[str], TraceColumns, str], TraceRows]
+
+
+@dataclass(frozen=True)
+class TraceFormat:
+    """One request-table format of the registry (:data:`FORMATS`): its `name` (``--trace-format``,
+    config), its `read`er ``(path, columns, where) -> TraceRows``, the names it gives its
+    (arrival, prompt tokens, output tokens) in `columns` (None for ``csv``: the named
+    :class:`~llmqueue.traces.base.TraceColumns`), and how :func:`detect_format` recognises a file
+    of it: a CSV whose header holds every column of `header` (in registry order, after ``csv``),
+    or JSON (`json`: how the file holds it, e.g. "lines with keys") whose first object holds every
+    key of one of `json_keys`. A format with neither is read only when named."""
+
+    name: str
+    read: Reader
+    columns: tuple[str, str, str] | None
+    header: tuple[str, ...] = ()
+    json: str = ""
+    json_keys: tuple[tuple[str, ...], ...] = ()
+
+
 # the keys of a vLLM benchmark result saved without --save-detailed (recognised, then refused
 # by the reader with the reason)
 _VLLM_BENCH_SUMMARY = ("completed", "request_throughput")
 
 
+def _read_auto(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
+    """The file by the reader of the format :func:`detect_format` recognises."""
+    return FORMATS[detect_format(path, columns, where=where)].read(path, columns, where)
+
+
+FORMATS: dict[str, TraceFormat] = {
+    f.name: f
+    for f in (
+        TraceFormat("auto", _read_auto, None),
+        TraceFormat("csv", _read_csv, None),
+        TraceFormat("burstgpt", _read_burstgpt, BURSTGPT_COLUMNS, header=BURSTGPT_COLUMNS),
+        TraceFormat("vidur", _read_vidur, VIDUR_COLUMNS, header=VIDUR_COLUMNS),
+        TraceFormat(
+            "vllm-requests",
+            _read_vllm_requests,
+            ("arrival_s", "prompt_tokens", "output_tokens"),
+            header=VLLM_REQUEST_COLUMNS,
+        ),
+        TraceFormat(
+            "ssjf-predictions",
+            _read_ssjf_predictions,
+            ("(none)", "(none)", "output_token_length"),
+            header=SSJF_PREDICTION_COLUMNS,
+        ),
+        TraceFormat(
+            "mooncake",
+            _read_mooncake,
+            MOONCAKE_KEYS,
+            json="lines with keys",
+            json_keys=(MOONCAKE_KEYS,),
+        ),
+        TraceFormat(
+            "vllm-bench",
+            _read_vllm_bench,
+            ("start_times", *VLLM_BENCH_KEYS),
+            json="an object with keys",
+            json_keys=(VLLM_BENCH_KEYS, _VLLM_BENCH_SUMMARY),
+        ),
+    )
+}
+
+
+# ---- recognising a format ------------------------------------------------------------------------
 def _known() -> list[str]:
     return sorted(k for k in FORMATS if k != "auto")
 
@@ -522,15 +581,16 @@ def detect_format(
     path: str | os.PathLike[str], columns: TraceColumns | None = None, *, where: str = "--trace"
 ) -> str:
     """The format (a key of :data:`FORMATS`) of a trace file, recognised from its content: a
-    file whose first non-blank line starts a JSON value, or named ``*.json``/``*.jsonl``, is JSON:
-    ``mooncake`` when its first line is an object with :data:`MOONCAKE_KEYS`, ``vllm-bench``
-    when the document is an object with :data:`VLLM_BENCH_KEYS` (or the summary keys of a result
+    file whose first non-blank line starts a JSON value, or named ``*.json``/``*.jsonl``, is JSON,
+    of the first format of :data:`FORMATS` one of whose `json_keys` its first object (or the
+    whole document) holds: ``mooncake`` (its first line an object with :data:`MOONCAKE_KEYS`),
+    ``vllm-bench`` (an object with :data:`VLLM_BENCH_KEYS`, or the summary keys of a result
     saved without them). Any other file is a CSV: ``csv`` when its header holds the `columns`
     named (default the Azure trace's TIMESTAMP, ContextTokens, GeneratedTokens, and finish when
-    named), so every table the csv reader reads keeps reading as csv; else ``burstgpt``,
-    ``vidur``, ``vllm-requests`` or ``ssjf-predictions`` when the header holds that format's
-    columns (:data:`BURSTGPT_COLUMNS`, :data:`VIDUR_COLUMNS`, ...), in that order. Anything else:
-    an InputError naming the file, what it lacks and the known formats."""
+    named), so every table the csv reader reads keeps reading as csv; else the first format of
+    :data:`FORMATS` whose `header` it holds (``burstgpt``, ``vidur``, ``vllm-requests``,
+    ``ssjf-predictions``). Anything else: an InputError naming the file, what it lacks and the
+    known formats."""
     p = existing_file(path, where)
     first = _first_line(p, where)
     if first.lstrip().startswith(("{", "[")) or p.suffix.lower() in (".json", ".jsonl"):
@@ -539,14 +599,14 @@ def detect_format(
         except json.JSONDecodeError:
             obj = _json_document(p, where)  # one document over several lines
         if isinstance(obj, dict):
-            if set(MOONCAKE_KEYS) <= set(obj):
-                return "mooncake"
-            if set(VLLM_BENCH_KEYS) <= set(obj) or set(_VLLM_BENCH_SUMMARY) <= set(obj):
-                return "vllm-bench"
+            for f in FORMATS.values():
+                if any(set(keys) <= set(obj) for keys in f.json_keys):
+                    return f.name
+        shapes = "; ".join(
+            f"{f.name}: {f.json} {list(f.json_keys[0])}" for f in FORMATS.values() if f.json_keys
+        )
         raise InputError(
-            f"{where}: {p}: JSON of no known trace format (mooncake: lines with keys "
-            f"{list(MOONCAKE_KEYS)}; vllm-bench: an object with keys {list(VLLM_BENCH_KEYS)}); "
-            f"known formats: {_known()}"
+            f"{where}: {p}: JSON of no known trace format ({shapes}); known formats: {_known()}"
         )
     head = csv_header(p, where)
     cols = columns or TraceColumns()
@@ -554,51 +614,27 @@ def detect_format(
     missing = [c for c in wanted if c not in head]
     if not missing:
         return "csv"
-    for name, signature in _CSV_SIGNATURES:
-        if set(signature) <= set(head):
-            return name
+    for f in FORMATS.values():
+        if f.header and set(f.header) <= set(head):
+            return f.name
     raise InputError(
         f"{where}: {p}: no known trace format: as csv it lacks columns {missing} (its columns "
         f"are {head}); known formats: {_known()}"
     )
 
 
-def _read_auto(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
-    """The file by the reader of the format :func:`detect_format` recognises."""
-    return FORMATS[detect_format(path, columns, where=where)](path, columns, where)
-
-
-Reader = Callable[[str | os.PathLike[str], TraceColumns, str], TraceRows]
-FORMATS: dict[str, Reader] = {
-    "auto": _read_auto,
-    "csv": _read_csv,
-    "vllm-requests": _read_vllm_requests,
-    "ssjf-predictions": _read_ssjf_predictions,
-    "burstgpt": _read_burstgpt,
-    "mooncake": _read_mooncake,
-    "vidur": _read_vidur,
-    "vllm-bench": _read_vllm_bench,
-}
-
-
 def format_columns(format: str, columns: TraceColumns | None = None) -> tuple[str, str, str]:  # noqa: A002
     """The names a format (not ``auto``: :func:`detect_format` first) gives its (arrival, prompt
     tokens, output tokens): the named `columns` for ``csv``, each other format's own (a replay's
     description quotes them)."""
-    cols = columns or TraceColumns()
-    own = {
-        "csv": (cols.timestamp, cols.prompt, cols.output),
-        "vllm-requests": ("arrival_s", "prompt_tokens", "output_tokens"),
-        "ssjf-predictions": ("(none)", "(none)", "output_token_length"),
-        "burstgpt": BURSTGPT_COLUMNS,
-        "mooncake": MOONCAKE_KEYS,
-        "vidur": VIDUR_COLUMNS,
-        "vllm-bench": ("start_times", *VLLM_BENCH_KEYS),
-    }
-    if format not in own:
-        raise InputError(f"unknown trace format {format!r}; known: {sorted(own)}")
-    a, b, c = own[format]
-    return str(a), str(b), str(c)
+    known = [k for k in FORMATS if k != "auto"]
+    if format not in known:
+        raise InputError(f"unknown trace format {format!r}; known: {sorted(known)}")
+    if FORMATS[format].columns is None:
+        cols = columns or TraceColumns()
+        return cols.timestamp, cols.prompt, cols.output
+    a, b, c = FORMATS[format].columns  # type: ignore[misc]
+    return a, b, c
 
 
 def read_trace(
@@ -611,10 +647,10 @@ def read_trace(
     """A request table as :class:`TraceRows` by its format's reader (:data:`FORMATS`); the
     default ``auto`` reads a CSV holding the named `columns` as ``csv``, as before, and
     recognises the other formats (:func:`detect_format`)."""
-    reader = FORMATS.get(format)
-    if reader is None:
+    f = FORMATS.get(format)
+    if f is None:
         raise InputError(f"{where}: unknown trace format {format!r}; known: {sorted(FORMATS)}")
-    return reader(path, columns or TraceColumns(), where)
+    return f.read(path, columns or TraceColumns(), where)
 
 
 # ---- export ------------------------------------------------------------------------------------
