@@ -60,9 +60,14 @@ def imports_in(path: Path, known: Iterable[str]) -> list[Import]:
     """Every llmqueue module that file `path` (Python, or a notebook's code cells) imports, at
     any depth (function-level imports included); ``from a import b`` where ``a.b`` is a module of
     `known` imports ``a.b``."""
+    return _imports(ast.walk(ast.parse(_source(path), filename=str(path))), known)
+
+
+def _imports(nodes: Iterable[ast.AST], known: Iterable[str]) -> list[Import]:
+    """The llmqueue modules the import statements among `nodes` import (:func:`imports_in`)."""
     mods = set(known)
     found: list[Import] = []
-    for node in ast.walk(ast.parse(_source(path), filename=str(path))):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.split(".")[0] == PACKAGE:
@@ -125,6 +130,29 @@ class ImportGraph:
         direct = [i.module for s in scripts for i in imports_in(Path(s), self.files)]
         rootp = Path(root).resolve()
         return sorted(str(self.files[m].resolve().relative_to(rootp)) for m in self.closure(direct))
+
+    def function_code(self, target: str, root: str | Path = ".") -> list[str]:
+        """The library files (relative to `root`, sorted) that calling the top-level function
+        ``"package.module:function"`` runs: the module itself with the packages on the way, what
+        the module imports at its top level, and what the function imports in its body, each at
+        any depth. A module whose functions import what they need in their bodies (a study's
+        ``steps``) so gives each function only its own code, not its siblings'."""
+        module, _, name = target.partition(":")
+        if module not in self.files:
+            raise KeyError(f"{target}: no module {module!r} in the package")
+        tree = ast.parse(_source(self.files[module]))
+        top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+        funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+        if not funcs:
+            raise KeyError(f"{target}: no top-level function {name!r} in {module}")
+        direct = [module] + [i.module for i in _imports([*top, *ast.walk(funcs[0])], self.files)]
+        # the module runs its own top level (not its other functions' imports), the packages on
+        # the way to it run theirs in full
+        seen = {module} | self.closure([*self.parents(module), *direct[1:]])
+        rootp = Path(root).resolve()
+        return sorted(
+            str(self.files[m].resolve().relative_to(rootp)) for m in seen if m in self.files
+        )
 
     def module_code(self, module: str, root: str | Path = ".") -> list[str]:
         """The library files (relative to `root`, sorted) that importing `module` runs."""

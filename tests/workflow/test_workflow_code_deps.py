@@ -52,26 +52,37 @@ def planned(text: str) -> list[tuple[str, str]]:
     return jobs
 
 
+def script_of(graph: ImportGraph, body: str) -> set[str] | None:
+    """The library files a rule body's script runs: a study step (``step.py``) its function's
+    code (``ImportGraph.function_code``) and the runner's, any other script its imports."""
+    s = re.search(r'script:\s*"\.\./scripts/(\w+\.py)"', body)
+    if not s:
+        return None
+    code = set(graph.code_of(ROOT / "workflow/scripts" / s.group(1), root=ROOT))
+    if s.group(1) == "step.py":
+        target = re.search(r'step="([\w.]+:\w+)"', body)
+        assert target, body[:200]
+        code |= set(graph.function_code(target.group(1), root=ROOT))
+    return code
+
+
 def rule_code(graph: ImportGraph) -> dict[str, set[str]]:
-    """{rule: library files it runs}, from the rule files' script names (plot rules: their plot
-    module and the plotting script), computed here from the graph, not read from the DAG."""
+    """{rule: library files it runs}, from the rule files' script names and study steps (plot
+    rules: their plot module and the plotting script), computed here from the graph, not read
+    from the DAG."""
     out: dict[str, set[str]] = {}
     for smk in (ROOT / "workflow/rules").glob("*.smk"):
         text = smk.read_text()
         for m in re.finditer(r"(?ms)^\s*rule (\w+):(.*?)(?=^\s*rule |\Z)", text):
-            s = re.search(r'script:\s*"\.\./scripts/(\w+\.py)"', m.group(2))
-            if s:
-                out[m.group(1)] = set(
-                    graph.code_of(ROOT / "workflow/scripts" / s.group(1), root=ROOT)
-                )
+            code = script_of(graph, m.group(2))
+            if code is not None:
+                out[m.group(1)] = code
         # rules made in a loop (rule: with name: f"<prefix>{...}"): one entry per name prefix
         loop = r'(?ms)^\s*rule:\s*\n\s*""".*?"""\s*name:\s*f"(\w+)\{.*?(?=^\s*rule|\Z)'
         for m in re.finditer(loop, text):
-            s = re.search(r'script:\s*"\.\./scripts/(\w+\.py)"', m.group(0))
-            if s:
-                out[f"prefix:{m.group(1)}"] = set(
-                    graph.code_of(ROOT / "workflow/scripts" / s.group(1), root=ROOT)
-                )
+            code = script_of(graph, m.group(0))
+            if code is not None:
+                out[f"prefix:{m.group(1)}"] = code
     plot = set(graph.code_of(ROOT / "workflow/scripts/plot_figure.py", root=ROOT))
     for p in (ROOT / "src/llmqueue/plots").glob("fig*.py"):
         out[f"plot:{p.stem}"] = plot | set(graph.module_code(f"llmqueue.plots.{p.stem}", root=ROOT))
@@ -137,8 +148,10 @@ def test_touching_three_modules_reruns_exactly_their_importers(tmp_path: Path) -
 
 
 def test_every_rule_takes_its_code_inputs_from_the_import_graph() -> None:
-    """No hand-kept code lists: a rule that runs a script names that script's import closure
-    (``script_code``), one that runs ``python -m llmqueue`` the command module's closure."""
+    """No hand-kept code lists: a rule that runs a study step names that step function's code
+    (``step_code`` of the ``step`` it names), one that runs another script that script's import
+    closure (``script_code``), one that runs ``python -m llmqueue`` the command module's
+    closure."""
     found = 0
     for smk in (ROOT / "workflow/rules").glob("*.smk"):
         text = smk.read_text()
@@ -146,7 +159,12 @@ def test_every_rule_takes_its_code_inputs_from_the_import_graph() -> None:
         for m in re.finditer(r"(?ms)^\s*rule (\w+):(.*?)(?=^\s*rule |\Z)", text):
             body = m.group(2)
             s = re.search(r'script:\s*"\.\./scripts/(\w+\.py)"', body)
-            if s:
+            if s and s.group(1) == "step.py":  # a study step: its function's own code
+                found += 1
+                target = re.search(r'step="([\w.]+:\w+)"', body)
+                assert target, (smk.name, m.group(1))
+                assert f'step_code("{target.group(1)}")' in body, (smk.name, m.group(1))
+            elif s:
                 found += 1
                 assert f'script_code("{s.group(1)}")' in body, (smk.name, m.group(1))
             elif "python -m llmqueue" in body:

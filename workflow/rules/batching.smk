@@ -55,7 +55,7 @@ wildcard_constraints:
 rule batching_fig3_data:
     input:
         fits=[f for n in F3["profiles"] for f in fit_inputs(BPROF[n])],
-        code=script_code("batching_fig3.py"),
+        code=step_code("llmqueue.studies.batching.steps:fig3"),
     output:
         fig3a="results/batching/fig3a_EL_Hb.csv",
         fig3b="results/batching/fig3b_miub.csv",
@@ -66,6 +66,7 @@ rule batching_fig3_data:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.batching.steps:fig3",
         profile_names=F3["profiles"],
         profiles={n: BPROF[n] for n in F3["profiles"]},
         fig3a_tokens=F3["fig3a_tokens"],
@@ -74,14 +75,14 @@ rule batching_fig3_data:
         mc_samples=F3["mc_samples"],
         seed=config["seed"],
     script:
-        "../scripts/batching_fig3.py"
+        "../scripts/step.py"
 
 
 rule batching_sweep:
     """One lambda sweep: a Fig. 5 panel (sname = panel) or Fig. 6a / 6b (sname = profile)."""
     input:
         fit=lambda w: fit_inputs(BPROF[SWEEP_PROFILE[w.sweep](w.sname)]),
-        code=script_code("batching_sweep.py"),
+        code=step_code("llmqueue.studies.batching.steps:sweep"),
     output:
         "results/batching/{sweep}_{sname}.csv",
     log:
@@ -91,6 +92,7 @@ rule batching_sweep:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.batching.steps:sweep",
         spec=lambda w: SWEEPS[w.sweep],
         profile=lambda w: SWEEP_PROFILE[w.sweep](w.sname),
         profile_cfg=lambda w: BPROF[SWEEP_PROFILE[w.sweep](w.sname)],
@@ -98,14 +100,14 @@ rule batching_sweep:
         chain=BAT["chain"],
         seed=config["seed"],
     script:
-        "../scripts/batching_sweep.py"
+        "../scripts/step.py"
 
 
 rule batching_kstar:
     """Claim 8: every fixed K of claim_K at claim_rate, one profile."""
     input:
         fit=lambda w: fit_inputs(BPROF[w.bprofile]),
-        code=script_code("batching_kstar.py"),
+        code=step_code("llmqueue.studies.batching.steps:kstar"),
     output:
         "results/batching/fig6a_kstar_{bprofile}.csv",
     log:
@@ -115,6 +117,7 @@ rule batching_kstar:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.batching.steps:kstar",
         profile=lambda w: w.bprofile,
         profile_cfg=lambda w: BPROF[w.bprofile],
         tokens=F6["tokens"],
@@ -126,7 +129,7 @@ rule batching_kstar:
         seed=config["seed"],
         stream=SWEEPS["fig6a"]["stream"],
     script:
-        "../scripts/batching_kstar.py"
+        "../scripts/step.py"
 
 
 rule batching_claims:
@@ -145,7 +148,7 @@ rule batching_claims:
                 for f in fit_inputs(BPROF[n])
             }
         ),
-        code=script_code("batching_claims.py"),
+        code=step_code("llmqueue.studies.batching.steps:claims"),
     output:
         "results/claims/batching.csv",
     log:
@@ -155,6 +158,7 @@ rule batching_claims:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.batching.steps:claims",
         profiles={
             n: BPROF[n]
             for n in sorted({*F3["profiles"], *F5["panels"].values(), *FIG6_PROFILES})
@@ -176,7 +180,7 @@ rule batching_claims:
         roofline=config["profiling"]["roofline"],
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/batching_claims.py"
+        "../scripts/step.py"
 
 
 CLAIM_TABLES.append("results/claims/batching.csv")

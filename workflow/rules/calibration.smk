@@ -5,7 +5,7 @@
 rule fit_table1:
     input:
         table=config["data"]["table1"],
-        code=script_code("fit_table1.py"),
+        code=step_code("llmqueue.studies.profiling.steps:fit_table1"),
     output:
         "results/profiling/paper/llama2-7b-chat/fit.json",
     log:
@@ -15,6 +15,7 @@ rule fit_table1:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:fit_table1",
         input_tokens=128,
     script:
-        "../scripts/fit_table1.py"
+        "../scripts/step.py"

@@ -4,12 +4,14 @@
 rule gather_claims:
     input:
         CLAIM_TABLES,
-        code=script_code("gather_claims.py"),
+        code=step_code("llmqueue.steps:gather_claims"),
     output:
         "results/claims.csv",
     log:
         "logs/claims/gather.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        step="llmqueue.steps:gather_claims",
     script:
-        "../scripts/gather_claims.py"
+        "../scripts/step.py"

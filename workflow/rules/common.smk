@@ -54,6 +54,14 @@ def script_code(*scripts):
     return IMPORTS.code_of(*paths, root=workflow.basedir)
 
 
+def step_code(target):
+    """The library files that running study step `target` ("package.module:function", through
+    workflow/scripts/step.py) runs: the runner's, and the function's own (its module's top
+    level and what the function imports, at any depth; ImportGraph.function_code)."""
+    own = IMPORTS.function_code(target, root=workflow.basedir)
+    return sorted(set(script_code("step.py")) | set(own))
+
+
 def module_code(module):
     """The library files that importing `module` (e.g. llmqueue.cli) runs."""
     return IMPORTS.module_code(module, root=workflow.basedir)

@@ -44,7 +44,7 @@ for _fig in FIGURES.values():
 rule figure_list:
     """results/figures.tsv: every registered figure (`make figures` prints it)."""
     input:
-        code=script_code("figure_list.py"),
+        code=step_code("llmqueue.steps:figure_list"),
     output:
         "results/figures.tsv",
     log:
@@ -52,6 +52,7 @@ rule figure_list:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.steps:figure_list",
         rows=[
             [
                 f["target"],
@@ -64,4 +65,4 @@ rule figure_list:
             for f in FIGURES.values()
         ],
     script:
-        "../scripts/figure_list.py"
+        "../scripts/step.py"

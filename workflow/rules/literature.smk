@@ -10,7 +10,7 @@ if LIT:
         """The engine's and the exact mean response time of every point a reference row names."""
         input:
             reference=LIT_REFERENCE,
-            code=script_code("literature_table.py"),
+            code=step_code("llmqueue.studies.literature.steps:table"),
         output:
             "results/literature/table.csv",
         log:
@@ -20,16 +20,17 @@ if LIT:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.literature.steps:table",
             spec=LIT,
             seed=config["seed"],
         script:
-            "../scripts/literature_table.py"
+            "../scripts/step.py"
 
     rule literature_curves:
         """The exact mean response time of each (setting, order) against the load."""
         input:
             reference=LIT_REFERENCE,
-            code=script_code("literature_curves.py"),
+            code=step_code("llmqueue.studies.literature.steps:curves"),
         output:
             "results/literature/curves.csv",
         log:
@@ -37,15 +38,16 @@ if LIT:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.literature.steps:curves",
             spec=LIT,
         script:
-            "../scripts/literature_curves.py"
+            "../scripts/step.py"
 
     rule literature_claims:
         input:
             reference=LIT_REFERENCE,
             table="results/literature/table.csv",
-            code=script_code("literature_claims.py"),
+            code=step_code("llmqueue.studies.literature.steps:claims"),
         output:
             "results/claims/literature.csv",
         log:
@@ -53,9 +55,10 @@ if LIT:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.literature.steps:claims",
             tolerances=config["claims"]["tolerances"],
         script:
-            "../scripts/literature_claims.py"
+            "../scripts/step.py"
 
     CLAIM_TABLES.append("results/claims/literature.csv")
     declare_figure(

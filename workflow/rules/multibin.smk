@@ -15,7 +15,7 @@ if MB:
     rule multibin_synthetic:
         """Their synthetic setting: Theorem 4.2 against the simulated highest throughput."""
         input:
-            code=script_code("multibin_synthetic.py"),
+            code=step_code("llmqueue.studies.multibin.steps:synthetic"),
         output:
             "results/multibin/synthetic.csv",
         log:
@@ -25,16 +25,17 @@ if MB:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.multibin.steps:synthetic",
             spec=MB["synthetic"],
             seed=config["seed"],
         script:
-            "../scripts/multibin_synthetic.py"
+            "../scripts/step.py"
 
     rule multibin_llm_capacity:
         """Their simulated LLM: highest sustainable rate per k and prediction error p_e."""
         input:
             trace=mb_trace(MB["llm"]["tokens"]),
-            code=script_code("multibin_llm_capacity.py"),
+            code=step_code("llmqueue.studies.multibin.steps:llm_capacity"),
         output:
             "results/multibin/llm_capacity.csv",
         log:
@@ -44,10 +45,11 @@ if MB:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.multibin.steps:llm_capacity",
             spec=MB["llm"],
             seed=config["seed"],
         script:
-            "../scripts/multibin_llm_capacity.py"
+            "../scripts/step.py"
 
     MB_LEARNED = MB["llm"]["learned_model"]  # the schema's default: regressor
     if MB_LEARNED != "none" and config.get("ssjf"):
@@ -57,7 +59,7 @@ if MB:
             input:
                 model=f"results/ssjf/models/{MB_LEARNED}.model",
                 trace=config["ssjf"]["trace"],
-                code=script_code("multibin_learned.py"),
+                code=step_code("llmqueue.studies.multibin.steps:learned"),
             output:
                 "results/multibin/llm_learned.csv",
             log:
@@ -67,19 +69,20 @@ if MB:
             conda:
                 "../../envs/analysis.yaml"
             params:
+                step="llmqueue.studies.multibin.steps:learned",
                 spec=MB["llm"],
                 kind=MB_LEARNED,
                 columns=config["ssjf"]["columns"],
                 train_fraction=config["ssjf"]["train_fraction"],
                 seed=config["seed"],
             script:
-                "../scripts/multibin_learned.py"
+                "../scripts/step.py"
 
     rule multibin_llm_latency:
         """Their simulated LLM: mean latency against k at several loads, Lemma 5.1 beside it."""
         input:
             trace=mb_trace(MB["llm"]["tokens"]),
-            code=script_code("multibin_llm_latency.py"),
+            code=step_code("llmqueue.studies.multibin.steps:llm_latency"),
         output:
             "results/multibin/llm_latency.csv",
         log:
@@ -89,17 +92,18 @@ if MB:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.multibin.steps:llm_latency",
             spec=MB["llm"],
             seed=config["seed"],
         script:
-            "../scripts/multibin_llm_latency.py"
+            "../scripts/step.py"
 
     rule multibin_vs_continuous:
         """Multi-Bin (Eq. 18) against continuous batching (step law) on the same kernels."""
         input:
             fits=sorted({*fit_inputs(MB_BATCH_CFG), *fit_inputs(MB_STEP_CFG)}),
             trace=mb_trace(MB_VS["tokens"]),
-            code=script_code("multibin_vs_continuous.py"),
+            code=step_code("llmqueue.studies.multibin.steps:vs_continuous"),
         output:
             table="results/multibin/vs_continuous.csv",
             laws="results/multibin/time_laws.csv",
@@ -110,12 +114,13 @@ if MB:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.multibin.steps:vs_continuous",
             spec=MB_VS,
             batch_cfg=MB_BATCH_CFG,
             step_cfg=MB_STEP_CFG,
             seed=config["seed"],
         script:
-            "../scripts/multibin_vs_continuous.py"
+            "../scripts/step.py"
 
     rule multibin_claims:
         input:
@@ -123,7 +128,7 @@ if MB:
             synthetic="results/multibin/synthetic.csv",
             capacity="results/multibin/llm_capacity.csv",
             latency="results/multibin/llm_latency.csv",
-            code=script_code("multibin_claims.py"),
+            code=step_code("llmqueue.studies.multibin.steps:claims"),
         output:
             "results/claims/multibin.csv",
         log:
@@ -133,9 +138,10 @@ if MB:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.multibin.steps:claims",
             tolerances=config["claims"]["tolerances"],
         script:
-            "../scripts/multibin_claims.py"
+            "../scripts/step.py"
 
     CLAIM_TABLES.append("results/claims/multibin.csv")
     # ---- figures

@@ -17,7 +17,7 @@ if PLAN:
         input:
             fits=fit_inputs(config["step_profiles"][PLAN["step_profile"]]),
             trace=PLAN_TRACE,
-            code=script_code("plan_slice.py"),
+            code=step_code("llmqueue.steps:plan_slice"),
         output:
             "results/plan/slice_{pslice}.csv",
         log:
@@ -27,6 +27,7 @@ if PLAN:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.steps:plan_slice",
             args=plan_args(PLAN, seed=config["seed"]),
             slices=len(PLAN_SLICES),
             profiles={
@@ -35,14 +36,14 @@ if PLAN:
                 }
             },
         script:
-            "../scripts/plan_slice.py"
+            "../scripts/step.py"
 
     rule plan:
         """The slices merged: results/plan/plan.csv (every configuration, its Pareto flag) and
         results/plan/summary.json (best, fewest replicas for plan.target_rate)."""
         input:
             slices=expand("results/plan/slice_{k}.csv", k=PLAN_SLICES),
-            code=script_code("plan_merge.py"),
+            code=step_code("llmqueue.steps:plan_merge"),
         output:
             csv="results/plan/plan.csv",
             summary="results/plan/summary.json",
@@ -51,11 +52,12 @@ if PLAN:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.steps:plan_merge",
             rate=str(PLAN["rate"]),
             target_rate=PLAN["target_rate"],
             slo=PLAN["slo"],
         script:
-            "../scripts/plan_merge.py"
+            "../scripts/step.py"
 
     declare_figure(
         "fig_plan_pareto",

@@ -30,7 +30,7 @@ wildcard_constraints:
 rule profiling_roofline_fit:
     """Roofline-predicted latency profile of one model on one GPU spec (verdict 'predicted')."""
     input:
-        code=script_code("profiling_roofline_fit.py"),
+        code=step_code("llmqueue.studies.profiling.steps:roofline_fit"),
     output:
         "results/profiling/roofline-{gpu}/{pmodel}/fit.json",
     log:
@@ -40,6 +40,7 @@ rule profiling_roofline_fit:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:roofline_fit",
         # only what the roofline fit reads: other profiling keys changing must not rerun it
         profiling={
             k: PROF[k]
@@ -47,7 +48,7 @@ rule profiling_roofline_fit:
             if k in PROF
         },
     script:
-        "../scripts/profiling_roofline_fit.py"
+        "../scripts/step.py"
 
 
 rule profiling_kernel_fit:
@@ -56,7 +57,7 @@ rule profiling_kernel_fit:
     input:
         csv=lambda w: KERNELS[w.ksrc]["csv"],
         meta=lambda w: str(Path(KERNELS[w.ksrc]["csv"]).parent / "meta.json"),
-        code=script_code("profiling_kernel_fit.py"),
+        code=step_code("llmqueue.studies.profiling.steps:kernel_fit"),
     output:
         "results/profiling/{ksrc}/{pmodel}/fit.json",
     log:
@@ -66,6 +67,7 @@ rule profiling_kernel_fit:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:kernel_fit",
         kernel=lambda w: KERNELS[w.ksrc],
         profiling={
             k: PROF[k]
@@ -73,7 +75,7 @@ rule profiling_kernel_fit:
             if k in PROF
         },
     script:
-        "../scripts/profiling_kernel_fit.py"
+        "../scripts/step.py"
 
 
 rule profiling_measured_fit:
@@ -86,7 +88,7 @@ rule profiling_measured_fit:
         step=lambda w: [
             p for p in [f"data/profiling/{w.hw}/step_law.csv"] if Path(p).is_file()
         ],
-        code=script_code("profiling_measured_fit.py"),
+        code=step_code("llmqueue.studies.profiling.steps:measured_fit"),
     output:
         "results/profiling/{hw}/{pmodel}/fit.json",
     log:
@@ -96,18 +98,19 @@ rule profiling_measured_fit:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:measured_fit",
         profiling={
             k: PROF[k]
             for k in ("table1_pairs", "fig2b", "hardware", "depth_tolerance")
         },
     script:
-        "../scripts/profiling_measured_fit.py"
+        "../scripts/step.py"
 
 
 rule profiling_kv_limit:
     """Claim 2: the KV-cache batch limit under each stated reading."""
     input:
-        code=script_code("profiling_kv_limit.py"),
+        code=step_code("llmqueue.studies.profiling.steps:kv_limit"),
     output:
         "results/profiling/kv_limit.csv",
     log:
@@ -117,9 +120,10 @@ rule profiling_kv_limit:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:kv_limit",
         profiling={"kv_limit": PROF["kv_limit"]},
     script:
-        "../scripts/profiling_kv_limit.py"
+        "../scripts/step.py"
 
 
 rule profiling_figure_data:
@@ -140,7 +144,7 @@ rule profiling_figure_data:
         meta=expand("data/profiling/{hw}/meta.json", hw=MEASURED),
         kernel_fits=KERNEL_FITS,
         kernel_csvs=[v["csv"] for v in KERNELS.values()],
-        code=script_code("profiling_figure_data.py"),
+        code=step_code("llmqueue.studies.profiling.steps:figure_data"),
     output:
         fig2a_points="results/profiling/fig2a_points.csv",
         fig2a_lines="results/profiling/fig2a_lines.csv",
@@ -158,6 +162,7 @@ rule profiling_figure_data:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:figure_data",
         # only what the figure data read: other profiling keys changing must not rerun it
         profiling={
             k: PROF[k]
@@ -165,7 +170,7 @@ rule profiling_figure_data:
         },
         measured=MEASURED,
     script:
-        "../scripts/profiling_figure_data.py"
+        "../scripts/step.py"
 
 
 rule profiling_claims:
@@ -185,7 +190,7 @@ rule profiling_claims:
             "results/profiling/{hw}/llama2-7b-chat/fit.json", hw=MEASURED
         ),
         kernel_fits=KERNEL_FITS,
-        code=script_code("profiling_claims.py"),
+        code=step_code("llmqueue.studies.profiling.steps:claims"),
     output:
         "results/claims/profiling.csv",
     log:
@@ -195,12 +200,13 @@ rule profiling_claims:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:claims",
         roofline=PROF["roofline"],
         measured=MEASURED,
         kernels=list(KERNELS),
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/profiling_claims.py"
+        "../scripts/step.py"
 
 
 rule profiling_step_laws:
@@ -211,7 +217,7 @@ rule profiling_step_laws:
             for p in STEP_PROFILES.values()
             if p["kind"] == "fit"
         ],
-        code=script_code("profiling_step_laws.py"),
+        code=step_code("llmqueue.studies.profiling.steps:step_laws"),
     output:
         "results/profiling/step_laws.csv",
     log:
@@ -221,9 +227,10 @@ rule profiling_step_laws:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.profiling.steps:step_laws",
         step_profiles=STEP_PROFILES,
     script:
-        "../scripts/profiling_step_laws.py"
+        "../scripts/step.py"
 
 
 rule profiling_smoke:

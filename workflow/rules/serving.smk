@@ -37,7 +37,7 @@ if SERV:
         input:
             fits=SERV_FITS + SERV_STATIC_FITS,
             trace=config["data"]["azure_trace"],
-            code=script_code("serving_capacity.py"),
+            code=step_code("llmqueue.studies.serving.steps:capacity"),
         output:
             "results/serving/capacity_{spolicy}.csv",
         log:
@@ -47,13 +47,14 @@ if SERV:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.serving.steps:capacity",
             setup=SERV_SETUP,
             profiles=SERV_PROFILES,
             spec=lambda w: SERV["policies"][w.spolicy],
             requests=SERV["capacity_requests"],
             seed=config["seed"],
         script:
-            "../scripts/serving_capacity.py"
+            "../scripts/step.py"
 
     rule serving_sweep:
         """Mean and p99 JCT of one policy over the arrival-rate grid."""
@@ -61,7 +62,7 @@ if SERV:
             capacity="results/serving/capacity_{spolicy}.csv",
             fits=SERV_FITS + SERV_STATIC_FITS,
             trace=config["data"]["azure_trace"],
-            code=script_code("serving_sweep.py"),
+            code=step_code("llmqueue.studies.serving.steps:sweep"),
         output:
             "results/serving/sweep_{spolicy}.csv",
         log:
@@ -71,6 +72,7 @@ if SERV:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.serving.steps:sweep",
             setup=SERV_SETUP,
             profiles=SERV_PROFILES,
             spec=lambda w: SERV["policies"][w.spolicy],
@@ -79,7 +81,7 @@ if SERV:
             sim=SERV["simulation"],
             seed=config["seed"],
         script:
-            "../scripts/serving_sweep.py"
+            "../scripts/step.py"
 
     rule serving_replay:
         """The trace at its own timestamps, time-scaled to each replay load, through one policy."""
@@ -88,7 +90,7 @@ if SERV:
             reference=f"results/serving/capacity_{SERV['replay']['reference']}.csv",
             fits=SERV_FITS + SERV_STATIC_FITS,
             trace=config["data"]["azure_trace"],
-            code=script_code("serving_replay.py"),
+            code=step_code("llmqueue.studies.serving.steps:replay"),
         output:
             "results/serving/replay_{spolicy}.csv",
         log:
@@ -98,6 +100,7 @@ if SERV:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.serving.steps:replay",
             setup=SERV_SETUP,
             profiles=SERV_PROFILES,
             spec=lambda w: SERV["policies"][w.spolicy],
@@ -105,14 +108,14 @@ if SERV:
             warmup=SERV["replay"]["warmup"],
             seed=config["seed"],
         script:
-            "../scripts/serving_replay.py"
+            "../scripts/step.py"
 
     rule serving_tables:
         """figures/serving_capacity.{csv,md} and figures/serving_replay.{csv,md}."""
         input:
             capacity=expand("results/serving/capacity_{p}.csv", p=SERV_POLICIES),
             replay=expand("results/serving/replay_{p}.csv", p=SERV_POLICIES),
-            code=script_code("serving_tables.py"),
+            code=step_code("llmqueue.studies.serving.steps:tables"),
         output:
             capacity_csv="figures/serving_capacity.csv",
             capacity_md="figures/serving_capacity.md",
@@ -123,9 +126,10 @@ if SERV:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.serving.steps:tables",
             reference=SERV["replay"]["reference"],
         script:
-            "../scripts/serving_tables.py"
+            "../scripts/step.py"
 
     SERV_CATEGORY = "Serving (continuous batching)"
     declare_figure(

@@ -40,7 +40,7 @@ rule ssjf_train:
     """A learned output-length predictor, trained on the first part of the trace."""
     input:
         trace=SSJF["trace"],
-        code=script_code("ssjf_train.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:train"),
     output:
         model="results/ssjf/models/{ssjf_kind}.model",
         score="results/ssjf/models/{ssjf_kind}.json",
@@ -52,10 +52,11 @@ rule ssjf_train:
         "../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
+        step="llmqueue.studies.ssjf.steps:train",
         learned=SSJF["learned"],
         seed=config["seed"],
     script:
-        "../scripts/ssjf_train.py"
+        "../scripts/step.py"
 
 
 rule ssjf_predictors:
@@ -63,7 +64,7 @@ rule ssjf_predictors:
     input:
         trace=SSJF["trace"],
         models=expand("results/ssjf/models/{kind}.model", kind=SSJF_KINDS),
-        code=script_code("ssjf_predictors.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:predictors"),
     output:
         "results/ssjf/predictors.csv",
     log:
@@ -72,11 +73,12 @@ rule ssjf_predictors:
         "../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
+        step="llmqueue.studies.ssjf.steps:predictors",
         kinds=SSJF_KINDS,
         predictors=SSJF["quality"]["predictors"],
         seed=config["seed"],
     script:
-        "../scripts/ssjf_predictors.py"
+        "../scripts/step.py"
 
 
 rule ssjf_capacity:
@@ -84,7 +86,7 @@ rule ssjf_capacity:
     input:
         trace=SSJF["trace"],
         fits=SSJF_FITS,
-        code=script_code("ssjf_capacity.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:capacity"),
     output:
         "results/ssjf/capacity.csv",
     log:
@@ -96,10 +98,11 @@ rule ssjf_capacity:
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
+        step="llmqueue.studies.ssjf.steps:capacity",
         requests=SSJF["capacity_requests"],
         seed=config["seed"],
     script:
-        "../scripts/ssjf_capacity.py"
+        "../scripts/step.py"
 
 
 rule ssjf_jct:
@@ -109,7 +112,7 @@ rule ssjf_jct:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         model=f"results/ssjf/models/{SSJF_MODEL}.model",
-        code=script_code("ssjf_jct.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:jct"),
     output:
         "results/ssjf/jct_{ssjf_arrivals}.csv",
     log:
@@ -121,6 +124,7 @@ rule ssjf_jct:
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
+        step="llmqueue.studies.ssjf.steps:jct",
         loads=SSJF["loads"],
         sim=lambda w: (
             SSJF["poisson"] if w.ssjf_arrivals == "poisson" else SSJF["replay"]
@@ -128,7 +132,7 @@ rule ssjf_jct:
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
     script:
-        "../scripts/ssjf_jct.py"
+        "../scripts/step.py"
 
 
 rule ssjf_quality:
@@ -138,7 +142,7 @@ rule ssjf_quality:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         models=expand("results/ssjf/models/{kind}.model", kind=SSJF_KINDS),
-        code=script_code("ssjf_quality.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:quality"),
     output:
         "results/ssjf/quality.csv",
     log:
@@ -150,12 +154,13 @@ rule ssjf_quality:
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
+        step="llmqueue.studies.ssjf.steps:quality",
         kinds=SSJF_KINDS,
         quality=SSJF["quality"],
         sim=SSJF["poisson"],
         seed=config["seed"],
     script:
-        "../scripts/ssjf_quality.py"
+        "../scripts/step.py"
 
 
 rule ssjf_starvation:
@@ -165,7 +170,7 @@ rule ssjf_starvation:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         model=f"results/ssjf/models/{SSJF_MODEL}.model",
-        code=script_code("ssjf_starvation.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:starvation"),
     output:
         "results/ssjf/starvation.csv",
     log:
@@ -175,11 +180,12 @@ rule ssjf_starvation:
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
+        step="llmqueue.studies.ssjf.steps:starvation",
         starvation=SSJF["starvation"],
         sim=SSJF["poisson"],
         seed=config["seed"],
     script:
-        "../scripts/ssjf_starvation.py"
+        "../scripts/step.py"
 
 
 rule ssjf_protocol:
@@ -189,7 +195,7 @@ rule ssjf_protocol:
         fits=SSJF_FITS,
         capacity="results/ssjf/capacity.csv",
         model=f"results/ssjf/models/{SSJF_MODEL}.model",
-        code=script_code("ssjf_protocol.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:protocol"),
     output:
         "results/ssjf/protocol.csv",
     log:
@@ -201,18 +207,19 @@ rule ssjf_protocol:
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
+        step="llmqueue.studies.ssjf.steps:protocol",
         protocol=SSJF["protocol"],
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
     script:
-        "../scripts/ssjf_protocol.py"
+        "../scripts/step.py"
 
 
 rule ssjf_official_predictors:
     """SSJF's published proxy-model classes scored against the true lengths."""
     input:
         files=list(SSJF_OFFICIAL_FILES.values()),
-        code=script_code("ssjf_official_predictors.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:official_predictors"),
     output:
         "results/ssjf/official_predictors.csv",
     log:
@@ -220,9 +227,10 @@ rule ssjf_official_predictors:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.ssjf.steps:official_predictors",
         official=SSJF_OFFICIAL,
     script:
-        "../scripts/ssjf_official_predictors.py"
+        "../scripts/step.py"
 
 
 rule ssjf_official:
@@ -230,7 +238,7 @@ rule ssjf_official:
     input:
         predictions=SSJF_OFFICIAL_FILES[SSJF_OFFICIAL["ssjf_predictor"]],
         fits=SSJF_FITS,
-        code=script_code("ssjf_official.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:official"),
     output:
         "results/ssjf/official.csv",
     log:
@@ -241,13 +249,14 @@ rule ssjf_official:
         "../../envs/analysis.yaml"
     params:
         **SSJF_SETTINGS,
+        step="llmqueue.studies.ssjf.steps:official",
         official=SSJF_OFFICIAL,
         protocol=SSJF["protocol"],
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
         sweep=False,
     script:
-        "../scripts/ssjf_official.py"
+        "../scripts/step.py"
 
 
 rule ssjf_official_sweep:
@@ -256,7 +265,7 @@ rule ssjf_official_sweep:
     input:
         predictions=SSJF_OFFICIAL_FILES[SSJF_OFFICIAL["ssjf_predictor"]],
         fits=SSJF_FITS,
-        code=script_code("ssjf_official.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:official"),
     output:
         "results/ssjf/official_sweep.csv",
     log:
@@ -267,13 +276,14 @@ rule ssjf_official_sweep:
         "../../envs/analysis.yaml"
     params:
         **SSJF_SETTINGS,
+        step="llmqueue.studies.ssjf.steps:official",
         official=SSJF_OFFICIAL,
         protocol=SSJF["protocol"],
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
         sweep=True,
     script:
-        "../scripts/ssjf_official.py"
+        "../scripts/step.py"
 
 
 rule ssjf_groups:
@@ -283,7 +293,7 @@ rule ssjf_groups:
         protocol="results/ssjf/protocol.csv",
         predictors="results/ssjf/predictors.csv",
         official_predictors="results/ssjf/official_predictors.csv",
-        code=script_code("ssjf_groups.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:groups"),
     output:
         "results/ssjf/groups.csv",
     log:
@@ -291,11 +301,12 @@ rule ssjf_groups:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.ssjf.steps:groups",
         claim_settings=SSJF["claim_settings"],
         ssjf_model=SSJF_MODEL,
         ssjf_predictor=SSJF_OFFICIAL["ssjf_predictor"],
     script:
-        "../scripts/ssjf_groups.py"
+        "../scripts/step.py"
 
 
 rule ssjf_claims:
@@ -306,7 +317,7 @@ rule ssjf_claims:
         protocol="results/ssjf/protocol.csv",
         poisson="results/ssjf/jct_poisson.csv",
         predictors="results/ssjf/predictors.csv",
-        code=script_code("ssjf_claims.py"),
+        code=step_code("llmqueue.studies.ssjf.steps:claims"),
     output:
         "results/claims/ssjf.csv",
     log:
@@ -314,6 +325,7 @@ rule ssjf_claims:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.ssjf.steps:claims",
         claim_settings=SSJF["claim_settings"],
         ssjf_model=SSJF_MODEL,
         claim_load=SSJF["claim_load"],
@@ -322,7 +334,7 @@ rule ssjf_claims:
         guard_s=SSJF["guard_s"],
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/ssjf_claims.py"
+        "../scripts/step.py"
 
 
 CLAIM_TABLES.append("results/claims/ssjf.csv")

@@ -33,7 +33,7 @@ TL_SCENARIO = {
 rule token_limit_sweep:
     input:
         fit=lambda w: fit_inputs(config["latency_profiles"][w.profile]),
-        code=script_code("token_limit_sweep.py"),
+        code=step_code("llmqueue.studies.token_limit.steps:sweep"),
     output:
         "results/token_limit/{profile}/{scenario}.csv",
     log:
@@ -43,6 +43,7 @@ rule token_limit_sweep:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.token_limit.steps:sweep",
         tokens=TL["tokens"],
         limits=TL["limits"],
         rate_per_s=lambda w: TL_SCENARIO[w.scenario]["rate_per_s"],
@@ -58,14 +59,14 @@ rule token_limit_sweep:
         ),
         profile_cfg=lambda w: config["latency_profiles"][w.profile],
     script:
-        "../scripts/token_limit_sweep.py"
+        "../scripts/step.py"
 
 
 rule token_limit_tradeoff:
     input:
         patient="results/token_limit/{profile}/patient.csv",
         impatient="results/token_limit/{profile}/impatient.csv",
-        code=script_code("token_limit_tradeoff.py"),
+        code=step_code("llmqueue.studies.token_limit.steps:tradeoff"),
     output:
         tradeoff="results/token_limit/{profile}/tradeoff.csv",
         gamma_sweep="results/token_limit/{profile}/gamma_sweep.csv",
@@ -76,10 +77,11 @@ rule token_limit_tradeoff:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.token_limit.steps:tradeoff",
         tokens=TL["tokens"],
         tradeoff=TL["tradeoff"],
     script:
-        "../scripts/token_limit_tradeoff.py"
+        "../scripts/step.py"
 
 
 rule token_limit_claims:
@@ -90,7 +92,7 @@ rule token_limit_claims:
         tradeoff=TL_TABLES["tradeoff"],
         gamma_sweep=TL_TABLES["gamma_sweep"],
         fits=[f for p in TL_PROFILES for f in fit_inputs(config["latency_profiles"][p])],
-        code=script_code("token_limit_claims.py"),
+        code=step_code("llmqueue.studies.token_limit.steps:claims"),
     output:
         "results/claims/token_limit.csv",
     log:
@@ -100,13 +102,14 @@ rule token_limit_claims:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.token_limit.steps:claims",
         tokens=TL["tokens"],
         profiles={p: config["latency_profiles"][p] for p in TL_PROFILES},
         claim_limits=TL["claim_limits"],
         main_profile=TL["profile"],
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/token_limit_claims.py"
+        "../scripts/step.py"
 
 
 CLAIM_TABLES.append("results/claims/token_limit.csv")

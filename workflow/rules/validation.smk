@@ -26,7 +26,7 @@ rule validation_compare:
     """One run folder: every table replayed (prediction + diagnostic variants), errors per load."""
     input:
         data=lambda w: [f"{VAL['dir']}/{w.vrun}/{n}" for n in VAL_FILES],
-        code=script_code("validation_compare.py"),
+        code=step_code("llmqueue.studies.validation.steps:compare"),
     output:
         comparison="results/validation/{vrun}/comparison.csv",
         predictions="results/validation/{vrun}/predictions.csv",
@@ -37,11 +37,12 @@ rule validation_compare:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.validation.steps:compare",
         folder=lambda w: f"{VAL['dir']}/{w.vrun}",
         compare={k: VAL[k] for k in VAL if k not in ("runs", "figure_run", "dir")},
         seed=config["seed"],
     script:
-        "../scripts/validation_compare.py"
+        "../scripts/step.py"
 
 
 rule validation_table:
@@ -49,7 +50,7 @@ rule validation_table:
     input:
         comparisons=expand("results/validation/{vrun}/comparison.csv", vrun=VAL_RUNS),
         settings=[f"{VAL['dir']}/{r}/settings.json" for r in VAL_RUNS],
-        code=script_code("validation_table.py"),
+        code=step_code("llmqueue.studies.validation.steps:table"),
     output:
         csv=report(
             "figures/table_vllm_validation.csv",
@@ -64,10 +65,11 @@ rule validation_table:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.validation.steps:table",
         kv_model=VAL["kv_model"],
         kv_budget=VAL["kv_budget"],
     script:
-        "../scripts/validation_table.py"
+        "../scripts/step.py"
 
 
 declare_figure(
@@ -118,7 +120,7 @@ rule validation_matrix_group:
     knots and probes (empty for a group measured without the protocol)."""
     input:
         data=lambda w: matrix_group_files(VMX_MATRICES[w.vengine]["dir"], w.vgroup),
-        code=script_code("validation_matrix.py"),
+        code=step_code("llmqueue.studies.validation.steps:matrix"),
     output:
         comparison="results/validation/matrix/{vengine}/{vgroup}/comparison.csv",
         predictions="results/validation/matrix/{vengine}/{vgroup}/predictions.csv",
@@ -134,11 +136,12 @@ rule validation_matrix_group:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.validation.steps:matrix",
         folder=lambda w: f"{VMX_MATRICES[w.vengine]['dir']}/{w.vgroup}",
         compare=lambda w: matrix_compare_params(VMX, w.vengine),
         seed=config["seed"],
     script:
-        "../scripts/validation_matrix.py"
+        "../scripts/step.py"
 
 
 for _engine in VMX_ENGINES:
@@ -153,7 +156,7 @@ for _engine in VMX_ENGINES:
             comparisons=matrix_results(VMX_MATRICES, _engine, "comparison.csv"),
             closed=matrix_results(VMX_MATRICES, _engine, "closed_forms.csv"),
             rounds=matrix_results(VMX_MATRICES, _engine, "calibration_rounds.csv"),
-            code=script_code("validation_matrix_table.py"),
+            code=step_code("llmqueue.studies.validation.steps:matrix_table"),
         output:
             csv=report(
                 f"figures/table_{_engine}_matrix.csv",
@@ -177,10 +180,11 @@ for _engine in VMX_ENGINES:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.validation.steps:matrix_table",
             compare=matrix_compare_params(VMX, _engine),
             seed=config["seed"],
         script:
-            "../scripts/validation_matrix_table.py"
+            "../scripts/step.py"
 
     declare_figure(
         f"table_{_engine}_matrix",
@@ -200,7 +204,7 @@ rule validation_matrix_engines:
     input:
         tables=[f"figures/table_{e}_matrix.csv" for e in VMX_ENGINES],
         targets=[f"results/validation/matrix/{e}/targets.csv" for e in VMX_ENGINES],
-        code=script_code("validation_matrix_engines.py"),
+        code=step_code("llmqueue.studies.validation.steps:matrix_engines"),
     output:
         csv=report(
             "figures/table_engine_matrix.csv",
@@ -213,15 +217,17 @@ rule validation_matrix_engines:
         "logs/validation/matrix_engines.log",
     conda:
         "../../envs/analysis.yaml"
+    params:
+        step="llmqueue.studies.validation.steps:matrix_engines",
     script:
-        "../scripts/validation_matrix_engines.py"
+        "../scripts/step.py"
 
 
 rule validation_matrix_curve:
     """Fig. 4a's closed form for vLLM's no-batching group at its runs' rate."""
     input:
         data=lambda w: matrix_group_files(VMX_DIR, VMX_TOKEN_LIMIT),
-        code=script_code("validation_matrix_curve.py"),
+        code=step_code("llmqueue.studies.validation.steps:matrix_curve"),
     output:
         "results/validation/matrix/vllm/token_limit_curve.csv",
     log:
@@ -229,10 +235,11 @@ rule validation_matrix_curve:
     conda:
         "../../envs/analysis.yaml"
     params:
+        step="llmqueue.studies.validation.steps:matrix_curve",
         folder=f"{VMX_DIR}/{VMX_TOKEN_LIMIT}",
         points=200,
     script:
-        "../scripts/validation_matrix_curve.py"
+        "../scripts/step.py"
 
 
 declare_figure(
@@ -316,7 +323,7 @@ if VMS:
                 )
             ],
             meta=f"{VMS['dir']}/meta.json",
-            code=script_code("validation_machine_speed.py"),
+            code=step_code("llmqueue.studies.validation.steps:machine_speed"),
         output:
             cycles="results/validation/machine_speed/cycles.csv",
             summary="results/validation/machine_speed/summary.csv",
@@ -324,8 +331,10 @@ if VMS:
             "logs/validation/machine_speed.log",
         conda:
             "../../envs/analysis.yaml"
+        params:
+            step="llmqueue.studies.validation.steps:machine_speed",
         script:
-            "../scripts/validation_machine_speed.py"
+            "../scripts/step.py"
 
     declare_figure(
         "fig_vllm_machine_speed",

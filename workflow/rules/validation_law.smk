@@ -19,7 +19,7 @@ for _engine in VMX_ENGINES:
             f"validation_law_forms_{_engine}"
         input:
             data=[f for g in _m["groups"] for f in matrix_group_files(_m["dir"], g)],
-            code=script_code("validation_law_forms.py"),
+            code=step_code("llmqueue.studies.validation.steps:law_forms"),
         output:
             csv=f"results/validation/matrix/{_engine}/law_forms.csv",
             md=report(
@@ -34,11 +34,12 @@ for _engine in VMX_ENGINES:
         conda:
             "../../envs/analysis.yaml"
         params:
+            step="llmqueue.studies.validation.steps:law_forms",
             folders=[f"{_m['dir']}/{g}" for g in _m["groups"]],
             settings={k: VMX[k] for k in ("kv_model", "kv_budget") if k in VMX},
             seed=config["seed"],
         script:
-            "../scripts/validation_law_forms.py"
+            "../scripts/step.py"
 
     declare_figure(
         f"table_{_engine}_law_forms",

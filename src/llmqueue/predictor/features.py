@@ -23,14 +23,22 @@ The rows come from :mod:`llmqueue.traces` (:class:`~llmqueue.traces.TraceRows`);
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from llmqueue.errors import InputError
-from llmqueue.traces import TraceRows
+from llmqueue.traces import TraceColumns, TraceRows, read_trace
 
-__all__ = ["FeatureSpec", "split_index", "known_history", "trace_features"]
+__all__ = [
+    "FeatureSpec",
+    "split_index",
+    "HeldOutTrace",
+    "read_heldout",
+    "known_history",
+    "trace_features",
+]
 
 
 @dataclass(frozen=True)
@@ -68,6 +76,29 @@ def split_index(n: int, train_fraction: float) -> int:
             f"train_fraction {train_fraction} of {n} rows leaves fewer than 2 rows to train or test"
         )
     return k
+
+
+@dataclass(frozen=True)
+class HeldOutTrace:
+    """A trace (arrival order) and where its held-out part starts (:func:`split_index`): the rows
+    before `split` train a predictor, every simulation draws from the rows from it on."""
+
+    rows: TraceRows
+    split: int
+
+    @property
+    def test(self) -> TraceRows:
+        """The held-out rows every simulation draws from."""
+        return self.rows.take(self.split)
+
+
+def read_heldout(
+    path: str, columns: Mapping[str, str], train_fraction: float, *, where: str
+) -> HeldOutTrace:
+    """The trace at `path` (its columns by role, :meth:`TraceColumns.from_mapping`), split at
+    `train_fraction` of its rows; errors name `where` (the config key of the path)."""
+    rows = read_trace(path, TraceColumns.from_mapping(columns), where=where)
+    return HeldOutTrace(rows, split_index(rows.n, train_fraction))
 
 
 def known_history(rows: TraceRows, spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:

@@ -48,6 +48,7 @@ import numpy as np
 from numba import njit
 
 from llmqueue.errors import InputError
+from llmqueue.predictor.features import HeldOutTrace
 from llmqueue.predictor.scoring import SSJF_EDGES
 from llmqueue.sim.rng import NOR_F, NOR_K, NOR_W, std_normal, uniform32
 from llmqueue.traces import TraceRows
@@ -70,6 +71,7 @@ __all__ = [
     "EXP",
     "UNIFORM",
     "KNOWN",
+    "row_predictions",
 ]
 
 ORACLE, NOISY, BUCKETS, LEARNED, EXP, UNIFORM, COLUMN = 0, 1, 2, 3, 4, 5, 6
@@ -514,3 +516,16 @@ def predict_chunk(kind, prm, edges, values, output, raw, spare, sp, out):  # typ
         else:
             raise ValueError("predict_chunk: unknown predictor kind")
     return sp
+
+
+def row_predictions(
+    predictor: Predictor, trace: HeldOutTrace, seed: int | np.random.SeedSequence
+) -> np.ndarray:
+    """One prediction per held-out row of `trace`: a learned model reads the whole trace
+    (history before each arrival) and keeps the held-out rows; a compiled predictor draws its
+    error per row (its class edges from the held-out outputs' quantiles)."""
+    test = trace.test
+    if isinstance(predictor, Learned):
+        return np.asarray(predictor.model.predict_trace(trace.rows), dtype=float)[trace.split :]
+    pred = predictor.resolved(lambda q: np.quantile(test.output_tokens, q))
+    return pred.predict(test.output_tokens, seed)

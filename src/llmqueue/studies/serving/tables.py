@@ -135,7 +135,7 @@ def policy_sweep(
     policies: Mapping[str, Policy],
     latencies: Mapping[str, Latency],
     workload: Workload,
-    rates: Sequence[float],
+    rates: Sequence[float] | np.ndarray,
     capacities: Mapping[str, float],
     sim: SimSettings,
     *,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,13 +15,13 @@ import pandas as pd
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.policy import FCFS_ORDER, SPJF_ORDER, Policy
-from llmqueue.predictor.features import FeatureSpec, split_index
+from llmqueue.predictor.features import FeatureSpec, HeldOutTrace, read_heldout
 from llmqueue.predictor.model import LengthModel
 from llmqueue.predictor.scoring import score_predictions
 from llmqueue.predictor.training import train_length_model
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.exact import row_mean_wait
-from llmqueue.sim.predictors import Learned, Predictor, parse_predictor
+from llmqueue.sim.predictors import Learned, Predictor, parse_predictor, row_predictions
 from llmqueue.sim.result import SimResult
 from llmqueue.sim.settings import SimSettings
 from llmqueue.studies.ssjf.spec import (
@@ -33,7 +32,7 @@ from llmqueue.studies.ssjf.spec import (
     PolicySpec,
     Setting,
 )
-from llmqueue.traces import TraceColumns, TraceRows, read_trace
+from llmqueue.traces import TraceRows
 
 __all__ = [
     "StudyTrace",
@@ -60,22 +59,12 @@ def _quiet(_: str) -> None:
 
 
 # ---- the trace and the predictors ------------------------------------------------------------------
-@dataclass(frozen=True)
-class StudyTrace:
-    """The trace (arrival order) and where its held-out part starts."""
-
-    rows: TraceRows
-    split: int
-
-    @property
-    def test(self) -> TraceRows:
-        """The held-out rows every simulation draws from."""
-        return self.rows.take(self.split)
+StudyTrace = HeldOutTrace  # the study's trace and its held-out part
 
 
 def load_trace(path: str, columns: Mapping[str, str], train_fraction: float) -> StudyTrace:
-    rows = read_trace(path, TraceColumns.from_mapping(columns), where="ssjf.trace")
-    return StudyTrace(rows, split_index(rows.n, train_fraction))
+    """The study's trace (config ``ssjf.trace``) split at `train_fraction`."""
+    return read_heldout(path, columns, train_fraction, where="ssjf.trace")
 
 
 def train_model(trace: StudyTrace, kind: str, cfg: Mapping[str, Any], seed: int) -> LengthModel:
@@ -95,18 +84,6 @@ def train_model(trace: StudyTrace, kind: str, cfg: Mapping[str, Any], seed: int)
 
 def _learned_predictor(model: LengthModel, label: str) -> Learned:
     return Learned(label, model)
-
-
-def row_predictions(
-    predictor: Predictor, trace: StudyTrace, seed: int | np.random.SeedSequence
-) -> np.ndarray:
-    """One prediction per held-out row: a learned model reads the whole trace (history before
-    each arrival) and keeps the held-out rows; a compiled predictor draws its error per row."""
-    test = trace.test
-    if isinstance(predictor, Learned):
-        return np.asarray(predictor.model.predict_trace(trace.rows), dtype=float)[trace.split :]
-    pred = predictor.resolved(lambda q: np.quantile(test.output_tokens, q))
-    return pred.predict(test.output_tokens, seed)
 
 
 def _size_blind(spec: str) -> bool:
