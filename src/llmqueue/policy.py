@@ -104,6 +104,9 @@ __all__ = [
     "Policy",
     "NO_CAP",
     "BATCHING",
+    "BatchFormer",
+    "FORMER_RECORDS",
+    "batch_former",
     "ORDERS",
     "QueueOrder",
     "ORDER_KEYS",
@@ -137,13 +140,49 @@ __all__ = [
 
 NO_CAP = 1 << 40  # "b_max = infinity"
 
-# The registries: every batch former and every queue order, declared once. A name's integer code
-# (what the compiled engine switches on) is its position here; adding one means an entry here and
-# its compiled branch (docs/architecture.md says where).
-BATCHING = ("none", "dynamic", "fixed", "elastic", "continuous", "multibin", "rebatch")
+
+# The registries: every batch former, queue order and router, declared once as a record. A name's
+# integer code (what the compiled engine switches on) is its record's position; adding one means a
+# record here and its compiled branch (docs/architecture.md says where).
+@dataclass(frozen=True)
+class BatchFormer:
+    """One batch former of the registry: its `name` (config, CLI, results), the `size` it takes
+    (``one``: one request at a time, no size; ``bmax``: at most b_max requests, None for no cap;
+    ``K``: exactly K), whether its replicas may each have a queue behind a router (`routed`),
+    whether it takes the SSJF simulator's batch timeout (`timeout`, one server) and the guard's
+    run-time trigger (`guard_factor`), and whether it reads each request's predicted length
+    (`needs_prediction`). Its own settings are checked by :class:`Policy` (``_continuous``,
+    ``_multibin``). Its integer `code` is its position in :data:`FORMER_RECORDS`."""
+
+    name: str
+    size: str
+    routed: bool = False
+    timeout: bool = False
+    guard_factor: bool = False
+    needs_prediction: bool = False
+
+    def __post_init__(self) -> None:
+        if self.size not in ("one", "bmax", "K"):
+            raise InputError(f"batch former {self.name!r}: size must be one, bmax or K")
+
+    @property
+    def code(self) -> int:
+        return FORMER_RECORDS.index(self)
+
+
+FORMER_RECORDS = (
+    BatchFormer("none", "one", routed=True, guard_factor=True),
+    BatchFormer("dynamic", "bmax", routed=True, timeout=True, guard_factor=True),
+    BatchFormer("fixed", "K", guard_factor=True),
+    BatchFormer("elastic", "bmax", routed=True, timeout=True, guard_factor=True),
+    BatchFormer("continuous", "bmax", routed=True),
+    BatchFormer("multibin", "K", needs_prediction=True),
+    BatchFormer("rebatch", "bmax", timeout=True, guard_factor=True),
+)
+BATCHING = tuple(f.name for f in FORMER_RECORDS)
 # the formers that take the SSJF-simulator options: a batch timeout, the run-time guard trigger
-TIMEOUT_FORMERS = ("dynamic", "elastic", "rebatch")
-GUARD_FACTOR_FORMERS = ("none", "dynamic", "fixed", "elastic", "rebatch")
+TIMEOUT_FORMERS = tuple(f.name for f in FORMER_RECORDS if f.timeout)
+GUARD_FACTOR_FORMERS = tuple(f.name for f in FORMER_RECORDS if f.guard_factor)
 
 
 @dataclass(frozen=True)
@@ -199,7 +238,7 @@ ADMISSIONS = ("reserve", "on_demand", "per_chunk")
 # included); the engine's extra KV per running sequence is the name's position here
 KV_ACCOUNTINGS = ("vllm", "dong")
 # the formers a router other than "central" applies to (a queue per replica)
-ROUTED_FORMERS = ("none", "dynamic", "elastic", "continuous")
+ROUTED_FORMERS = tuple(f.name for f in FORMER_RECORDS if f.routed)
 # what a router compares across the replicas: nothing (its choice ignores their state), the
 # requests in each (waiting + running), the predicted tokens outstanding, the KV tokens held
 ROUTER_LOADS = ("none", "requests", "work", "kv")
@@ -251,7 +290,8 @@ ROUTERS = tuple(r.name for r in ROUTER_RECORDS)
 STATE_FREE_ROUTERS = tuple(r.name for r in ROUTER_RECORDS[1:] if r.load == "none")
 # routers that read each request's predicted length
 PREDICTING_ROUTERS = tuple(r.name for r in ROUTER_RECORDS if r.needs_prediction)
-PREDICTING_FORMERS = ("multibin",)  # formers that read it (bins by predicted length)
+# formers that read it (bins by predicted length)
+PREDICTING_FORMERS = tuple(f.name for f in FORMER_RECORDS if f.needs_prediction)
 
 
 def _code(registry: tuple[str, ...], what: str, name: str) -> int:
@@ -261,9 +301,14 @@ def _code(registry: tuple[str, ...], what: str, name: str) -> int:
 
 
 def former_code(name: str) -> int:
-    """The integer code of batch former `name` (its position in :data:`BATCHING`); InputError
-    for a name outside the registry."""
-    return _code(BATCHING, "batching", name)
+    """The integer code of batch former `name` (its position in :data:`FORMER_RECORDS`);
+    InputError for a name outside the registry."""
+    return _code(tuple(f.name for f in FORMER_RECORDS), "batching", name)
+
+
+def batch_former(name: str) -> BatchFormer:
+    """The record of batch former `name`; InputError for a name outside the registry."""
+    return FORMER_RECORDS[former_code(name)]
 
 
 def order_code(name: str) -> int:
@@ -351,9 +396,20 @@ class Policy:
     kv_accounting: str = "vllm"
 
     def __post_init__(self) -> None:
-        former_code(self.kind)
+        """The checks, by concern: the replicas and router, the former's size, the queue order
+        and its guard, the Multi-Bin settings, the continuous former's (KV, admission, chunks),
+        the SSJF simulator's options."""
+        former = batch_former(self.kind)
         self._replicas()
-        if self.kind in ("fixed", "multibin"):
+        self._size(former)
+        self._order()
+        self._multibin()
+        self._continuous()
+        self._ssjf_options()
+
+    def _size(self, former: BatchFormer) -> None:
+        """The former's size: exactly K, at most b_max (None: no cap), or none."""
+        if former.size == "K":
             if self.K is None or int(self.K) != self.K or self.K < 1:
                 raise InputError(
                     f"{self.kind} batching needs a batch size K >= 1 (integer), got {self.K!r}"
@@ -363,12 +419,15 @@ class Policy:
         else:
             if self.K is not None:
                 raise InputError(f"{self.kind} batching takes b_max, not K")
-            if self.kind == "none" and self.bmax is not None:
-                raise InputError("batching none serves one request at a time: no b_max")
+            if former.size == "one" and self.bmax is not None:
+                raise InputError(f"batching {self.kind} serves one request at a time: no b_max")
             if self.bmax is not None and (int(self.bmax) != self.bmax or self.bmax < 1):
                 raise InputError(
                     f"b_max must be an integer >= 1 (or none for infinity), got {self.bmax!r}"
                 )
+
+    def _order(self) -> None:
+        """The queue order, a preemptive one's conditions and limit, the starvation guard."""
         order_code(self.order)
         if queue_order(self.order).preemptive and (
             self.kind not in ("none", "continuous")
@@ -397,6 +456,9 @@ class Policy:
                 )
         if self.guard_s is not None and not (self.guard_s > 0 and math.isfinite(self.guard_s)):
             raise InputError(f"guard_s must be a finite time > 0 s (or none), got {self.guard_s!r}")
+
+    def _multibin(self) -> None:
+        """Multi-Bin's own order, bins, edges and flush time (refused for another former)."""
         mb = self.kind == "multibin"
         if mb and (self.order != DEFAULT_ORDER or self.guard_s is not None):
             raise InputError(
@@ -418,6 +480,10 @@ class Policy:
                 )
         if self.flush_s is not None and not (self.flush_s > 0 and math.isfinite(self.flush_s)):
             raise InputError(f"flush_s must be a finite time > 0 s (or none), got {self.flush_s!r}")
+
+    def _continuous(self) -> None:
+        """Continuous batching's KV budget and blocks, admission, token budget, chunked prefill,
+        batch queue, KV margin and KV count (refused for another former)."""
         cont = self.kind == "continuous"
         if not cont and (
             self.kv_tokens is not None
@@ -458,6 +524,10 @@ class Policy:
             raise InputError(
                 f"max_batched_tokens must be an integer >= 1, got {self.max_batched_tokens!r}"
             )
+
+    def _ssjf_options(self) -> None:
+        """The options of SSJF's simulator (a batch timeout, the guard's run-time trigger) and,
+        last, the continuous former's block size and the KV budget in whole blocks."""
         if self.batch_timeout_s is not None:
             if not (self.batch_timeout_s >= 0 and math.isfinite(self.batch_timeout_s)):
                 raise InputError(
@@ -576,14 +646,15 @@ class Policy:
     @property
     def threshold(self) -> int:
         """Requests that must wait before a static batch starts."""
-        return self.k if self.kind in ("fixed", "multibin") else 1
+        return self.k if batch_former(self.kind).size == "K" else 1
 
     @property
     def cap(self) -> int:
         """Largest batch (NO_CAP for none given)."""
-        if self.kind in ("fixed", "multibin"):
+        size = batch_former(self.kind).size
+        if size == "K":
             return self.k
-        if self.kind == "none":
+        if size == "one":
             return 1
         return NO_CAP if self.bmax is None else int(self.bmax)
 
@@ -703,9 +774,10 @@ def policy_spec(p: Policy) -> str:
     """A policy back as a spec string that :func:`parse_policy` reads back to the same policy
     (``continuous:max_batch=256,admission=on_demand``)."""
     parts = []
-    if p.kind in ("dynamic", "elastic", "continuous", "rebatch") and p.bmax is not None:
+    size = batch_former(p.kind).size
+    if size == "bmax" and p.bmax is not None:
         parts.append(f"{'max_batch' if p.kind == 'continuous' else 'bmax'}={p.bmax}")
-    if p.kind in ("fixed", "multibin"):
+    if size == "K":
         parts.append(f"K={p.K}")
     if p.kind == "multibin":
         parts.append(f"bins={p.bins}")

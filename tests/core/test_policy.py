@@ -30,6 +30,23 @@ def test_codes_are_positions_in_the_one_list() -> None:
     )
 
 
+def test_former_records_are_the_registry() -> None:
+    assert P.BATCHING == tuple(f.name for f in P.FORMER_RECORDS)
+    assert [f.code for f in P.FORMER_RECORDS] == [P.former_code(f) for f in P.BATCHING]
+    assert all(P.batch_former(f.name) is f for f in P.FORMER_RECORDS)
+    assert P.TIMEOUT_FORMERS == ("dynamic", "elastic", "rebatch")
+    assert P.ROUTED_FORMERS == ("none", "dynamic", "elastic", "continuous")
+    assert P.PREDICTING_FORMERS == ("multibin",)
+    # the size each takes: exactly K, at most b_max, or one request
+    for f in P.FORMER_RECORDS:
+        kw = {"K": 4} if f.size == "K" else {}
+        pol = P.Policy(f.name, **kw)  # type: ignore[arg-type]
+        assert pol.cap == {"K": 4, "one": 1, "bmax": P.NO_CAP}[f.size]
+        assert P.parse_policy(P.policy_spec(pol)) == pol
+    with pytest.raises(InputError, match="size must be one, bmax or K"):
+        P.BatchFormer("chunked", "tokens")
+
+
 def test_order_records_are_the_registry() -> None:
     assert P.ORDERS == tuple(o.name for o in P.QUEUE_ORDERS)
     assert [o.code for o in P.QUEUE_ORDERS] == [P.order_code(o) for o in P.ORDERS]
@@ -155,6 +172,7 @@ def test_a_registered_order_without_a_compiled_branch_is_refused(
 
 
 def test_a_registered_former_without_a_driver_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(P, "FORMER_RECORDS", (*P.FORMER_RECORDS, P.BatchFormer("chunked", "bmax")))
     monkeypatch.setattr(P, "BATCHING", (*P.BATCHING, "chunked"))
     pol = P.Policy("chunked")
     w = PoissonWorkload(parse_law("deterministic:value=10"), 0.5)

@@ -62,6 +62,7 @@ from llmqueue.policy import (
     ADMISSIONS,
     BATCHING,
     DEFAULT_ORDER,
+    FORMER_RECORDS,
     GUARD_FACTOR_FORMERS,
     KV_ACCOUNTINGS,
     ORDERS,
@@ -70,6 +71,7 @@ from llmqueue.policy import (
     ROUTERS,
     TIMEOUT_FORMERS,
     Policy,
+    batch_former,
     predictions_needed,
     queue_order,
 )
@@ -151,9 +153,12 @@ def _check_flags(args: argparse.Namespace) -> None:
     for flag, kind in only.items():
         if getattr(args, flag) is not None and args.batching != kind:
             raise InputError(f"--{flag.replace('_', '-')} applies to --batching {kind}")
-    if args.batch is not None and args.batching not in ("fixed", "multibin"):
-        raise InputError("--batch K applies to --batching fixed or multibin (batches of exactly K)")
-    if args.batching in ("fixed", "multibin") and args.batch is None:
+    exact_k = [f.name for f in FORMER_RECORDS if f.size == "K"]
+    if args.batch is not None and args.batching not in exact_k:
+        raise InputError(
+            f"--batch K applies to --batching {' or '.join(exact_k)} (batches of exactly K)"
+        )
+    if args.batching in exact_k and args.batch is None:
         raise InputError(f"--batching {args.batching} needs --batch K (an integer >= 1)")
     if args.batch_timeout is not None and (
         args.batching not in TIMEOUT_FORMERS or args.servers != 1 or args.replicas is not None
@@ -220,7 +225,8 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
     elif args.router == "power_of_d" and args.replicas is not None:
         kw["router_d"] = min(POWER_D, args.replicas)  # as llmqueue plan: d at most the replicas
     kind = args.batching
-    if kind in ("dynamic", "elastic", "continuous", "rebatch"):
+    size = batch_former(kind).size
+    if size == "bmax":
         kw["bmax"] = args.max_batch
     if args.batch_timeout is not None:
         kw["batch_timeout_s"] = args.batch_timeout
@@ -228,7 +234,7 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
         kw["guard_factor"] = args.guard_factor
     if args.preempt_limit is not None:
         kw["preempt_limit"] = args.preempt_limit
-    if kind in ("fixed", "multibin"):
+    if size == "K":
         kw["K"] = args.batch
     if kind == "continuous":
         bs = args.block_size or 1
