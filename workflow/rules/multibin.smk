@@ -35,7 +35,7 @@ if MB:
         """Their simulated LLM: highest sustainable rate per k and prediction error p_e."""
         input:
             trace=mb_trace(MB["llm"]["tokens"]),
-            code=step_code("llmqueue.studies.multibin.steps:llm_capacity"),
+            code=step_code("llmqueue.studies.multibin.steps:llm_table"),
         output:
             "results/multibin/llm_capacity.csv",
         log:
@@ -45,7 +45,8 @@ if MB:
         conda:
             "../../envs/analysis.yaml"
         params:
-            step="llmqueue.studies.multibin.steps:llm_capacity",
+            step="llmqueue.studies.multibin.steps:llm_table",
+            table="capacity",
             spec=MB["llm"],
             seed=config["seed"],
         script:
@@ -82,7 +83,7 @@ if MB:
         """Their simulated LLM: mean latency against k at several loads, Lemma 5.1 beside it."""
         input:
             trace=mb_trace(MB["llm"]["tokens"]),
-            code=step_code("llmqueue.studies.multibin.steps:llm_latency"),
+            code=step_code("llmqueue.studies.multibin.steps:llm_table"),
         output:
             "results/multibin/llm_latency.csv",
         log:
@@ -92,7 +93,8 @@ if MB:
         conda:
             "../../envs/analysis.yaml"
         params:
-            step="llmqueue.studies.multibin.steps:llm_latency",
+            step="llmqueue.studies.multibin.steps:llm_table",
+            table="latency",
             spec=MB["llm"],
             seed=config["seed"],
         script:

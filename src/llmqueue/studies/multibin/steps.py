@@ -1,11 +1,6 @@
-"""The steps of the multibin study's rules (``workflow/rules/*.smk``, through
-``workflow/scripts/step.py``): one function per rule, taking the job (Snakemake's
-``snakemake`` object: its ``input``, ``output``, ``params``, ``wildcards`` and ``log``),
-reading the job's inputs, calling the study's library and writing its outputs.
-
-Each function imports what it needs in its body, so a rule's code inputs (the import graph's
-``function_code``) are its own function's imports, not its siblings'.
-"""
+"""The multibin study's rule steps (Multi-Bin Batching's synthetic, simulated-LLM and learned-bin
+tables and claim 11): one function per rule, run by workflow/scripts/step.py on the job
+(docs/architecture.md, "The pipeline")."""
 
 from __future__ import annotations
 
@@ -60,34 +55,21 @@ def learned(sm: Any) -> None:
     write_csv(df, sm.output[0])
 
 
-def llm_capacity(sm: Any) -> None:
-    """Multi-Bin Batching, simulated LLM: the highest sustainable rate per (p_e, k), exact and
-    simulated (llmqueue.studies.multibin.tables.llm_capacity_table)."""
+def llm_table(sm: Any) -> None:
+    """Multi-Bin Batching, simulated LLM, the table its rule names (``params.table``):
+    ``capacity``, the highest sustainable rate per (p_e, k), exact and simulated
+    (llmqueue.studies.multibin.tables.llm_capacity_table), or ``latency``, the mean latency
+    against k at several loads beside Lemma 5.1 (llm_latency_table)."""
     import logging
 
     from llmqueue.io import write_csv
+    from llmqueue.studies.multibin import tables
     from llmqueue.studies.multibin.spec import LLMSpec
-    from llmqueue.studies.multibin.tables import llm_capacity_table
 
     logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
     P = sm.params
-    df = llm_capacity_table(LLMSpec.from_config(P.spec), P.seed, logging.info)
-    write_csv(df, sm.output[0])
-
-
-def llm_latency(sm: Any) -> None:
-    """Multi-Bin Batching, simulated LLM: mean latency against k at several loads beside Lemma 5.1
-    (llmqueue.studies.multibin.tables.llm_latency_table)."""
-    import logging
-
-    from llmqueue.io import write_csv
-    from llmqueue.studies.multibin.spec import LLMSpec
-    from llmqueue.studies.multibin.tables import llm_latency_table
-
-    logging.basicConfig(filename=sm.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
-    P = sm.params
-    df = llm_latency_table(LLMSpec.from_config(P.spec), P.seed, logging.info)
-    write_csv(df, sm.output[0])
+    table = {"capacity": tables.llm_capacity_table, "latency": tables.llm_latency_table}[P.table]
+    write_csv(table(LLMSpec.from_config(P.spec), P.seed, logging.info), sm.output[0])
 
 
 def synthetic(sm: Any) -> None:

@@ -1,11 +1,6 @@
-"""The steps of the token_limit study's rules (``workflow/rules/*.smk``, through
-``workflow/scripts/step.py``): one function per rule, taking the job (Snakemake's
-``snakemake`` object: its ``input``, ``output``, ``params``, ``wildcards`` and ``log``),
-reading the job's inputs, calling the study's library and writing its outputs.
-
-Each function imports what it needs in its body, so a rule's code inputs (the import graph's
-``function_code``) are its own function's imports, not its siblings'.
-"""
+"""The token-limit study's rule steps (the token-limit sweeps, the trade-off and claims 3-5): one
+function per rule, run by workflow/scripts/step.py on the job (docs/architecture.md, "The
+pipeline")."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The steps of the validation study's rules (``workflow/rules/*.smk``, through
-``workflow/scripts/step.py``): one function per rule, taking the job (Snakemake's
-``snakemake`` object: its ``input``, ``output``, ``params``, ``wildcards`` and ``log``),
-reading the job's inputs, calling the study's library and writing its outputs.
-
-Each function imports what it needs in its body, so a rule's code inputs (the import graph's
-``function_code``) are its own function's imports, not its siblings'.
-"""
+"""The validation study's rule steps (the real-engine comparisons, the matrices, the law forms and
+the machine speed): one function per rule, run by workflow/scripts/step.py on the job
+(docs/architecture.md, "The pipeline")."""
 
 from __future__ import annotations
 
