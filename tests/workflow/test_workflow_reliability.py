@@ -82,14 +82,21 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+SWEEP_STEP = "llmqueue.studies.token_limit.steps:sweep"
+
+
 def sweep_running(proc: subprocess.Popen[str]) -> bool:
+    """Whether a descendant runs the sweep's step: the runner (workflow/scripts/step.py, which
+    Snakemake copies to a script of its own under .snakemake/scripts) with the sweep's step."""
     for pid in descendants(proc.pid):
         try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+            cwd = Path(f"/proc/{pid}/cwd").resolve()
+            scripts = [cwd / a for a in args if a.endswith("step.py")]
+            if any(SWEEP_STEP in s.read_text() for s in scripts):
+                return True
         except OSError:
             continue
-        if "token_limit_sweep" in cmd:
-            return True
     return False
 
 
