@@ -28,7 +28,7 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
   waiting requests are admitted only at an iteration boundary where nothing runs, up to
   ``bmax`` at once (the paper's dynamic batching, Sec. IV, on an iteration-level engine: members
   leave as they finish, as Eq. 26, and every iteration is priced by the step law; vLLM with
-  :class:`llmqueue.validation.admission.BatchQueueMixin`); ``kv_accounting`` (on-demand
+  :class:`llmqueue.engines.admission.BatchQueueMixin`); ``kv_accounting`` (on-demand
   admission): ``vllm`` (a sequence making output token j holds l + j - 1 KV tokens, vLLM's
   count) or ``dong`` (l + j: Dong and Cao, arXiv 2604.11001; one more token per running
   sequence, from its admission on);

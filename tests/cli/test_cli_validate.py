@@ -22,8 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmqueue.cli import main
+from llmqueue.engines.record import SAFE_NAME, child_folder, resolve_hardware_id
 from llmqueue.errors import InputError
-from llmqueue.validation.record import SAFE_NAME, child_folder, resolve_hardware_id
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

@@ -7,7 +7,7 @@ leave no request to measure. Imports nothing beyond numpy/pandas (used by
 ``python -m llmqueue validate`` in the vLLM environment too).
 
 ``validation.vllm.matrix`` (the run groups of ``make validate-vllm``): every group, its engine
-settings, runs and repeats (:func:`llmqueue.validation.groups.read_matrix`; no file access).
+settings, runs and repeats (:func:`llmqueue.engines.groups.read_matrix`; no file access).
 
 ``validation.compare`` (the prediction): every run folder exists and holds the files and columns
 the comparison reads, the figure's run is one of them, the settings are in range
@@ -70,8 +70,8 @@ def load_validation_config(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def check_validation_section(section: Mapping[str, Any]) -> None:
     """Semantic checks of config ``validation.vllm`` (no file access)."""
-    from llmqueue.validation.calibration import calibration_batches
-    from llmqueue.validation.engine import EngineSettings
+    from llmqueue.engines.calibration import calibration_batches
+    from llmqueue.engines.engine import EngineSettings
 
     where = "validation.vllm"
     eng = EngineSettings.from_config(section["engine"])
@@ -120,8 +120,8 @@ def check_compare_section(section: Mapping[str, Any], base_dir: Path, seed: int 
 
 def check_matrix_section(config: Mapping[str, Any]) -> None:
     """Semantic checks of ``validation.vllm.matrix`` and of the second engine's
-    ``validation.transformers.matrix`` (:func:`llmqueue.validation.groups.read_matrix`)."""
-    from llmqueue.validation.groups import read_matrix
+    ``validation.transformers.matrix`` (:func:`llmqueue.engines.groups.read_matrix`)."""
+    from llmqueue.engines.groups import read_matrix
 
     validation = config.get("validation") or {}
     vllm = validation.get("vllm") or {}

@@ -14,24 +14,24 @@
 ``measure`` makes the model if needed, starts vLLM once and runs, in this order: the warm-up
 batches, the calibration batches, the capacity burst, then one Poisson run per load (rates =
 load x measured capacity); then it writes the run folder
-(``<validation.vllm.out>/vllm-cpu-<hardware-id>/``, :mod:`llmqueue.validation.single_run`).
+(``<validation.vllm.out>/vllm-cpu-<hardware-id>/``, :mod:`llmqueue.engines.single_run`).
 
 ``matrix`` measures the run groups of the validation matrix (config ``validation.vllm.matrix``,
-:mod:`llmqueue.validation.groups`), each into its own folder
+:mod:`llmqueue.engines.groups`), each into its own folder
 ``<matrix.out>/matrix-<hardware-id>/<group>/``, written whole when the group is done: a group
 whose folder is complete is skipped unless ``--redo``, so an interrupted matrix resumes group by
-group (:mod:`llmqueue.validation.matrix_run`). With ``--engine transformers`` (run from
+group (:mod:`llmqueue.engines.matrix_run`). With ``--engine transformers`` (run from
 ``.venv-transformers``) the groups are ``validation.transformers.matrix``'s, measured on
 transformers' continuous batching into ``matrix-transformers-<hardware-id>/``. ``predictions`` (main environment: scikit-learn)
 writes the learned predictor's prediction for every trace row that ``ssjf`` runs draw from
-(:mod:`llmqueue.validation.predictions`).
+(:mod:`llmqueue.engines.predictions`).
 
 ``machine-speed`` (config ``validation.vllm.machine_speed``) repeats one decode batch and two
-fixed kernels on one engine (:mod:`llmqueue.validation.speed_run`).
+fixed kernels on one engine (:mod:`llmqueue.engines.speed_run`).
 
 Every engine command checks, in this order and before it writes anything: its flags, the whole
 config (schema, then meaning: :func:`llmqueue.checks.validation.load_validation_config`), the
-environment (vLLM importable, :func:`llmqueue.validation.environment.require_engine`). Bad input
+environment (vLLM importable, :func:`llmqueue.engines.environment.require_engine`). Bad input
 exits with code 2 and one line naming the flag or key.
 """
 
@@ -46,9 +46,9 @@ from llmqueue.cli import add_command
 
 def _given(args: argparse.Namespace) -> dict[str, int | None]:
     """The smoke-run override flags this command has (None where not given), checked against
-    their bounds (:func:`llmqueue.validation.matrix_run.checked_overrides`, one line naming the
+    their bounds (:func:`llmqueue.engines.matrix_run.checked_overrides`, one line naming the
     flag) before the config is read."""
-    from llmqueue.validation.matrix_run import OVERRIDES, checked_overrides
+    from llmqueue.engines.matrix_run import OVERRIDES, checked_overrides
 
     given = {key: getattr(args, key) for key in OVERRIDES if hasattr(args, key)}
     checked_overrides(given)
@@ -63,15 +63,15 @@ def _config(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def cmd_check_env(_: argparse.Namespace) -> None:
     """One line: the vLLM environment is usable, or what is wrong with it."""
-    from llmqueue.validation.environment import check_env
+    from llmqueue.engines.environment import check_env
 
     print(check_env())
 
 
 def cmd_model(args: argparse.Namespace) -> None:
-    from llmqueue.validation.environment import require_engine
-    from llmqueue.validation.model import make_model
-    from llmqueue.validation.record import log
+    from llmqueue.engines.environment import require_engine
+    from llmqueue.engines.model import make_model
+    from llmqueue.engines.record import log
 
     _, sec = _config(args)
     require_engine("model", packages=("torch", "transformers"))
@@ -81,9 +81,9 @@ def cmd_model(args: argparse.Namespace) -> None:
 
 def cmd_measure(args: argparse.Namespace) -> None:
     from llmqueue.checks.validation import check_validation_section
-    from llmqueue.validation.environment import require_engine
-    from llmqueue.validation.matrix_run import checked_overrides
-    from llmqueue.validation.single_run import engine_settings, measure_single
+    from llmqueue.engines.environment import require_engine
+    from llmqueue.engines.matrix_run import checked_overrides
+    from llmqueue.engines.single_run import engine_settings, measure_single
 
     given = _given(args)
     cfg, sec = _config(args)
@@ -102,8 +102,8 @@ def cmd_measure(args: argparse.Namespace) -> None:
 
 def cmd_matrix(args: argparse.Namespace) -> None:
     """Measure the groups of the validation matrix (module docstring)."""
-    from llmqueue.validation.environment import require_engine
-    from llmqueue.validation.matrix_run import measure_matrix
+    from llmqueue.engines.environment import require_engine
+    from llmqueue.engines.matrix_run import measure_matrix
 
     given = _given(args)
     cfg, sec = _config(args)
@@ -116,15 +116,15 @@ def cmd_matrix(args: argparse.Namespace) -> None:
 
 
 def cmd_predictions(args: argparse.Namespace) -> None:
-    from llmqueue.validation.predictions import write_predictions
+    from llmqueue.engines.predictions import write_predictions
 
     cfg, sec = _config(args)
     write_predictions(cfg, sec, args.groups, needed_model=args.needed_model)
 
 
 def cmd_machine_speed(args: argparse.Namespace) -> None:
-    from llmqueue.validation.environment import require_engine
-    from llmqueue.validation.speed_run import check_machine_speed, measure_machine_speed
+    from llmqueue.engines.environment import require_engine
+    from llmqueue.engines.speed_run import check_machine_speed, measure_machine_speed
 
     cfg, sec = _config(args)
     check_machine_speed(sec, cycles=args.cycles)  # the flag and the section, before the engine
@@ -160,7 +160,7 @@ def register(subparsers: Any) -> None:
     p_model.add_argument("--config", default="config/config.yaml")
     p_meas = sub.add_parser("measure", help="calibration, capacity and the Poisson loads")
     p_meas.add_argument("--config", default="config/config.yaml")
-    from llmqueue.validation.environment import ENGINE_ENVS
+    from llmqueue.engines.environment import ENGINE_ENVS
 
     p_meas.add_argument("--engine", default="vllm", choices=list(ENGINE_ENVS),
                         help="the engine measured (default vllm; transformers: its continuous "

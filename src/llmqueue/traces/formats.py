@@ -69,7 +69,7 @@ def _read_csv(path: str | os.PathLike[str], columns: TraceColumns, where: str) -
 
 
 # The columns of a validation run's request table (``requests_<run>.csv``, written by the vLLM
-# driver, :mod:`llmqueue.validation.record`) that a replay and a comparison need: times in s from
+# driver, :mod:`llmqueue.engines.record`) that a replay and a comparison need: times in s from
 # the start of the run.
 VLLM_REQUEST_COLUMNS = (
     "request_id",

@@ -17,6 +17,8 @@ import pytest
 import yaml
 
 from llmqueue.checks.validation import check, check_compare_section
+from llmqueue.engines.calibration import fit_calibration
+from llmqueue.engines.steplog import STEP_COLUMNS
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.policy import Policy
@@ -36,8 +38,6 @@ from llmqueue.studies.validation.tables import (
     predict,
     steplaw_check,
 )
-from llmqueue.validation.calibration import fit_calibration
-from llmqueue.validation.steplog import STEP_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = ROOT / "data" / "validation" / "vllm-cpu-amd-epyc-2c"

@@ -14,6 +14,14 @@ import pandas as pd
 import pytest
 import yaml
 
+from llmqueue.engines.engine import EngineSettings, engine_environment
+from llmqueue.engines.steplog import (
+    MODEL_LOG_COLUMNS,
+    MODEL_LOG_ENV,
+    ForwardTimer,
+    StepLogWriter,
+    model_row,
+)
 from llmqueue.errors import InputError
 from llmqueue.studies.validation.docs import render_validation_machine_speed
 from llmqueue.studies.validation.machine_speed import (
@@ -21,14 +29,6 @@ from llmqueue.studies.validation.machine_speed import (
     cycle_table,
     read_speed_run,
     speed_summary,
-)
-from llmqueue.validation.engine import EngineSettings, engine_environment
-from llmqueue.validation.steplog import (
-    MODEL_LOG_COLUMNS,
-    MODEL_LOG_ENV,
-    ForwardTimer,
-    StepLogWriter,
-    model_row,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -129,8 +129,8 @@ def test_timing_worker_records_through_vllms_calls(
     for name in names:
         monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
     sys.modules["vllm.v1.worker.cpu_worker"].CPUWorker = CPUWorker  # type: ignore[attr-defined]
-    monkeypatch.delitem(sys.modules, "llmqueue.validation.worker", raising=False)
-    worker_mod = importlib.import_module("llmqueue.validation.worker")
+    monkeypatch.delitem(sys.modules, "llmqueue.engines.worker", raising=False)
+    worker_mod = importlib.import_module("llmqueue.engines.worker")
     try:
         sched = types.SimpleNamespace(total_num_scheduled_tokens=4,
                                       num_scheduled_tokens={"a": 1, "b": 1, "c": 1, "d": 1})  # fmt: skip
@@ -149,7 +149,7 @@ def test_timing_worker_records_through_vllms_calls(
         quiet.sample_tokens(None)
         assert len(pd.read_csv(log)) == 1
     finally:
-        sys.modules.pop("llmqueue.validation.worker", None)
+        sys.modules.pop("llmqueue.engines.worker", None)
 
 
 def test_the_model_log_reaches_the_engine_only_when_asked(tmp_path: Path) -> None:

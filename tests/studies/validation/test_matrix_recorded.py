@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from llmqueue.engines.admission import check_batch_queue
 from llmqueue.studies.validation.matrix import compare_group
 from llmqueue.studies.validation.matrix_spec import (
     MatrixCompareSettings,
@@ -22,7 +23,6 @@ from llmqueue.studies.validation.matrix_spec import (
     read_group,
 )
 from llmqueue.studies.validation.matrix_summary import summary_rows
-from llmqueue.validation.admission import check_batch_queue
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIG = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())

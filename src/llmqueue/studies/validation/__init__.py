@@ -42,7 +42,7 @@ p90 JCT within 15%) are judged on the prediction only. Diagnostic variants (neve
 own iterations: what is left is the scheduler model's error).
 
 Modules: :mod:`~llmqueue.studies.validation.spec` (config and run folders),
-:mod:`~llmqueue.validation.calibration` (the step law from an engine's own iterations,
+:mod:`~llmqueue.engines.calibration` (the step law from an engine's own iterations,
 used by the measurement driver and the comparison), :mod:`~llmqueue.studies.validation.tables`
 (prediction and comparison).
 """

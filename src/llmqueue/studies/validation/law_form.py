@@ -13,7 +13,7 @@ Forms (:data:`FORMS`), each fitted on a group's **calibration iterations only**
 
 Batches (:func:`batch_labels`): a calibration sends controlled batches one after the other, each
 to the end; an iteration belongs to the batch whose requests the latest admission admitted (the
-request ids ``<phase><batch>-<index>-<suffix>`` of :func:`llmqueue.validation.batches.batch_table`
+request ids ``<phase><batch>-<index>-<suffix>`` of :func:`llmqueue.engines.batches.batch_table`
 name it; ids of another form count as their own batch). Iterations before the first admission
 belong to no batch and are left out.
 
@@ -198,11 +198,11 @@ def _run_row(
     """A judged run's iterations priced by `law` (steplaw_check and the long-context ones) and its
     requests replayed with `law` and with `law` at the run's speed (module docstring).
     `settings`: ``kv_model``, ``kv_budget`` (as config validation.matrix_compare) and ``seed``."""
+    from llmqueue.engines.calibration import measured_and_law
     from llmqueue.seeds import seed_sequence
     from llmqueue.studies.validation.matrix import group_policy, request_metrics
     from llmqueue.studies.validation.protocol import speed_factor
     from llmqueue.studies.validation.tables import simulate_table
-    from llmqueue.validation.calibration import measured_and_law
 
     steps = data.steps[table]
     check = steplaw_check(steps, law, data.max_gap_s)

@@ -3,7 +3,7 @@
 ``llmqueue validate machine-speed`` (``make validate-vllm-speed``) starts the engine once and
 repeats a cycle: one batch of identical requests decoded to the end (``batch`` sequences, every
 iteration after the prompts a decode of exactly ``batch`` sequences), then two fixed kernels on
-the driver's core while the engine is idle (:mod:`llmqueue.validation.speedprobe`: a
+the driver's core while the engine is idle (:mod:`llmqueue.engines.speedprobe`: a
 memory-bound matrix-vector product over about the model's weights, a compute-bound in-cache
 matrix product). Its folder holds the raw records (data/validation/README.md): ``cycles.csv``
 (each cycle's decode start and end, the kernels' seconds per call, CPU steal and other
@@ -30,8 +30,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from llmqueue.engines.speed_run import CYCLE_COLUMNS
 from llmqueue.errors import InputError
-from llmqueue.validation.speed_run import CYCLE_COLUMNS
 
 __all__ = [
     "CYCLE_COLUMNS",

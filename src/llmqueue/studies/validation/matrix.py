@@ -23,7 +23,7 @@ on the group's **calibration iterations only** (:func:`calibration_laws`):
   any judged request arrived (:func:`speed_factor` over the iterations that ended before the
   first judged arrival; the warm-up requests are never judged): a speed probe taken in the same
   engine session just before the judged requests, the shape still the calibration's;
-- ``probe_scaled`` (groups measured with the protocol, :mod:`llmqueue.validation.protocol`): the
+- ``probe_scaled`` (groups measured with the protocol, :mod:`llmqueue.engines.protocol`): the
   prediction's law times the speed factor of the probe served right before the run
   (:mod:`llmqueue.studies.validation.protocol`): information available before the run starts;
 - ``session_law`` (diagnosis of the calibration's noise): the prediction's law fitted on the
@@ -63,6 +63,8 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
+from llmqueue.engines.calibration import measured_and_law
+from llmqueue.engines.requests import PRIORITY_ORDERS
 from llmqueue.errors import InputError
 from llmqueue.latency import (
     LinearLatency,
@@ -88,8 +90,6 @@ from llmqueue.studies.validation.tables import (
     steplaw_check,
 )
 from llmqueue.studies.validation.timewarp import speed_trace, warped_simulation
-from llmqueue.validation.calibration import measured_and_law
-from llmqueue.validation.requests import PRIORITY_ORDERS
 
 __all__ = [
     "ORDER_OF_PRIORITY",
@@ -112,7 +112,7 @@ __all__ = [
     "token_limit_rows",
 ]
 
-# vLLM's priority per run (llmqueue.validation.groups.PRIORITIES) -> the engine's queue order
+# vLLM's priority per run (llmqueue.engines.groups.PRIORITIES) -> the engine's queue order
 ORDER_OF_PRIORITY = {p: o.name for p, o in PRIORITY_ORDERS.items()}
 
 # (metric, statistic) pairs of the error table; columns <source>_<metric>_<stat>_s and
@@ -423,8 +423,8 @@ def _scaled_outputs(
     scale: float, max_model_len: int,
 ) -> np.ndarray:  # fmt: skip
     """The output lengths of every candidate trace row, scaled and clipped as the request tables
-    were (:func:`llmqueue.validation.requests.scale_lengths`): read once per trace and setting."""
-    from llmqueue.validation.requests import candidate_rows, read_trace_lengths, scale_lengths
+    were (:func:`llmqueue.engines.requests.scale_lengths`): read once per trace and setting."""
+    from llmqueue.engines.requests import candidate_rows, read_trace_lengths, scale_lengths
 
     prompt, output = read_trace_lengths(file, input_column, output_column)
     idx = candidate_rows(len(prompt), rows, train_fraction)

@@ -1,6 +1,6 @@
 """What the held-out validation matrix's comparison reads: config ``validation.matrix_compare``
 (:class:`MatrixCompareSettings`) and the committed group folders of ``make validate-vllm``
-(``<dir>/<group>/``, :mod:`llmqueue.validation.groups`), read by :func:`read_group` and checked
+(``<dir>/<group>/``, :mod:`llmqueue.engines.groups`), read by :func:`read_group` and checked
 (headers only, before any job) by :func:`check_group_folder`.
 
 A group folder holds ``group.json`` (the group as run: policy, model, trace, engine settings,
@@ -22,11 +22,11 @@ from typing import Any
 
 import pandas as pd
 
+from llmqueue.engines.groups import ENGINE_KINDS, GroupSpec, RunSpec, group_from_summary
 from llmqueue.errors import InputError
 from llmqueue.schema import with_defaults
 from llmqueue.studies.validation.spec import REQUEST_COLUMNS, STEP_COLUMNS, csv_header
 from llmqueue.traces import read_trace
-from llmqueue.validation.groups import ENGINE_KINDS, GroupSpec, RunSpec, group_from_summary
 
 __all__ = [
     "GROUP_FILES",
@@ -62,7 +62,7 @@ MATRIX_REQUEST_COLUMNS = (
 
 CALIBRATION_COLUMNS = (*STEP_COLUMNS, "time_s", "admitted_ids")
 
-# the protocol's speed probes (llmqueue.validation.protocol), in folders measured with one
+# the protocol's speed probes (llmqueue.engines.protocol), in folders measured with one
 PROBE_FILE = "probe_steps.csv"
 PROBE_COLUMNS = ("probe", "session", "run", "position", *STEP_COLUMNS)
 
@@ -96,7 +96,7 @@ class MatrixCompareSettings:
     (:data:`LAWS`; the others are reported beside it), KV model and budget (as
     ``validation.compare``), batches for the batch-means CIs of the measured waits, the targets
     (the same for every engine), the root seed, the window of the engine's speed diagnosis (s)
-    and the engine (:data:`llmqueue.validation.groups.ENGINE_KINDS`)."""
+    and the engine (:data:`llmqueue.engines.groups.ENGINE_KINDS`)."""
 
     dir: str
     groups: tuple[str, ...]
@@ -186,7 +186,7 @@ class GroupData:
     @functools.cached_property
     def spec(self) -> GroupSpec:
         """The group as measured, read back through the driver's own reader
-        (:func:`llmqueue.validation.groups.group_from_summary`)."""
+        (:func:`llmqueue.engines.groups.group_from_summary`)."""
         return group_from_summary(self.group, repr(f"{self.folder}/group.json"))
 
     @property
@@ -202,7 +202,7 @@ class GroupData:
     @property
     def max_gap_s(self) -> float:
         """The calibration's idle-gap threshold the group was measured with (s; meta.json):
-        how :func:`llmqueue.validation.calibration.iteration_times` counts iterations."""
+        how :func:`llmqueue.engines.calibration.iteration_times` counts iterations."""
         return float(self.meta.get("calibration", {}).get("max_gap_s", 0.002))
 
     def run_meta(self, name: str) -> Mapping[str, Any]:

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmqueue.engines.requests import FCFS_PRIORITY
 from llmqueue.markdown import md_table
 from llmqueue.studies.validation.matrix import ERROR_METRICS
 from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings
 from llmqueue.studies.validation.protocol import reductions_against
-from llmqueue.validation.requests import FCFS_PRIORITY
 
 __all__ = [
     "priority_reductions",

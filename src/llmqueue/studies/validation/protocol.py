@@ -1,4 +1,4 @@
-"""What the measurement protocol's records say (:mod:`llmqueue.validation.protocol`): the speed
+"""What the measurement protocol's records say (:mod:`llmqueue.engines.protocol`): the speed
 probes beside the judged runs, the calibration's own noise over its rounds, the queue orders'
 gains in alternating blocks, and the noise floor that every run's error is read against.
 
@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from llmqueue.validation.calibration import measured_and_law
-from llmqueue.validation.requests import FCFS_PRIORITY
+from llmqueue.engines.calibration import measured_and_law
+from llmqueue.engines.requests import FCFS_PRIORITY
 
 __all__ = [
     "speed_factor",

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmqueue.engines.engine import FIFO_SCHEDULING, SCHEDULING_POLICIES
+from llmqueue.engines.environment import ENGINE_ENVS
 from llmqueue.errors import InputError
 from llmqueue.latency import (
     StepLaw,
@@ -36,8 +38,6 @@ from llmqueue.studies.validation.spec import (
     CompareSettings,
     RunData,
 )
-from llmqueue.validation.engine import FIFO_SCHEDULING, SCHEDULING_POLICIES
-from llmqueue.validation.environment import ENGINE_ENVS
 
 __all__ = [
     "engine_policy",
@@ -72,7 +72,7 @@ def engine_policy(
     prompt must fit at admission, KV grows as tokens are computed, the newest request is
     preempted and recomputed when it runs out); the scheduler's admission rule
     (``engine_core.admission_rule``): vLLM's own, or ``batch_queue`` (admissions only when
-    nothing runs, :mod:`llmqueue.validation.admission`) -> ``batch_queue``. `order`: the queue
+    nothing runs, :mod:`llmqueue.engines.admission`) -> ``batch_queue``. `order`: the queue
     order of vLLM's ``priority`` scheduling (``sjf``: priority = the true output length,
     ``spjf``: a prediction; ties by arrival); with ``fcfs`` scheduling it must be ``fcfs``.
     Settings the model does not have are refused with an InputError naming them: prefix
@@ -80,7 +80,7 @@ def engine_policy(
     prefill cap, asynchronous scheduling.
 
     Hugging Face transformers' continuous batching (``engine: transformers``,
-    :mod:`llmqueue.validation.hf_engine`) maps onto the same policy with admission ``per_chunk``
+    :mod:`llmqueue.engines.hf_engine`) maps onto the same policy with admission ``per_chunk``
     (its FIFO scheduler: KV pages taken chunk by chunk, a waiting request that does not fit
     passed over, a starved request reset to the back with admissions paused until a request
     finishes) and ``kv_margin`` = its ``safety_margin``: its request cap, token budget, pages,
@@ -312,8 +312,8 @@ def steplaw_check(steps: pd.DataFrame, law: StepLaw, max_gap_s: float) -> dict[s
     error law / measured - 1): all iterations, those with prefill tokens, decode-only ones, and
     the first iteration after each idle period (the engine waited for work more than
     `max_gap_s`). Iteration times as the calibration counts them
-    (:func:`llmqueue.validation.calibration.iteration_times`)."""
-    from llmqueue.validation.calibration import measured_and_law
+    (:func:`llmqueue.engines.calibration.iteration_times`)."""
+    from llmqueue.engines.calibration import measured_and_law
 
     t, f = measured_and_law(steps, law, max_gap_s)
     pre = steps["prefill_tokens"].to_numpy() > 0
@@ -337,7 +337,7 @@ def steplaw_check(steps: pd.DataFrame, law: StepLaw, max_gap_s: float) -> dict[s
 def _own_law(form: str, steps: pd.DataFrame, max_gap_s: float, table: str) -> StepLaw | None:
     """The `form` law fitted on a run's own iterations (diagnosis only; None when the run has
     too few iterations to fit it)."""
-    from llmqueue.validation.calibration import iteration_times
+    from llmqueue.engines.calibration import iteration_times
 
     rows = steps.assign(time_s=iteration_times(steps, max_gap_s).to_numpy(dtype=float))
     rows = rows[np.isfinite(rows["time_s"]) & (rows["time_s"] > 0)]

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from llmqueue.engines.calibration import measured_and_law
 from llmqueue.errors import InputError
-from llmqueue.validation.calibration import measured_and_law
 
 __all__ = ["SpeedTrace", "speed_trace", "to_work", "to_wall", "warped_simulation"]
 
