@@ -40,13 +40,14 @@ except InputError as err:
 report: "workflow/report/workflow.rst"
 
 
-# every study's rule files, in the registry's order (llmqueue.studies.STUDIES)
+# every study's rule files, in its package beside its steps, in the registry's order
+# (llmqueue.studies.STUDIES)
 from llmqueue.studies import STUDIES
 
 for _study in STUDIES:
-    for _rules in _study.rules:
+    for _rules in _study.rule_files:
 
-        include: f"workflow/rules/{_rules}.smk"
+        include: _rules
 
 
 # then what reads every study's declarations: plot rules, claims, docs, notebooks

@@ -14,6 +14,7 @@ import yaml
 
 from llmqueue import docgen, schema
 from llmqueue.errors import InputError
+from llmqueue.studies import rule_files
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "config" / "README.md"
@@ -177,7 +178,7 @@ def _code_names() -> set[str]:
     files = [
         *ROOT.glob("src/llmqueue/**/*.py"),
         *ROOT.glob("workflow/scripts/*.py"),
-        *ROOT.glob("workflow/rules/*.smk"),
+        *(ROOT / f for f in rule_files()),
         ROOT / "Snakefile",
     ]
     code = "\n".join(p.read_text() for p in files)

@@ -11,12 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmqueue.studies import STUDIES, Study, claim_titles, docs_modules, study
+from llmqueue.studies import SHARED_RULES, STUDIES, Study, claim_titles, docs_modules, study
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "workflow" / "rules"
-# rule files that belong to no study: the shared helpers and what reads every study's declarations
-SHARED_RULES = {"common", "figures", "claims", "docs", "notebooks"}
 
 
 def snakefile_includes() -> list[str]:
@@ -26,9 +24,12 @@ def snakefile_includes() -> list[str]:
 
 @pytest.mark.parametrize("s", STUDIES, ids=lambda s: s.name)
 def test_each_registered_study_has_its_files(s: Study) -> None:
-    for rules in s.rules:
-        assert (RULES / f"{rules}.smk").is_file(), rules
+    for rules in s.rule_files:
+        assert (ROOT / rules).is_file(), rules
     assert importlib.util.find_spec(s.package) is not None, s.package
+    # its rule files sit in its package's folder
+    folder = Path(importlib.util.find_spec(s.package).origin).parent  # type: ignore[arg-type]
+    assert all((ROOT / r).parent == folder for r in s.rule_files), s.rule_files
     assert (ROOT / "docs" / "studies" / f"{s.name}.md").is_file()
     assert (ROOT / "notebooks" / "intro" / f"{s.name}.md").is_file()
     schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
@@ -36,19 +37,21 @@ def test_each_registered_study_has_its_files(s: Study) -> None:
     # its figures are declared under its name, in its own rule files
     declared = {
         name
-        for rules in s.rules
-        for name in re.findall(r'study="(\w+)"', (RULES / f"{rules}.smk").read_text())
+        for rules in s.rule_files
+        for name in re.findall(r'study="(\w+)"', (ROOT / rules).read_text())
     }
     assert declared <= {s.name}, (s.name, declared)
 
 
 def test_every_rule_file_is_a_studys_or_shared_and_included_once() -> None:
-    files = {p.stem for p in RULES.glob("*.smk")}
-    owned = [r for s in STUDIES for r in s.rules]
+    # workflow/rules holds the shared ones only; every other rule file is a study's, registered
+    assert {p.stem for p in RULES.glob("*.smk")} == set(SHARED_RULES)
+    owned = [r for s in STUDIES for r in s.rule_files]
     assert len(owned) == len(set(owned)), "a rule file registered twice"
-    assert files == set(owned) | SHARED_RULES, files ^ (set(owned) | SHARED_RULES)
+    found = {str(p.relative_to(ROOT)) for p in (ROOT / "src").rglob("*.smk")}
+    assert found == set(owned), found ^ set(owned)
     # the Snakefile names only the shared files; the studies' come from the registry's loop
-    assert set(snakefile_includes()) == SHARED_RULES
+    assert set(snakefile_includes()) == set(SHARED_RULES)
     assert "for _study in STUDIES" in (ROOT / "Snakefile").read_text()
 
 

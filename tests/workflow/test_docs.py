@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from llmqueue import docgen, markdown
 from llmqueue.claims import SCOPES, VERDICTS
 from llmqueue.errors import InputError
+from llmqueue.studies import rule_files
 
 ROOT = Path(__file__).resolve().parents[2]
 VENDORED = {"docs/equations.md", "docs/figures.md", "docs/companions.md"}
@@ -84,7 +85,7 @@ def _workflow_patterns() -> list[re.Pattern[str]]:
     """Every results/ path the workflow names, as a pattern ({wildcard} and f-string parts
     match any text)."""
     found = []
-    for smk in [ROOT / "Snakefile", *(ROOT / "workflow" / "rules").glob("*.smk")]:
+    for smk in [ROOT / "Snakefile", *(ROOT / f for f in rule_files())]:
         for lit in re.findall(r"""["']((?:results|logs)/[^"'\n]*)["']""", smk.read_text()):
             parts = re.split(r"\{[^{}]*\}", lit)
             found.append(re.compile(".+".join(re.escape(p) for p in parts)))

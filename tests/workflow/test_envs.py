@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmqueue.studies import rule_files
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -88,7 +90,7 @@ def test_slurm_plugin_pinned() -> None:
 @pytest.mark.parametrize("env", ["analysis.yaml", "profiling.yaml"])
 def test_rules_reference_existing_envs(env: str) -> None:
     """Every `conda:` line in the rule files names a file under envs/."""
-    for smk in (ROOT / "workflow" / "rules").glob("*.smk"):
+    for smk in (ROOT / f for f in rule_files()):
         for m in re.finditer(r'conda:\s*\n\s*"([^"]+)"', smk.read_text()):
             target = (smk.parent / m.group(1)).resolve()
             assert target.is_file(), f"{smk.name}: conda env {m.group(1)} does not exist"

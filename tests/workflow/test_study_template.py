@@ -3,8 +3,9 @@ generated documentation table, added to a copy of the working tree in five hand-
 whose figure the pipeline builds (``snakemake fig_toy``) and whose block the docs job renders.
 
 The five: its record in the study registry (``src/llmqueue/studies/__init__.py``), its package
-(the table function and the block's renderer), its rule file (the table through the shared
-``study_table.py`` script, ``declare_figure`` and ``DOC_BLOCKS``), the plot module (its
+(the table function and the block's renderer), its rule file in the package's folder (the table
+through the shared ``study_table.py`` script, ``declare_figure`` and ``DOC_BLOCKS``), the plot
+module (its
 docstring the figure's caption, as it has no caption file) and its page. Nothing else is edited: the Snakefile includes the rule file from the registry, the
 figure registry makes the plot and target rules, docgen finds the renderer and the docs rule
 takes the block and the renderer's code.
@@ -45,8 +46,9 @@ FILES = {
             rows = [[r, f"{float(t):.3g}"] for r, t in zip(table["rate_per_s"], table["jct_mean_s"])]
             return md_table(["rate (requests/s)", "mean JCT (s)"], rows)
     ''',
-    # 2. its rules: the table through the shared script, its figure and its documentation block
-    "workflow/rules/toy.smk": """
+    # 2. its rules, in its package: the table through the shared script, its figure and its
+    # documentation block
+    "src/llmqueue/studies/toy/toy.smk": """
         rule toy_table:
             input:
                 code=script_code("study_table.py") + module_code("llmqueue.studies.toy"),
@@ -56,7 +58,7 @@ FILES = {
                 function="llmqueue.studies.toy:table",
                 kwargs=dict(rates_per_s=[0.2, 0.5, 0.8], service_s=1.0),
             script:
-                "../scripts/study_table.py"
+                "../../../../workflow/scripts/study_table.py"
 
 
         declare_figure("fig_toy", study="toy", plot="fig_toy", data={"table": "results/toy/table.csv"})

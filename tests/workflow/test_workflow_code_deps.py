@@ -19,8 +19,12 @@ import pytest
 from worktree import copy_worktree
 
 from llmqueue.importgraph import ImportGraph
+from llmqueue.studies import rule_files
 
 ROOT = Path(__file__).resolve().parents[2]
+# a rule's script: ../scripts/<x>.py from workflow/rules, or the path up to workflow/scripts from
+# a study's package
+SCRIPT = r'script:\s*"(?:\.\./scripts|(?:\.\./)+workflow/scripts)/(\w+\.py)"'
 TOUCHED = (
     "src/llmqueue/sim/multibin.py",
     "src/llmqueue/sim/jit.py",
@@ -55,7 +59,7 @@ def planned(text: str) -> list[tuple[str, str]]:
 def script_of(graph: ImportGraph, body: str) -> set[str] | None:
     """The library files a rule body's script runs: a study step (``step.py``) its function's
     code (``ImportGraph.function_code``) and the runner's, any other script its imports."""
-    s = re.search(r'script:\s*"\.\./scripts/(\w+\.py)"', body)
+    s = re.search(SCRIPT, body)
     if not s:
         return None
     code = set(graph.code_of(ROOT / "workflow/scripts" / s.group(1), root=ROOT))
@@ -71,7 +75,7 @@ def rule_code(graph: ImportGraph) -> dict[str, set[str]]:
     rules: their plot module and the plotting script), computed here from the graph, not read
     from the DAG."""
     out: dict[str, set[str]] = {}
-    for smk in (ROOT / "workflow/rules").glob("*.smk"):
+    for smk in (ROOT / f for f in rule_files()):
         text = smk.read_text()
         for m in re.finditer(r"(?ms)^\s*rule (\w+):(.*?)(?=^\s*rule |\Z)", text):
             code = script_of(graph, m.group(2))
@@ -153,12 +157,12 @@ def test_every_rule_takes_its_code_inputs_from_the_import_graph() -> None:
     closure (``script_code``), one that runs ``python -m llmqueue`` the command module's
     closure."""
     found = 0
-    for smk in (ROOT / "workflow/rules").glob("*.smk"):
+    for smk in (ROOT / f for f in rule_files()):
         text = smk.read_text()
         assert "lib(" not in text, smk.name
         for m in re.finditer(r"(?ms)^\s*rule (\w+):(.*?)(?=^\s*rule |\Z)", text):
             body = m.group(2)
-            s = re.search(r'script:\s*"\.\./scripts/(\w+\.py)"', body)
+            s = re.search(SCRIPT, body)
             if s and s.group(1) == "step.py":  # a study step: its function's own code
                 found += 1
                 target = re.search(r'step="([\w.]+:\w+)"', body)

@@ -15,6 +15,8 @@ import pytest
 import yaml
 from snakemake.utils import validate
 
+from llmqueue.studies import rule_files
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = str(ROOT / "workflow" / "schemas" / "config.schema.yaml")
 SNAKEMAKE = ROOT / ".venv" / "bin" / "snakemake"
@@ -174,7 +176,7 @@ def test_no_rule_repeats_a_default_the_schema_declares() -> None:
     from llmqueue.schema import declared_defaults
 
     names = {key.rsplit(".", 1)[-1] for key in declared_defaults(SCHEMA)}
-    sources = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    sources = [ROOT / "Snakefile", *(ROOT / f for f in rule_files())]
     found = [
         f"{path.relative_to(ROOT)}:{text[: m.start()].count(chr(10)) + 1}: .get({m.group(1)!r})"
         for path in sources

@@ -22,13 +22,15 @@ import yaml
 from docutils.core import publish_parts
 from jinja2 import Environment
 
+from llmqueue.studies import rule_files
+
 ROOT = Path(__file__).resolve().parents[2]
 REPORT = ROOT / "workflow" / "report"
 SCRIPTS = ROOT / "workflow" / "scripts"
 
 
 def test_report_captions_named_by_rules_exist() -> None:
-    for smk in [ROOT / "Snakefile", *(ROOT / "workflow" / "rules").glob("*.smk")]:
+    for smk in [ROOT / "Snakefile", *(ROOT / f for f in rule_files())]:
         for m in re.finditer(r'caption\s*=\s*(f?)"([^"]+)"', smk.read_text()):
             if m.group(1):
                 continue  # per-figure f-string: covered by tests/workflow/test_figure_registry.py

@@ -82,7 +82,7 @@ def workflow_rules() -> set[str]:
 
 
 def profiling_rules_defined() -> bool:
-    text = (ROOT / "workflow" / "rules" / "profiling.smk").read_text()
+    text = (ROOT / "src/llmqueue/studies/profiling/profiling.smk").read_text()
     return re.search(r"^rule \w+:", text, re.M) is not None
 
 
@@ -123,14 +123,14 @@ def test_cpu_rules_go_to_the_cpu_partition() -> None:
 def test_gpu_rules_in_the_profile_exist() -> None:
     """A renamed profiling rule would silently fall back to the CPU partition."""
     if not profiling_rules_defined():
-        pytest.skip("workflow/rules/profiling.smk defines no rules yet")
+        pytest.skip("the profiling study's profiling.smk defines no rules yet")
     missing = gpu_rules() - workflow_rules()
     assert not missing, f"profiles/slurm names rules the workflow lacks: {sorted(missing)}"
 
 
 def test_profiling_jobs_show_the_gpu_partition() -> None:
     if not profiling_rules_defined():
-        pytest.skip("workflow/rules/profiling.smk defines no rules yet")
+        pytest.skip("the profiling study's profiling.smk defines no rules yet")
     gpu = gpu_rules()
     assert gpu, "profiles/slurm sends no rule to the GPU partition"
     assert gpu <= set(ON_DEMAND_GPU_TARGETS) | local_rules(), "a GPU rule this test cannot plan"

@@ -1,5 +1,5 @@
 """The ``plan`` section of the config: the worked example of ``llmqueue plan`` (docs/cli.md) as a
-workflow, one job per slice of the search space, merged at the end (workflow/rules/plan.smk).
+workflow, one job per slice of the search space, merged at the end (src/llmqueue/plan/plan.smk).
 
 The section holds the command's own flags (:func:`plan_args` turns it into them), so the
 pipeline runs exactly what an operator would type: ``step_profile`` (a ``step_profiles``

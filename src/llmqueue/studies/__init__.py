@@ -2,8 +2,9 @@
 
 A study is a config section (``config/config.yaml``, its schema ``workflow/schemas``), a library
 package (``llmqueue.studies.<name>``, or ``llmqueue.plan`` for the operators' worked example:
-pure functions that turn config values into the DataFrames the pipeline caches), its rule files
-(``workflow/rules/<file>.smk``), its figures (``declare_figure`` in those rules), its notebook
+pure functions that turn config values into the DataFrames the pipeline caches, and the steps
+its rules run), its rule files (``<file>.smk`` in that package's folder, beside its steps), its
+figures (``declare_figure`` in those rules), its notebook
 (``notebooks/intro/<name>.md``) and documentation page (``docs/studies/<name>.md``), and, for
 the paper's and companions' claims, its rows of ``data/reference/claims_<name>.csv``.
 
@@ -18,12 +19,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["Study", "STUDIES", "study", "claim_titles", "docs_modules"]
+__all__ = [
+    "Study",
+    "STUDIES",
+    "study",
+    "claim_titles",
+    "docs_modules",
+    "rule_files",
+    "SHARED_RULES",
+]
 
 
 @dataclass(frozen=True)
 class Study:
-    """One study. `rules`: its rule files under ``workflow/rules`` (no ``.smk``), in include
+    """One study. `rules`: its rule files in its package's folder (no ``.smk``), in include
     order; `package`: the library package that computes its tables; `claims`: claim number ->
     the title the documentation's by-claim table gives it (the numbers its reference rows use);
     `docs`: the module of its ``render_<kind>`` functions (its generated documentation blocks;
@@ -34,6 +43,13 @@ class Study:
     package: str
     claims: Mapping[int, str] = field(default_factory=dict)
     docs: str | None = None
+
+    @property
+    def rule_files(self) -> tuple[str, ...]:
+        """Its rule files, relative to the project root (``src/llmqueue/studies/<name>/<file>.smk``),
+        in include order."""
+        folder = "src/" + self.package.replace(".", "/")
+        return tuple(f"{folder}/{r}.smk" for r in self.rules)
 
     @property
     def docs_module(self) -> str | None:
@@ -116,3 +132,15 @@ def docs_modules() -> tuple[str, ...]:
     """The modules of every study's ``render_<kind>`` functions, in registry order (what
     :mod:`llmqueue.docgen` imports; the docs job's code inputs)."""
     return tuple(m for s in STUDIES if (m := s.docs_module) is not None)
+
+
+# the rule files of the workflow itself: the shared helpers and what reads every study's
+# declarations (plot rules, claims, docs, notebooks), included by the Snakefile by name
+SHARED_RULES = ("common", "figures", "claims", "docs", "notebooks")
+
+
+def rule_files() -> list[str]:
+    """Every rule file of the workflow, relative to the project root: the shared ones
+    (``workflow/rules/<name>.smk``) and every study's (:attr:`Study.rule_files`)."""
+    shared = [f"workflow/rules/{r}.smk" for r in SHARED_RULES]
+    return shared + [f for s in STUDIES for f in s.rule_files]

@@ -45,7 +45,7 @@ if SERV:
         benchmark:
             "logs/benchmarks/serving_capacity_{spolicy}.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.serving.steps:capacity",
             setup=SERV_SETUP,
@@ -54,7 +54,7 @@ if SERV:
             requests=SERV["capacity_requests"],
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule serving_sweep:
         """Mean and p99 JCT of one policy over the arrival-rate grid."""
@@ -70,7 +70,7 @@ if SERV:
         benchmark:
             "logs/benchmarks/serving_sweep_{spolicy}.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.serving.steps:sweep",
             setup=SERV_SETUP,
@@ -81,7 +81,7 @@ if SERV:
             sim=SERV["simulation"],
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule serving_replay:
         """The trace at its own timestamps, time-scaled to each replay load, through one policy."""
@@ -98,7 +98,7 @@ if SERV:
         benchmark:
             "logs/benchmarks/serving_replay_{spolicy}.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.serving.steps:replay",
             setup=SERV_SETUP,
@@ -108,7 +108,7 @@ if SERV:
             warmup=SERV["replay"]["warmup"],
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule serving_tables:
         """figures/serving_capacity.{csv,md} and figures/serving_replay.{csv,md}."""
@@ -124,12 +124,12 @@ if SERV:
         log:
             "logs/serving/tables.log",
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.serving.steps:tables",
             reference=SERV["replay"]["reference"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     SERV_CATEGORY = "Serving (continuous batching)"
     declare_figure(

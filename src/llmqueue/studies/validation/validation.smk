@@ -35,14 +35,14 @@ rule validation_compare:
     benchmark:
         "logs/benchmarks/validation_compare_{vrun}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.validation.steps:compare",
         folder=lambda w: f"{VAL['dir']}/{w.vrun}",
         compare={k: VAL[k] for k in VAL if k not in ("runs", "figure_run", "dir")},
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule validation_table:
@@ -54,7 +54,7 @@ rule validation_table:
     output:
         csv=report(
             "figures/table_vllm_validation.csv",
-            caption="../report/table_vllm_validation.rst",
+            caption="../../../../workflow/report/table_vllm_validation.rst",
             category=VAL_CATEGORY,
         ),
         md="figures/table_vllm_validation.md",
@@ -63,13 +63,13 @@ rule validation_table:
     benchmark:
         "logs/benchmarks/validation_table.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.validation.steps:table",
         kv_model=VAL["kv_model"],
         kv_budget=VAL["kv_budget"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 declare_figure(
@@ -134,14 +134,14 @@ rule validation_matrix_group:
     benchmark:
         "logs/benchmarks/validation_matrix_{vengine}_{vgroup}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.validation.steps:matrix",
         folder=lambda w: f"{VMX_MATRICES[w.vengine]['dir']}/{w.vgroup}",
         compare=lambda w: matrix_compare_params(VMX, w.vengine),
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 for _engine in VMX_ENGINES:
@@ -160,7 +160,7 @@ for _engine in VMX_ENGINES:
         output:
             csv=report(
                 f"figures/table_{_engine}_matrix.csv",
-                caption=f"../report/table_{_engine}_matrix.rst",
+                caption=f"../../../../workflow/report/table_{_engine}_matrix.rst",
                 category=VAL_CATEGORY,
             ),
             md=f"figures/table_{_engine}_matrix.md",
@@ -178,13 +178,13 @@ for _engine in VMX_ENGINES:
         benchmark:
             f"logs/benchmarks/validation_matrix_table_{_engine}.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.validation.steps:matrix_table",
             compare=matrix_compare_params(VMX, _engine),
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     declare_figure(
         f"table_{_engine}_matrix",
@@ -208,7 +208,7 @@ rule validation_matrix_engines:
     output:
         csv=report(
             "figures/table_engine_matrix.csv",
-            caption="../report/table_engine_matrix.rst",
+            caption="../../../../workflow/report/table_engine_matrix.rst",
             category=VAL_CATEGORY,
         ),
         medians="results/validation/matrix/engine_medians.csv",
@@ -216,11 +216,11 @@ rule validation_matrix_engines:
     log:
         "logs/validation/matrix_engines.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.validation.steps:matrix_engines",
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule validation_matrix_curve:
@@ -233,13 +233,13 @@ rule validation_matrix_curve:
     log:
         "logs/validation/matrix_curve.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.validation.steps:matrix_curve",
         folder=f"{VMX_DIR}/{VMX_TOKEN_LIMIT}",
         points=200,
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 declare_figure(
@@ -330,11 +330,11 @@ if VMS:
         log:
             "logs/validation/machine_speed.log",
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.validation.steps:machine_speed",
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     declare_figure(
         "fig_vllm_machine_speed",

@@ -49,14 +49,14 @@ rule ssjf_train:
     benchmark:
         "logs/benchmarks/ssjf_train_{ssjf_kind}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
         step="llmqueue.studies.ssjf.steps:train",
         learned=SSJF["learned"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_predictors:
@@ -70,7 +70,7 @@ rule ssjf_predictors:
     log:
         "logs/ssjf/predictors.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
         step="llmqueue.studies.ssjf.steps:predictors",
@@ -78,7 +78,7 @@ rule ssjf_predictors:
         predictors=SSJF["quality"]["predictors"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_capacity:
@@ -94,7 +94,7 @@ rule ssjf_capacity:
     benchmark:
         "logs/benchmarks/ssjf_capacity.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
@@ -102,7 +102,7 @@ rule ssjf_capacity:
         requests=SSJF["capacity_requests"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_jct:
@@ -120,7 +120,7 @@ rule ssjf_jct:
     benchmark:
         "logs/benchmarks/ssjf_jct_{ssjf_arrivals}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
@@ -132,7 +132,7 @@ rule ssjf_jct:
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_quality:
@@ -150,7 +150,7 @@ rule ssjf_quality:
     benchmark:
         "logs/benchmarks/ssjf_quality.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
@@ -160,7 +160,7 @@ rule ssjf_quality:
         sim=SSJF["poisson"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_starvation:
@@ -176,7 +176,7 @@ rule ssjf_starvation:
     log:
         "logs/ssjf/starvation.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
@@ -185,7 +185,7 @@ rule ssjf_starvation:
         sim=SSJF["poisson"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_protocol:
@@ -203,7 +203,7 @@ rule ssjf_protocol:
     benchmark:
         "logs/benchmarks/ssjf_protocol.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_TRACE,
         **SSJF_SETTINGS,
@@ -212,7 +212,7 @@ rule ssjf_protocol:
         guard_s=SSJF["guard_s"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_official_predictors:
@@ -225,12 +225,12 @@ rule ssjf_official_predictors:
     log:
         "logs/ssjf/official_predictors.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.ssjf.steps:official_predictors",
         official=SSJF_OFFICIAL,
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_official:
@@ -246,7 +246,7 @@ rule ssjf_official:
     benchmark:
         "logs/benchmarks/ssjf_official.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_SETTINGS,
         step="llmqueue.studies.ssjf.steps:official",
@@ -256,7 +256,7 @@ rule ssjf_official:
         seed=config["seed"],
         sweep=False,
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_official_sweep:
@@ -273,7 +273,7 @@ rule ssjf_official_sweep:
     benchmark:
         "logs/benchmarks/ssjf_official_sweep.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         **SSJF_SETTINGS,
         step="llmqueue.studies.ssjf.steps:official",
@@ -283,7 +283,7 @@ rule ssjf_official_sweep:
         seed=config["seed"],
         sweep=True,
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_groups:
@@ -299,14 +299,14 @@ rule ssjf_groups:
     log:
         "logs/ssjf/groups.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.ssjf.steps:groups",
         claim_settings=SSJF["claim_settings"],
         ssjf_model=SSJF_MODEL,
         ssjf_predictor=SSJF_OFFICIAL["ssjf_predictor"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule ssjf_claims:
@@ -323,7 +323,7 @@ rule ssjf_claims:
     log:
         "logs/ssjf/claims.log",
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.ssjf.steps:claims",
         claim_settings=SSJF["claim_settings"],
@@ -334,7 +334,7 @@ rule ssjf_claims:
         guard_s=SSJF["guard_s"],
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 CLAIM_TABLES.append("results/claims/ssjf.csv")

@@ -18,13 +18,13 @@ if LIT:
         benchmark:
             "logs/benchmarks/literature_table.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.literature.steps:table",
             spec=LIT,
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule literature_curves:
         """The exact mean response time of each (setting, order) against the load."""
@@ -36,12 +36,12 @@ if LIT:
         log:
             "logs/literature/curves.log",
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.literature.steps:curves",
             spec=LIT,
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule literature_claims:
         input:
@@ -53,12 +53,12 @@ if LIT:
         log:
             "logs/literature/claims.log",
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.literature.steps:claims",
             tolerances=config["claims"]["tolerances"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     CLAIM_TABLES.append("results/claims/literature.csv")
     declare_figure(

@@ -23,13 +23,13 @@ if MB:
         benchmark:
             "logs/benchmarks/multibin_synthetic.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.multibin.steps:synthetic",
             spec=MB["synthetic"],
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule multibin_llm_capacity:
         """Their simulated LLM: highest sustainable rate per k and prediction error p_e."""
@@ -43,14 +43,14 @@ if MB:
         benchmark:
             "logs/benchmarks/multibin_llm_capacity.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.multibin.steps:llm_table",
             table="capacity",
             spec=MB["llm"],
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     MB_LEARNED = MB["llm"]["learned_model"]  # the schema's default: regressor
     if MB_LEARNED != "none" and config.get("ssjf"):
@@ -68,7 +68,7 @@ if MB:
             benchmark:
                 "logs/benchmarks/multibin_llm_learned.tsv"
             conda:
-                "../../envs/analysis.yaml"
+                "../../../../envs/analysis.yaml"
             params:
                 step="llmqueue.studies.multibin.steps:learned",
                 spec=MB["llm"],
@@ -77,7 +77,7 @@ if MB:
                 train_fraction=config["ssjf"]["train_fraction"],
                 seed=config["seed"],
             script:
-                "../scripts/step.py"
+                "../../../../workflow/scripts/step.py"
 
     rule multibin_llm_latency:
         """Their simulated LLM: mean latency against k at several loads, Lemma 5.1 beside it."""
@@ -91,14 +91,14 @@ if MB:
         benchmark:
             "logs/benchmarks/multibin_llm_latency.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.multibin.steps:llm_table",
             table="latency",
             spec=MB["llm"],
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule multibin_vs_continuous:
         """Multi-Bin (Eq. 18) against continuous batching (step law) on the same kernels."""
@@ -114,7 +114,7 @@ if MB:
         benchmark:
             "logs/benchmarks/multibin_vs_continuous.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.multibin.steps:vs_continuous",
             spec=MB_VS,
@@ -122,7 +122,7 @@ if MB:
             step_cfg=MB_STEP_CFG,
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     rule multibin_claims:
         input:
@@ -138,12 +138,12 @@ if MB:
         benchmark:
             "logs/benchmarks/multibin_claims.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.multibin.steps:claims",
             tolerances=config["claims"]["tolerances"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     CLAIM_TABLES.append("results/claims/multibin.csv")
     # ---- figures

@@ -38,7 +38,7 @@ rule profiling_roofline_fit:
     benchmark:
         "logs/benchmarks/profiling_roofline_fit_{gpu}_{pmodel}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:roofline_fit",
         # only what the roofline fit reads: other profiling keys changing must not rerun it
@@ -48,7 +48,7 @@ rule profiling_roofline_fit:
             if k in PROF
         },
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule profiling_kernel_fit:
@@ -65,7 +65,7 @@ rule profiling_kernel_fit:
     benchmark:
         "logs/benchmarks/profiling_kernel_fit_{ksrc}_{pmodel}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:kernel_fit",
         kernel=lambda w: KERNELS[w.ksrc],
@@ -75,7 +75,7 @@ rule profiling_kernel_fit:
             if k in PROF
         },
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule profiling_measured_fit:
@@ -96,7 +96,7 @@ rule profiling_measured_fit:
     benchmark:
         "logs/benchmarks/profiling_measured_fit_{hw}_{pmodel}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:measured_fit",
         profiling={
@@ -104,7 +104,7 @@ rule profiling_measured_fit:
             for k in ("table1_pairs", "fig2b", "hardware", "depth_tolerance")
         },
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule profiling_kv_limit:
@@ -118,12 +118,12 @@ rule profiling_kv_limit:
     benchmark:
         "logs/benchmarks/profiling_kv_limit.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:kv_limit",
         profiling={"kv_limit": PROF["kv_limit"]},
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule profiling_figure_data:
@@ -152,7 +152,9 @@ rule profiling_figure_data:
         fig2b_lines="results/profiling/fig2b_lines.csv",
         composition="results/profiling/composition_check.csv",
         table1_csv=report(
-            "figures/table1.csv", caption="../report/table1.rst", category="Profiling"
+            "figures/table1.csv",
+            caption="../../../../workflow/report/table1.rst",
+            category="Profiling",
         ),
         table1_md="figures/table1.md",
     log:
@@ -160,7 +162,7 @@ rule profiling_figure_data:
     benchmark:
         "logs/benchmarks/profiling_figure_data.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:figure_data",
         # only what the figure data read: other profiling keys changing must not rerun it
@@ -170,7 +172,7 @@ rule profiling_figure_data:
         },
         measured=MEASURED,
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule profiling_claims:
@@ -198,7 +200,7 @@ rule profiling_claims:
     benchmark:
         "logs/benchmarks/profiling_claims.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:claims",
         roofline=PROF["roofline"],
@@ -206,7 +208,7 @@ rule profiling_claims:
         kernels=list(KERNELS),
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule profiling_step_laws:
@@ -225,12 +227,12 @@ rule profiling_step_laws:
     benchmark:
         "logs/benchmarks/profiling_step_laws.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:step_laws",
         step_profiles=STEP_PROFILES,
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule profiling_smoke:
@@ -245,7 +247,7 @@ rule profiling_smoke:
     benchmark:
         "logs/benchmarks/profiling_smoke.tsv"
     conda:
-        "../../envs/profiling.yaml"
+        "../../../../envs/profiling.yaml"
     shell:
         "python -m llmqueue profile smoke --out logs/profiling-smoke > {log} 2>&1"
 
@@ -262,7 +264,7 @@ rule profile_cpu:
     benchmark:
         "logs/benchmarks/profile_cpu_{hwid}.tsv"
     conda:
-        "../../envs/profiling.yaml"
+        "../../../../envs/profiling.yaml"
     shell:
         "python -m llmqueue profile measure --device cpu --hardware-id {wildcards.hwid} --out {output} > {log} 2>&1"
 
@@ -277,7 +279,7 @@ rule profile_cuda:
     benchmark:
         "logs/benchmarks/profile_cuda_{hwid}.tsv"
     conda:
-        "../../envs/profiling.yaml"
+        "../../../../envs/profiling.yaml"
     resources:
         gpu=1,
     shell:

@@ -25,7 +25,7 @@ if PLAN:
         benchmark:
             "logs/benchmarks/plan_slice_{pslice}.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../envs/analysis.yaml"
         params:
             step="llmqueue.steps:plan_slice",
             args=plan_args(PLAN, seed=config["seed"]),
@@ -36,7 +36,7 @@ if PLAN:
                 }
             },
         script:
-            "../scripts/step.py"
+            "../../../workflow/scripts/step.py"
 
     rule plan:
         """The slices merged: results/plan/plan.csv (every configuration, its Pareto flag) and
@@ -50,14 +50,14 @@ if PLAN:
         log:
             "logs/plan/merge.log",
         conda:
-            "../../envs/analysis.yaml"
+            "../../../envs/analysis.yaml"
         params:
             step="llmqueue.steps:plan_merge",
             rate=str(PLAN["rate"]),
             target_rate=PLAN["target_rate"],
             slo=PLAN["slo"],
         script:
-            "../scripts/step.py"
+            "../../../workflow/scripts/step.py"
 
     declare_figure(
         "fig_plan_pareto",

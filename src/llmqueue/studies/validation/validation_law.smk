@@ -24,7 +24,7 @@ for _engine in VMX_ENGINES:
             csv=f"results/validation/matrix/{_engine}/law_forms.csv",
             md=report(
                 f"figures/table_{_engine}_law_forms.md",
-                caption=f"../report/table_{_engine}_law_forms.rst",
+                caption=f"../../../../workflow/report/table_{_engine}_law_forms.rst",
                 category=VAL_CATEGORY,
             ),
         log:
@@ -32,14 +32,14 @@ for _engine in VMX_ENGINES:
         benchmark:
             f"logs/benchmarks/validation_law_forms_{_engine}.tsv"
         conda:
-            "../../envs/analysis.yaml"
+            "../../../../envs/analysis.yaml"
         params:
             step="llmqueue.studies.validation.steps:law_forms",
             folders=[f"{_m['dir']}/{g}" for g in _m["groups"]],
             settings={k: VMX[k] for k in ("kv_model", "kv_budget") if k in VMX},
             seed=config["seed"],
         script:
-            "../scripts/step.py"
+            "../../../../workflow/scripts/step.py"
 
     declare_figure(
         f"table_{_engine}_law_forms",

@@ -64,7 +64,7 @@ rule batching_fig3_data:
     benchmark:
         "logs/benchmarks/batching_fig3_data.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.batching.steps:fig3",
         profile_names=F3["profiles"],
@@ -75,7 +75,7 @@ rule batching_fig3_data:
         mc_samples=F3["mc_samples"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule batching_sweep:
@@ -90,7 +90,7 @@ rule batching_sweep:
     benchmark:
         "logs/benchmarks/batching_sweep_{sweep}_{sname}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.batching.steps:sweep",
         spec=lambda w: SWEEPS[w.sweep],
@@ -100,7 +100,7 @@ rule batching_sweep:
         chain=BAT["chain"],
         seed=config["seed"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule batching_kstar:
@@ -115,7 +115,7 @@ rule batching_kstar:
     benchmark:
         "logs/benchmarks/batching_kstar_{bprofile}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.batching.steps:kstar",
         profile=lambda w: w.bprofile,
@@ -129,7 +129,7 @@ rule batching_kstar:
         seed=config["seed"],
         stream=SWEEPS["fig6a"]["stream"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule batching_claims:
@@ -156,7 +156,7 @@ rule batching_claims:
     benchmark:
         "logs/benchmarks/batching_claims.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.batching.steps:claims",
         profiles={
@@ -180,7 +180,7 @@ rule batching_claims:
         roofline=config["profiling"]["roofline"],
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 CLAIM_TABLES.append("results/claims/batching.csv")

@@ -41,7 +41,7 @@ rule token_limit_sweep:
     benchmark:
         "logs/benchmarks/token_limit_sweep_{profile}_{scenario}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.token_limit.steps:sweep",
         tokens=TL["tokens"],
@@ -59,7 +59,7 @@ rule token_limit_sweep:
         ),
         profile_cfg=lambda w: config["latency_profiles"][w.profile],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule token_limit_tradeoff:
@@ -75,13 +75,13 @@ rule token_limit_tradeoff:
     benchmark:
         "logs/benchmarks/token_limit_tradeoff_{profile}.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.token_limit.steps:tradeoff",
         tokens=TL["tokens"],
         tradeoff=TL["tradeoff"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 rule token_limit_claims:
@@ -100,7 +100,7 @@ rule token_limit_claims:
     benchmark:
         "logs/benchmarks/token_limit_claims.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.token_limit.steps:claims",
         tokens=TL["tokens"],
@@ -109,7 +109,7 @@ rule token_limit_claims:
         main_profile=TL["profile"],
         tolerances=config["claims"]["tolerances"],
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
 
 
 CLAIM_TABLES.append("results/claims/token_limit.csv")

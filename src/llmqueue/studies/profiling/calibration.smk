@@ -13,9 +13,9 @@ rule fit_table1:
     benchmark:
         "logs/benchmarks/fit_table1.tsv"
     conda:
-        "../../envs/analysis.yaml"
+        "../../../../envs/analysis.yaml"
     params:
         step="llmqueue.studies.profiling.steps:fit_table1",
         input_tokens=128,
     script:
-        "../scripts/step.py"
+        "../../../../workflow/scripts/step.py"
