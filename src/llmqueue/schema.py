@@ -113,12 +113,35 @@ def _machinery(root: Path) -> tuple[Any, Any, dict[str, Any]]:
     registry: Registry = Registry(retrieve=retrieve).with_resource(  # type: ignore[call-arg]
         root.as_uri(), DRAFT202012.create_resource(schema)
     )
-    # the section files beside the root, registered up front: a $ref to them is then a lookup,
-    # not a retrieval (which the immutable registry would repeat on every validation)
-    for path in sorted(root.parent.glob("*.schema.yaml")):
-        if path.resolve() != root:
-            registry = registry.with_resource(path.resolve().as_uri(), retrieve(path.as_uri()))
+    # the section files the root names (beside it, or in a study's package), registered up
+    # front: a $ref to them is then a lookup, not a retrieval (which the immutable registry would
+    # repeat on every validation)
+    for path in _section_paths(root):
+        registry = registry.with_resource(path.as_uri(), retrieve(path.as_uri()))
     return filling, registry, schema
+
+
+def _section_paths(root: Path) -> list[Path]:
+    """Every schema file the root's ``$ref``s name, at any depth (resolved, sorted; the root
+    itself left out)."""
+    seen: set[Path] = set()
+    todo = [root]
+    while todo:
+        here = todo.pop()
+        stack: list[Any] = [_parsed(here)]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                target = str(node.get("$ref", "")).partition("#")[0]
+                if target:
+                    path = (here.parent / target).resolve()
+                    if path not in seen and path != root:
+                        seen.add(path)
+                        todo.append(path)
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+    return sorted(seen)
 
 
 def fill_defaults(config: MutableMapping[str, Any], schema_path: str | Path = SCHEMA) -> None:

@@ -318,7 +318,7 @@ def test_schema_and_checks_stop_bad_config(monkeypatch: pytest.MonkeyPatch) -> N
     from llmqueue.checks.multibin import check
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    schema = yaml.safe_load((ROOT / "workflow/schemas/multibin.schema.yaml").read_text())
+    schema = yaml.safe_load((ROOT / "src/llmqueue/studies/multibin/schema.yaml").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     validator.validate(cfg["multibin"])
     for path, value in [("llm.bogus", 1), ("llm.servers", 0), ("vs_continuous.loads", [1.5])]:

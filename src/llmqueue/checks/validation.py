@@ -30,7 +30,7 @@ from llmqueue.errors import InputError
 from llmqueue.schema import with_defaults
 
 # the schema of the validation section: every key's type and range (checked before any meaning)
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "validation.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[1] / "studies" / "validation" / "schema.yaml"
 
 
 def load_validation_config(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -49,7 +49,9 @@ def load_validation_config(path: str) -> tuple[dict[str, Any], dict[str, Any]]:
         ) from None
     if not isinstance(cfg, dict) or "vllm" not in (cfg.get("validation") or {}):
         raise InputError(f"{path}: no 'validation.vllm' section")
-    schema_path = SCHEMA if SCHEMA.is_file() else Path("workflow/schemas/validation.schema.yaml")
+    schema_path = (
+        SCHEMA if SCHEMA.is_file() else Path("src/llmqueue/studies/validation/schema.yaml")
+    )
     if not schema_path.is_file():
         raise InputError(f"the config schema {SCHEMA} is missing (run from the project's folder)")
     import jsonschema

@@ -1,6 +1,7 @@
 """The studies, registered once: each study's name, rule files, library package and claims.
 
-A study is a config section (``config/config.yaml``, its schema ``workflow/schemas``), a library
+A study is a config section (``config/config.yaml``, its schema ``schema.yaml`` in its package's
+folder, named by ``workflow/schemas/config.schema.yaml``), a library
 package (``llmqueue.studies.<name>``, or ``llmqueue.plan`` for the operators' worked example:
 pure functions that turn config values into the DataFrames the pipeline caches, and the steps
 its rules run), its rule files (``<file>.smk`` in that package's folder, beside its steps), its

@@ -2,7 +2,7 @@
 
 Kept apart from :mod:`llmqueue.studies.multibin.tables` so the config check
 (:mod:`llmqueue.checks.multibin`, run before every workflow run) reads them without importing
-the simulators. The defaults are the schema's (workflow/schemas/multibin.schema.yaml), filled in
+the simulators. The defaults are the schema's (src/llmqueue/studies/multibin/schema.yaml), filled in
 by :func:`section`.
 """
 
@@ -48,7 +48,7 @@ CLAIM_BOUND_ID = "11o"
 
 def section(part: str, cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     """Config ``multibin.<part>`` (`cfg`, possibly partial) with every default the schema
-    (workflow/schemas/multibin.schema.yaml) declares filled in; InputError for an unknown key."""
+    (src/llmqueue/studies/multibin/schema.yaml) declares filled in; InputError for an unknown key."""
     return with_defaults(cfg or {}, f"multibin.{part}")
 
 
