@@ -24,16 +24,29 @@ from llmqueue.importgraph import ImportGraph
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "llmqueue"
 SCRIPTS = sorted((ROOT / "workflow" / "scripts").glob("*.py"))
-# The scripts that run a study's jobs; the others render the report or manage the build.
-STUDY_SCRIPTS = [
-    p for p in SCRIPTS if p.name.startswith(("batching_", "token_limit_", "profiling_", "fit_"))
+# The steps a rule runs (docs/architecture.md, "The pipeline"): every top-level function of a
+# study's steps module and of llmqueue/steps.py, as (file, function name)
+STEP_FILES = sorted([*SRC.glob("studies/*/steps.py"), SRC / "steps.py"])
+STEPS = [
+    (f, n.name)
+    for f in STEP_FILES
+    for n in ast.parse(f.read_text()).body
+    if isinstance(n, ast.FunctionDef)
 ]
+# The steps of the studies whose jobs do no numerical work of their own (the paper's profiling,
+# token-limit and batching studies); the others render tables or read measurements.
+NUMERIC_FREE = ("batching", "token_limit", "profiling")
 
 
 def imported_modules(path: Path) -> set[str]:
     """Every module a file imports, at any depth (function-level imports included)."""
+    return imported_modules_of(ast.parse(path.read_text()))
+
+
+def imported_modules_of(tree: ast.AST) -> set[str]:
+    """Every module a syntax tree (a file, a function) imports, at any depth."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
@@ -225,23 +238,45 @@ def test_studies_call_each_simulator_in_one_place() -> None:
         assert set(sims) <= {"settings"}, name
 
 
-@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
-def test_workflow_scripts_are_glue(path: Path) -> None:
-    text = path.read_text()
-    tree = ast.parse(text)
-    assert "sys.path" not in text, "scripts import the library, never edit sys.path"
+def _no_broad_except(tree: ast.AST) -> None:
     for node in ast.walk(tree):
         if isinstance(node, ast.ExceptHandler):
             caught = ast.unparse(node.type) if node.type else "everything"
             assert caught not in ("Exception", "BaseException", "everything"), (
                 f"line {node.lineno}: catches {caught}; let errors surface"
             )
-    if path in STUDY_SCRIPTS:
-        mods = imported_modules(path)
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_workflow_scripts_are_glue(path: Path) -> None:
+    text = path.read_text()
+    assert "sys.path" not in text, "scripts import the library, never edit sys.path"
+    _no_broad_except(ast.parse(text))
+
+
+@pytest.mark.parametrize(("path", "name"), STEPS, ids=[f"{f.parent.name}.{n}" for f, n in STEPS])
+def test_study_steps_are_glue(path: Path, name: str) -> None:
+    """A step reads its job's inputs, calls the library and writes its outputs: it edits no
+    sys.path, lets errors surface, and (the paper's studies) leaves numerical work to the
+    library; it imports what it needs in its own body (its code inputs: function_code)."""
+    text = path.read_text()
+    assert "sys.path" not in text, "steps import the library, never edit sys.path"
+    func = next(
+        n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == name
+    )
+    _no_broad_except(func)
+    mods = imported_modules_of(func)
+    assert any(m.startswith("llmqueue.") for m in mods), "a step calls the library"
+    if path.parent.name in NUMERIC_FREE:
         assert not {m for m in mods if m.split(".")[0] in {"numpy", "scipy", "math"}}, (
             "numerical work belongs in the library"
         )
-        assert any(m.startswith("llmqueue.") for m in mods)
+    top = {
+        n.module
+        for n in ast.parse(text).body
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("llmqueue")
+    }
+    assert not top, f"{path.name} imports {top} at its top: each step imports in its own body"
 
 
 def test_every_cited_reference_note_is_in_the_repository() -> None:
