@@ -790,7 +790,7 @@ def run_preemptive(
     rec = queue_order(order)
     if not rec.preemptive:
         raise NotImplementedError(f"reference engine: order {order!r} does not preempt")
-    if rec.key not in ("size", "predicted_size", "remaining_size", "predicted_remaining"):
+    if rec.key not in KEYS:
         raise NotImplementedError(f"reference engine: no preemptive key {rec.key!r}")
     r0, r1 = k[0] + k[1], k[2] + k[3]
     got = {r.i: 0.0 for r in reqs}

@@ -794,28 +794,26 @@ def parse_linear_latency(text: str) -> LinearLatency:
         raise InputError(f"--latency {text!r}: {_reason(err)}") from None
 
 
-def parse_batch_time(text: str) -> BatchLatency:
-    """Parse ``k1=..,k2=..,k3=..,k4=..`` (CLI ``--batch-time``; s, s, s/token, s/token) into a
-    BatchLatency (Eq. 18)."""
+def parse_batch_time(text: str, flag: str = "--batch-time") -> BatchLatency:
+    """Parse ``k1=..,k2=..,k3=..,k4=..`` (s, s, s/token, s/token) into a BatchLatency (Eq. 18);
+    errors name `flag` (the CLI's ``--batch-time``, or ``llmqueue batching``'s ``--profile``)."""
+    form = "k1=S,k2=S,k3=S_PER_TOKEN,k4=S_PER_TOKEN (all >= 0)"
     vals: dict[str, float] = {}
     for item in filter(None, (s.strip() for s in text.split(","))):
         key, eq, val = item.partition("=")
-        if not eq or key.strip() not in ("k1", "k2", "k3", "k4"):
-            raise InputError(f"--batch-time {text!r}: expected k1=S,k2=S,k3=S,k4=S (all >= 0)")
+        key = key.strip()
+        if not eq or key not in ("k1", "k2", "k3", "k4"):
+            raise InputError(f"{flag} {text!r}: expected {form}")
         try:
-            vals[key.strip()] = float(val)
+            vals[key] = float(val)
         except ValueError:
-            raise InputError(
-                f"--batch-time {text!r}: {key.strip()}={val!r} is not a number"
-            ) from None
+            raise InputError(f"{flag} {text!r}: {key}={val!r} is not a number") from None
     if set(vals) != {"k1", "k2", "k3", "k4"}:
-        raise InputError(f"--batch-time {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
+        raise InputError(f"{flag} {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
     try:
-        return BatchLatency(
-            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--batch-time"
-        )
+        return BatchLatency(vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source=flag)
     except InputError as err:
-        raise InputError(f"--batch-time {text!r}: {_reason(err)}") from None
+        raise InputError(f"{flag} {text!r}: {_reason(err)}") from None
 
 
 def _reason(err: InputError) -> str:

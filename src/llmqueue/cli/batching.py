@@ -28,7 +28,7 @@ from llmqueue.cli import add_command, flags
 from llmqueue.errors import InputError, UnstableError
 from llmqueue.grids import parse_range
 from llmqueue.io import strict_json
-from llmqueue.latency import BatchLatency
+from llmqueue.latency import BatchLatency, parse_batch_time
 from llmqueue.limits import MAX_RATE_PER_S, MAX_REQUESTS, MAX_TIME_S, MAX_TOKENS
 from llmqueue.policy import Policy
 from llmqueue.seeds import seed_sequence
@@ -38,31 +38,6 @@ from llmqueue.tokens import parse_law
 
 MAX_CHAIN_BATCH = 1024  # batch sizes the exact chains and E[T_b] tables handle in seconds
 MAX_KMAX = 64  # --optimal-batch solves one exact chain per K (64 of them: about a minute)
-
-
-def parse_profile(text: str) -> BatchLatency:
-    """``k1=..,k2=..,k3=..,k4=..`` (s, s, s/token, s/token) -> BatchLatency (Eq. 18)."""
-    vals: dict[str, float] = {}
-    for item in filter(None, (s.strip() for s in text.split(","))):
-        key, eq, val = item.partition("=")
-        key = key.strip()
-        if not eq or key not in ("k1", "k2", "k3", "k4"):
-            raise InputError(
-                f"--profile {text!r}: expected k1=S,k2=S,k3=S_PER_TOKEN,k4=S_PER_TOKEN (all >= 0)"
-            )
-        try:
-            vals[key] = float(val)
-        except ValueError:
-            raise InputError(f"--profile {text!r}: {key}={val!r} is not a number") from None
-    if set(vals) != {"k1", "k2", "k3", "k4"}:
-        raise InputError(f"--profile {text!r}: give all four of k1, k2, k3, k4 (>= 0)")
-    try:
-        return BatchLatency(
-            vals["k1"], vals["k2"], vals["k3"], vals["k4"], name="cli", source="--profile"
-        )
-    except InputError as err:
-        reason = str(err).split(": ", 1)[-1]
-        raise InputError(f"--profile {text!r}: {reason}") from None
 
 
 def parse_rates(text: str) -> tuple[list[float], bool]:
@@ -205,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         law = parse_law(args.tokens, ".")
     except InputError as err:
         raise InputError(f"--tokens: {err}") from None
-    profile = parse_profile(args.profile)
+    profile = parse_batch_time(args.profile, "--profile")
     policy = _policy(args)
     rates, is_range = parse_rates(args.rate)
     if args.simulate is not None and args.simulate < 2 * args.sim_batches:
