@@ -627,9 +627,8 @@ def format_columns(format: str, columns: TraceColumns | None = None) -> tuple[st
     """The names a format (not ``auto``: :func:`detect_format` first) gives its (arrival, prompt
     tokens, output tokens): the named `columns` for ``csv``, each other format's own (a replay's
     description quotes them)."""
-    known = [k for k in FORMATS if k != "auto"]
-    if format not in known:
-        raise InputError(f"unknown trace format {format!r}; known: {sorted(known)}")
+    if format not in _known():
+        raise InputError(f"unknown trace format {format!r}; known: {_known()}")
     if FORMATS[format].columns is None:
         cols = columns or TraceColumns()
         return cols.timestamp, cols.prompt, cols.output
