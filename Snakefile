@@ -19,7 +19,7 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 
 
-from llmqueue.checks import check_config
+from llmqueue.studies import check_config
 from llmqueue.schema import fill_defaults
 from llmqueue.errors import InputError
 

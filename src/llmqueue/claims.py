@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 import pandas as pd
@@ -419,3 +420,51 @@ def gather_claims(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
         raise ValueError(f"claim rows {off} have no scope of {SCOPES}")
     order = sorted(range(len(df)), key=lambda i: _id_key(str(df["id"].iloc[i])))
     return df.iloc[order].reset_index(drop=True)
+
+
+def reference_claims(base_dir: Path, study: str) -> dict[str, str]:
+    """{claim id: tolerance class} of ``data/reference/claims_<study>.csv`` ({} if absent)."""
+    import csv
+
+    path = Path(base_dir) / "data" / "reference" / f"claims_{study}.csv"
+    if not path.is_file():
+        return {}
+    with path.open(newline="") as fh:
+        return {row["id"]: row["tolerance"] for row in csv.DictReader(fh)}
+
+
+def check_solved_from(
+    section: str, profiles: Mapping[str, Any], claim_ids: Mapping[str, str]
+) -> None:
+    """Each back-solved profile names the claims it was solved from (ids of the reference table),
+    and only a back-solved profile does."""
+    for name, prof in (profiles or {}).items():
+        solved = list(prof.get("solved_from") or [])
+        back = prof.get("verdict") == "back_solved"
+        if back != bool(solved):
+            raise InputError(
+                f"{section}.{name}: verdict back_solved needs solved_from (the claim ids its "
+                f"parameters were solved from), and solved_from needs verdict back_solved; got "
+                f"verdict {prof.get('verdict')!r}, solved_from {solved}"
+            )
+        unknown = [c for c in solved if c not in claim_ids]
+        if unknown:
+            raise InputError(
+                f"{section}.{name}.solved_from: {unknown} are not claim ids of the reference "
+                f"table; known: {sorted(claim_ids)}"
+            )
+
+
+def check_tolerance_classes(
+    config: Mapping[str, Any], claim_ids: Mapping[str, str], extra: tuple[str, ...] = ()
+) -> None:
+    """Every tolerance class the reference claims (and the study code: `extra`) name exists in
+    config ``claims.tolerances``; ``bound`` (``llmqueue.claims.BOUND``: a row judged as a bound,
+    not by a tolerance) needs none."""
+    tol = config["claims"]["tolerances"]
+    for name in sorted({*claim_ids.values(), *extra} - {"bound"}):
+        if name not in tol:
+            raise InputError(
+                f"claims.tolerances.{name} is missing (a tolerance class the claims use); "
+                f"defined: {sorted(tol)}"
+            )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ __all__ = [
     "section_files",
     "config_rows",
     "render_config_table",
+    "section",
+    "check_numbers",
 ]
 
 # the root schema file (the project's own folder; the study sections sit beside it)
@@ -516,3 +519,35 @@ def render_config_table(
         raise InputError(f"config section {section!r} declares no keys in {schema_path}")
     cells = [[md_text(c) for c in row] for row in rows]
     return md_table(["key", "meaning", "unit", "allowed", "default"], cells)
+
+
+def section(config: Mapping[str, Any], name: str) -> dict[str, Any] | None:
+    """Config section `name` with every default its schema declares filled in (as the Snakefile
+    fills it; a caller may pass a config it did not fill), or None when the config has none."""
+    value = config.get(name)
+    return None if value is None else with_defaults(value, name)
+
+
+def check_numbers(node: Any, where: str = "") -> None:
+    """Every number of the config is finite (YAML reads .inf and .nan), and the run lengths and
+    rates lie within :mod:`llmqueue.limits` (:func:`llmqueue.schema.key_bounds`); InputError
+    names the dotted key."""
+
+    bounds = key_bounds()
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            check_numbers(v, f"{where}.{k}" if where else str(k))
+        return
+    if isinstance(node, list | tuple):
+        for i, v in enumerate(node):
+            check_numbers(v, f"{where}[{i}]")
+        return
+    if isinstance(node, bool) or not isinstance(node, int | float):
+        return
+    if isinstance(node, float) and not math.isfinite(node):
+        raise InputError(f"{where} must be a finite number, got {node}")
+    key = where.rsplit(".", 1)[-1]
+    if key in bounds:
+        lo, hi = bounds[key]
+        if not lo <= node <= hi:
+            raise InputError(f"{where} must lie in [{lo:g}, {hi:g}], got {node}")

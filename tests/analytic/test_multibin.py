@@ -315,7 +315,7 @@ def test_schema_and_checks_stop_bad_config(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "rfc3987_syntax", None)  # as the Snakefile: not needed
     import jsonschema
 
-    from llmqueue.checks.multibin import check
+    from llmqueue.studies.multibin.checks import check
 
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     schema = yaml.safe_load((ROOT / "src/llmqueue/studies/multibin/schema.yaml").read_text())

@@ -34,7 +34,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from llmqueue.checks import check_config
+from llmqueue.studies import check_config
 from llmqueue.cli import main
 from llmqueue.errors import InputError
 from llmqueue.limits import MAX_ENGINE_ENTRIES, MAX_TOKENS

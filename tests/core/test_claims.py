@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.checks import check_config
+from llmqueue.studies import check_config
 from llmqueue.claims import (
     SCOPES,
     VERDICTS,

@@ -212,7 +212,8 @@ READERS = [
     ROOT / "src/llmqueue/plan/spec.py",
     ROOT / "src/llmqueue/profiles.py",
     ROOT / "src/llmqueue/claims.py",
-    *sorted((ROOT / "src/llmqueue/checks").glob("*.py")),
+    *sorted((ROOT / "src/llmqueue/studies").glob("*/checks.py")),
+    ROOT / "src/llmqueue/plan/checks.py",
 ]
 # (file, key): a fallback that is not the schema's default, with why
 NOT_A_SCHEMA_DEFAULT = {

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.checks.profiling import check_step_profiles
+from llmqueue.studies.profiling.checks import check_step_profiles
 from llmqueue.errors import InputError
 from llmqueue.hardware.kvcache import kv_tokens
 from llmqueue.latency import StepLaw
@@ -240,7 +240,7 @@ def test_step_profile_checks(config: dict, tmp_path: Path) -> None:
 
 
 def test_kernel_profile_and_fig2b_checks(config: dict) -> None:
-    from llmqueue.checks.profiling import check, check_profiling_section
+    from llmqueue.studies.profiling.checks import check, check_profiling_section
 
     prof = config["profiling"]
     kp = prof["kernel_profiles"]

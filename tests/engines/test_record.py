@@ -121,7 +121,7 @@ def test_engine_settings_errors_name_the_key(key: str, value: object, match: str
 
 
 def test_config_section_passes_its_checks_and_catches_mistakes() -> None:
-    from llmqueue.checks.validation import check_validation_section
+    from llmqueue.studies.validation.checks import check_validation_section
 
     sec = config_section()
     check_validation_section(sec)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.checks.profiling import check, check_profiling_section
+from llmqueue.studies.profiling.checks import check, check_profiling_section
 from llmqueue.errors import InputError
 from llmqueue.hardware.kvcache import kv_limit, max_batch
 from llmqueue.hardware.models import MODEL_SPECS, get_spec
@@ -413,7 +413,7 @@ def test_harness_imports_only_what_the_gpu_machine_has() -> None:
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
         "import llmqueue.cli.profile, llmqueue.profiling.sweeps, llmqueue.profiling.fits\n"
-        "import llmqueue.profiling.smoke, llmqueue.studies.profiling.tables, llmqueue.checks.profiling\n"
+        "import llmqueue.profiling.smoke, llmqueue.studies.profiling.tables, llmqueue.studies.profiling.checks\n"
         "from llmqueue.cli import main\n"
         "sys.exit(main(['profile', 'kv-limit', '--model', 'chatglm3-6b', '--gpu', 'h100']))\n"
     )

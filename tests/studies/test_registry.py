@@ -95,12 +95,12 @@ def test_the_docs_generator_reads_every_registered_studys_docs_module() -> None:
 
 
 def test_every_config_check_module_is_a_registered_studys() -> None:
-    """check_config runs llmqueue.checks.<study> for each registered study: a check module under
-    another name would never run (schema is the shared schema pass, no study's check)."""
-    import pkgutil
-
-    from llmqueue import checks
-
-    modules = {m.name for m in pkgutil.iter_modules(checks.__path__)} - {"schema"}
-    assert modules <= {s.name for s in STUDIES}, modules - {s.name for s in STUDIES}
-    assert all(callable(importlib.import_module(f"llmqueue.checks.{m}").check) for m in modules)
+    """check_config runs ``<package>.checks`` of each registered study: a ``checks`` module in a
+    study package the registry does not name would never run, and each has its ``check``."""
+    packages = {s.package for s in STUDIES}
+    found = {
+        "llmqueue." + ".".join(p.parent.relative_to(ROOT / "src/llmqueue").parts)
+        for p in (ROOT / "src/llmqueue").glob("**/checks.py")
+    }
+    assert found <= packages, found - packages
+    assert all(callable(importlib.import_module(f"{m}.checks").check) for m in found)

@@ -30,7 +30,7 @@ writes the learned predictor's prediction for every trace row that ``ssjf`` runs
 fixed kernels on one engine (:mod:`llmqueue.engines.speed_run`).
 
 Every engine command checks, in this order and before it writes anything: its flags, the whole
-config (schema, then meaning: :func:`llmqueue.checks.validation.load_validation_config`), the
+config (schema, then meaning: :func:`llmqueue.studies.validation.checks.load_validation_config`), the
 environment (vLLM importable, :func:`llmqueue.engines.environment.require_engine`). Bad input
 exits with code 2 and one line naming the flag or key.
 """
@@ -56,7 +56,7 @@ def _given(args: argparse.Namespace) -> dict[str, int | None]:
 
 
 def _config(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    from llmqueue.checks.validation import load_validation_config
+    from llmqueue.studies.validation.checks import load_validation_config
 
     return load_validation_config(args.config)
 
@@ -80,7 +80,7 @@ def cmd_model(args: argparse.Namespace) -> None:
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    from llmqueue.checks.validation import check_validation_section
+    from llmqueue.studies.validation.checks import check_validation_section
     from llmqueue.engines.environment import require_engine
     from llmqueue.engines.matrix_run import checked_overrides
     from llmqueue.engines.single_run import engine_settings, measure_single

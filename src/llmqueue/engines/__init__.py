@@ -29,7 +29,7 @@ imports this package without it):
   (``measure``), :mod:`.matrix_run` (``matrix``: every group's sessions and its folder's
   assembly), :mod:`.speed_run` (``machine-speed``), :mod:`.predictions` (``predictions``, main
   environment). The command line itself (:mod:`llmqueue.cli.validate`) only parses flags, loads
-  the checked config (:func:`llmqueue.checks.validation.load_validation_config`) and calls them;
+  the checked config (:func:`llmqueue.studies.validation.checks.load_validation_config`) and calls them;
   ``make validate-vllm`` and ``make validate-vllm-speed`` run it in the separate vLLM
   environment.
 """

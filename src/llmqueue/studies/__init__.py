@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 __all__ = [
     "Study",
@@ -28,6 +30,7 @@ __all__ = [
     "docs_modules",
     "rule_files",
     "SHARED_RULES",
+    "check_config",
 ]
 
 
@@ -145,3 +148,19 @@ def rule_files() -> list[str]:
     (``workflow/rules/<name>.smk``) and every study's (:attr:`Study.rule_files`)."""
     shared = [f"workflow/rules/{r}.smk" for r in SHARED_RULES]
     return shared + [f for s in STUDIES for f in s.rule_files]
+
+
+def check_config(config: Mapping[str, Any], base_dir: str | Path) -> None:
+    """Run the checks of every number (:func:`llmqueue.schema.check_numbers`), then every
+    registered study's ``check(config, base_dir)`` (its module ``<package>.checks``, where the
+    study has one), in registry order: what the schema cannot see, before any job starts."""
+    import importlib
+    from importlib.util import find_spec
+
+    from llmqueue.schema import check_numbers
+
+    check_numbers(config)
+    for s in STUDIES:
+        name = f"{s.package}.checks"
+        if find_spec(name) is not None:
+            importlib.import_module(name).check(config, Path(base_dir))

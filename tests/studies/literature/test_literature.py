@@ -151,7 +151,7 @@ def test_the_config_check_names_the_key() -> None:
 
     import yaml
 
-    from llmqueue.checks.literature import check
+    from llmqueue.studies.literature.checks import check
 
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     check(config, ROOT)

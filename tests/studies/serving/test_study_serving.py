@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.checks.serving import check
+from llmqueue.studies.serving.checks import check
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw, batch_law_from_step
 from llmqueue.policy import Policy, policy_spec

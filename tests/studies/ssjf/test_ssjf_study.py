@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.checks.ssjf import check
+from llmqueue.studies.ssjf.checks import check
 from llmqueue.claims import ClaimBook
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.checks import check_config
+from llmqueue.studies import check_config
 from llmqueue.claims import ClaimBook, Tolerance, claims_frame, gather_claims, judge
 from llmqueue.errors import InputError
 from llmqueue.grids import arithmetic_grid, grid_from_config, parse_range

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.checks.validation import check, check_compare_section
+from llmqueue.studies.validation.checks import check, check_compare_section
 from llmqueue.engines.calibration import fit_calibration
 from llmqueue.engines.steplog import STEP_COLUMNS
 from llmqueue.errors import InputError

@@ -1,7 +1,7 @@
 """The settings of the Multi-Bin Batching study (config section ``multibin``) as typed specs.
 
 Kept apart from :mod:`llmqueue.studies.multibin.tables` so the config check
-(:mod:`llmqueue.checks.multibin`, run before every workflow run) reads them without importing
+(:mod:`llmqueue.studies.multibin.checks`, run before every workflow run) reads them without importing
 the simulators. The defaults are the schema's (src/llmqueue/studies/multibin/schema.yaml), filled in
 by :func:`section`.
 """

@@ -24,12 +24,8 @@ def _law(spec: Any, key: str, base_dir: Path) -> None:
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
-    from llmqueue.checks import (
-        check_solved_from,
-        check_tolerance_classes,
-        reference_claims,
-        section,
-    )
+    from llmqueue.claims import check_solved_from, check_tolerance_classes, reference_claims
+    from llmqueue.schema import section
 
     profiles = section(config, "batch_profiles") or {}
     ids = reference_claims(base_dir, "batching")

@@ -58,7 +58,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     sec = config.get("ssjf")
     if not sec:
         return
-    from llmqueue.checks import check_tolerance_classes, reference_claims
+    from llmqueue.claims import check_tolerance_classes, reference_claims
     from llmqueue.sim.predictors import parse_predictor
     from llmqueue.traces import read_columns, read_timestamps
 

@@ -21,7 +21,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         return
     import math
 
-    from llmqueue.checks import check_tolerance_classes, reference_claims
+    from llmqueue.claims import check_tolerance_classes, reference_claims
     from llmqueue.studies.multibin.spec import LLMSpec, SyntheticSpec, VsContinuousSpec
     from llmqueue.tokens import UniformLaw, parse_law
 

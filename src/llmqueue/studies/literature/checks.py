@@ -21,7 +21,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         return
     import csv
 
-    from llmqueue.checks import check_tolerance_classes, reference_claims
+    from llmqueue.claims import check_tolerance_classes, reference_claims
     from llmqueue.sim.predictors import parse_predictor
     from llmqueue.studies.literature.spec import ONE_BIT, LiteratureSpec, reference_points
     from llmqueue.tokens import ExponentialLaw, parse_law

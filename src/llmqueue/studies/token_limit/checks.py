@@ -15,7 +15,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         path = base_dir / config["data"][key]
         if not path.is_file():
             raise InputError(f"data.{key}: file {str(path)!r} does not exist")
-    from llmqueue.checks import section
+    from llmqueue.schema import section
 
     tl = section(config, "token_limit") or {}
     try:
@@ -46,7 +46,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     sweep = tl["tradeoff"].get("gamma_sweep")
     if sweep and sweep["stop"] <= sweep["start"]:
         raise InputError("token_limit.tradeoff.gamma_sweep: stop must be > start")
-    from llmqueue.checks import check_solved_from, check_tolerance_classes, reference_claims
+    from llmqueue.claims import check_solved_from, check_tolerance_classes, reference_claims
 
     ids = reference_claims(base_dir, "token_limit")
     check_tolerance_classes(config, ids, ("time", "fraction", "optimum"))

@@ -15,7 +15,7 @@ from llmqueue.errors import InputError
 
 
 def check(config: Mapping[str, Any], base_dir: Path) -> None:
-    from llmqueue.checks import section
+    from llmqueue.schema import section
 
     sec = section(config, "plan")
     if not sec:
