@@ -85,16 +85,15 @@ def main(argv: list[str] | None = None) -> int:
         make_noop = [timed(make, work)[0] for _ in range(3)]
         numbers["make_noop_s"] = round(statistics.median(make_noop), 2)
 
-        stem = next(
-            (s for s in PLOT_CANDIDATES if (work / f"src/llmqueue/plots/{s}.py").exists()), None
-        )
+        found = {p.stem: p for p in (work / "src/llmqueue").glob("**/fig*.py")}
+        stem = next((s for s in PLOT_CANDIDATES if s in found), None)
         if stem:
             # Snakemake 9 ignores a new mtime when the content is unchanged: make a real edit.
-            module = work / f"src/llmqueue/plots/{stem}.py"
+            module = found[stem]
             module.write_text(module.read_text() + "\n# bench_rebuild.py: an edit\n")
             rerun = planned_rules(work, opts.cores)
             seconds, _ = timed(env_cmd, work)
-            numbers["touched"] = f"src/llmqueue/plots/{stem}.py"
+            numbers["touched"] = str(module.relative_to(work))
             numbers["touch_rerun_rules"] = rerun
             numbers["touch_rebuild_s"] = round(seconds, 1)
             others = [r for r in rerun if r.startswith(("plot", "profiling_fig", "batching_fig"))]

@@ -13,11 +13,11 @@ Scopes (:data:`SCOPES`) say what a row tests: ``replication`` (the paper's state
 ``other-hardware`` (a GPU, or a model of one, other than the paper's), ``internal`` (the
 project's simulator against its own closed form) and ``literature`` (another paper's published
 number, in that paper's setting: the literature study, claim 12). Each reference row carries its scope
-(``data/reference/claims_<study>.csv``); a derived row (another profile, GPU or reading of the
+(``src/llmqueue/studies/<study>/reference_claims.csv``); a derived row (another profile, GPU or reading of the
 same claim) names its own.
 
 Every study builds its rows through one :class:`ClaimBook` (the study's reference rows from
-``data/reference/claims_<study>.csv`` and the config tolerances), so the verdict rule is written
+``src/llmqueue/studies/<study>/reference_claims.csv`` and the config tolerances), so the verdict rule is written
 once: a row is ``back_solved`` only when the profile it was computed under names the row's claim
 in its ``solved_from`` (config); any other row under that profile is ``conditional`` within its
 tolerance and ``not_reproduced`` outside it, and its note names the profile and what it was
@@ -220,7 +220,7 @@ def solved_note(profile: SolvedProfile, claim_id: str) -> str:
 
 
 class ClaimBook:
-    """A study's reference rows (``data/reference/claims_<study>.csv``: id, claim, paper, unit,
+    """A study's reference rows (``src/llmqueue/studies/<study>/reference_claims.csv``: id, claim, paper, unit,
     tolerance) and the config tolerances (``claims.tolerances``): judges our numbers into rows.
 
     ``judge(cid, ours, ...)`` looks up the paper's number, unit and tolerance class of reference
@@ -423,10 +423,10 @@ def gather_claims(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
 
 
 def reference_claims(base_dir: Path, study: str) -> dict[str, str]:
-    """{claim id: tolerance class} of ``data/reference/claims_<study>.csv`` ({} if absent)."""
+    """{claim id: tolerance class} of ``src/llmqueue/studies/<study>/reference_claims.csv`` ({} if absent)."""
     import csv
 
-    path = Path(base_dir) / "data" / "reference" / f"claims_{study}.csv"
+    path = Path(base_dir) / "src" / "llmqueue" / "studies" / study / "reference_claims.csv"
     if not path.is_file():
         return {}
     with path.open(newline="") as fh:

@@ -238,7 +238,7 @@ def claim_base(claim_id: str) -> str:
 
 
 def reference_studies(reference: Mapping[str, pd.DataFrame]) -> dict[str, str]:
-    """{reference claim id: study} from ``{study: data/reference/claims_<study>.csv table}``."""
+    """{reference claim id: study} from ``{study: src/llmqueue/studies/<study>/reference_claims.csv table}``."""
     out: dict[str, str] = {}
     for study, ref in reference.items():
         for cid in ref["id"].astype(str):
@@ -261,7 +261,7 @@ def _claims_by_study(
     unknown = sorted(set(bases) - set(studies))
     if unknown:
         raise InputError(
-            f"results/claims.csv: rows {unknown} judge no claim of data/reference/claims_*.csv"
+            f"results/claims.csv: rows {unknown} judge no claim of src/llmqueue/studies/*/reference_claims.csv"
         )
     where = bases.map(studies)
     return {s: claims[where == s] for s in study_order(reference)}

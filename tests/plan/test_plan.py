@@ -201,7 +201,7 @@ def test_a_row_that_misses_its_slos_is_never_on_the_front_nor_plotted() -> None:
     neither joins nor dominates the front, and the figure leaves it out."""
     import matplotlib.pyplot as plt
 
-    from llmqueue.plots.fig_plan_pareto import plot  # after it: matplotlib's Agg backend
+    from llmqueue.plan.fig_plan_pareto import plot  # after it: matplotlib's Agg backend
 
     miss = {**_row(1, 50, 0.1), "met": False}  # goodput and latency better than any other
     rows = [_row(2, 10, 1.0), miss, _row(4, 18, 0.5)]
@@ -283,7 +283,7 @@ def test_plan_is_the_same_on_any_number_of_workers_and_slices_merge(
 @pytest.fixture
 def plan_figures(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     """The figures ``llmqueue plan --figure`` draws during the test, closed at its end."""
-    from llmqueue.plots import fig_plan_pareto
+    from llmqueue.plan import fig_plan_pareto
 
     drawn: list = []
     original = fig_plan_pareto.plot

@@ -1,4 +1,4 @@
-"""Draw one plot module of ``llmqueue.plots`` on its small fixture, as the pipeline does.
+"""Draw one plot module of a study on its small fixture, as the pipeline does.
 
 A module's fixture, ``tests/data/plots/<module>/``, holds a few rows per curve of the tables its
 plot rule reads (``inputs/<name>.csv``; ``inputs/<name>.json`` for a JSON input) and the rule's
@@ -31,6 +31,26 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "plots"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PNG_DPI = 60  # the drawing code is the same at any resolution; fewer pixels, a faster test
+
+
+def plot_modules() -> dict[str, str]:
+    """{name: dotted module} of every plot module of the studies (a module of a study package,
+    or of ``llmqueue.plan``, with a top-level ``plot`` function), by the module's own name
+    (``__init__`` for a package drawing its own figure: keyed by the package's name)."""
+    import ast
+
+    found: dict[str, str] = {}
+    src = ROOT / "src"
+    paths = [*(src / "llmqueue/studies").glob("*/*.py"), *(src / "llmqueue/plan").glob("*.py")]
+    for path in sorted(paths):
+        tree = ast.parse(path.read_text())
+        if any(isinstance(n, ast.FunctionDef) and n.name == "plot" for n in tree.body):
+            parts = path.relative_to(src).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            assert parts[-1] not in found, f"two plot modules named {parts[-1]!r}"
+            found[parts[-1]] = ".".join(parts)
+    return found
 
 
 def load_case(module: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -66,7 +86,7 @@ def check_drawing(module: str, tmp_path: Path, *, axes: int) -> Figure:
     has `axes` visible axes, each with something drawn on it, and that the PNG was written.
     Returns the figure, already closed (its artists can still be read)."""
     inputs, params = load_case(module)
-    plot = importlib.import_module(f"llmqueue.plots.{module}").plot
+    plot = importlib.import_module(plot_modules()[module]).plot
     fig = plot(inputs, params)
     try:
         assert isinstance(fig, Figure), f"{module}.plot returned {type(fig).__name__}"

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig2a_time_token_line draws on a small table (tests/data/plots/fig2a_time_token_line/)."""
+"""llmqueue.studies.profiling.fig2a_time_token_line draws on a small table (tests/data/plots/fig2a_time_token_line/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig2b_throughput draws on a small table (tests/data/plots/fig2b_throughput/)."""
+"""llmqueue.studies.profiling.fig2b_throughput draws on a small table (tests/data/plots/fig2b_throughput/)."""
 
 from pathlib import Path
 

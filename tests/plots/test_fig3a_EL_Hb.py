@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig3a_EL_Hb draws on a small table (tests/data/plots/fig3a_EL_Hb/)."""
+"""llmqueue.studies.batching.fig3a_EL_Hb draws on a small table (tests/data/plots/fig3a_EL_Hb/)."""
 
 from pathlib import Path
 

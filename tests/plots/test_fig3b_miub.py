@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig3b_miub draws on a small table (tests/data/plots/fig3b_miub/)."""
+"""llmqueue.studies.batching.fig3b_miub draws on a small table (tests/data/plots/fig3b_miub/)."""
 
 from pathlib import Path
 

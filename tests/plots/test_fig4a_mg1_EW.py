@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig4a_mg1_EW draws on a small table (tests/data/plots/fig4a_mg1_EW/)."""
+"""llmqueue.studies.token_limit.fig4a_mg1_EW draws on a small table (tests/data/plots/fig4a_mg1_EW/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig4b_mg1_EWqs draws on a small table (tests/data/plots/fig4b_mg1_EWqs/)."""
+"""llmqueue.studies.token_limit.fig4b_mg1_EWqs draws on a small table (tests/data/plots/fig4b_mg1_EWqs/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig4c_mg1_pai draws on a small table (tests/data/plots/fig4c_mg1_pai/)."""
+"""llmqueue.studies.token_limit.fig4c_mg1_pai draws on a small table (tests/data/plots/fig4c_mg1_pai/)."""
 
 from pathlib import Path
 

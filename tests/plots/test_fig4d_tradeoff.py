@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig4d_tradeoff draws on a small table (tests/data/plots/fig4d_tradeoff/)."""
+"""llmqueue.studies.token_limit.fig4d_tradeoff draws on a small table (tests/data/plots/fig4d_tradeoff/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig5_junyun draws on a small table (tests/data/plots/fig5_junyun/)."""
+"""llmqueue.studies.batching.fig5_junyun draws on a small table (tests/data/plots/fig5_junyun/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig6a_fix_bsz draws on a small table (tests/data/plots/fig6a_fix_bsz/)."""
+"""llmqueue.studies.batching.fig6a_fix_bsz draws on a small table (tests/data/plots/fig6a_fix_bsz/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig6b_dy_bmax draws on a small table (tests/data/plots/fig6b_dy_bmax/)."""
+"""llmqueue.studies.batching.fig6b_dy_bmax draws on a small table (tests/data/plots/fig6b_dy_bmax/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_literature_orders draws on a small table (tests/data/plots/fig_literature_orders/)."""
+"""llmqueue.studies.literature.fig_literature_orders draws on a small table (tests/data/plots/fig_literature_orders/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_multibin_latency draws on a small table (tests/data/plots/fig_multibin_latency/)."""
+"""llmqueue.studies.multibin.fig_multibin_latency draws on a small table (tests/data/plots/fig_multibin_latency/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_multibin_throughput draws on a small table (tests/data/plots/fig_multibin_throughput/)."""
+"""llmqueue.studies.multibin.fig_multibin_throughput draws on a small table (tests/data/plots/fig_multibin_throughput/)."""
 
 from pathlib import Path
 

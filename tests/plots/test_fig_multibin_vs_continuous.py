@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_multibin_vs_continuous draws on a small table (tests/data/plots/fig_multibin_vs_continuous/)."""
+"""llmqueue.studies.multibin.fig_multibin_vs_continuous draws on a small table (tests/data/plots/fig_multibin_vs_continuous/)."""
 
 from pathlib import Path
 

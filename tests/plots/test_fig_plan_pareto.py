@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_plan_pareto draws on a small table (tests/data/plots/fig_plan_pareto/)."""
+"""llmqueue.plan.fig_plan_pareto draws on a small table (tests/data/plots/fig_plan_pareto/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_serving_policies draws on a small table (tests/data/plots/fig_serving_policies/)."""
+"""llmqueue.studies.serving.fig_serving_policies draws on a small table (tests/data/plots/fig_serving_policies/)."""
 
 from pathlib import Path
 

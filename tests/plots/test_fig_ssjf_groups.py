@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_ssjf_groups draws on a small table (tests/data/plots/fig_ssjf_groups/)."""
+"""llmqueue.studies.ssjf.fig_ssjf_groups draws on a small table (tests/data/plots/fig_ssjf_groups/)."""
 
 from pathlib import Path
 

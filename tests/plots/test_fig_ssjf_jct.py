@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_ssjf_jct draws on a small table (tests/data/plots/fig_ssjf_jct/)."""
+"""llmqueue.studies.ssjf.fig_ssjf_jct draws on a small table (tests/data/plots/fig_ssjf_jct/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_ssjf_predictor draws on a small table (tests/data/plots/fig_ssjf_predictor/)."""
+"""llmqueue.studies.ssjf.fig_ssjf_predictor draws on a small table (tests/data/plots/fig_ssjf_predictor/)."""
 
 from pathlib import Path
 

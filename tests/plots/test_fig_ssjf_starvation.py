@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_ssjf_starvation draws on a small table (tests/data/plots/fig_ssjf_starvation/)."""
+"""llmqueue.studies.ssjf.fig_ssjf_starvation draws on a small table (tests/data/plots/fig_ssjf_starvation/)."""
 
 from pathlib import Path
 

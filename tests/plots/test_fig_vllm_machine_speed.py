@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_vllm_machine_speed draws on a small table (tests/data/plots/fig_vllm_machine_speed/)."""
+"""llmqueue.studies.validation.fig_vllm_machine_speed draws on a small table (tests/data/plots/fig_vllm_machine_speed/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_vllm_matrix_cdfs draws on a small table (tests/data/plots/fig_vllm_matrix_cdfs/)."""
+"""llmqueue.studies.validation.fig_vllm_matrix_cdfs draws on a small table (tests/data/plots/fig_vllm_matrix_cdfs/)."""
 
 from pathlib import Path
 

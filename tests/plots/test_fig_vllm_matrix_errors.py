@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_vllm_matrix_errors draws on a small table (tests/data/plots/fig_vllm_matrix_errors/)."""
+"""llmqueue.studies.validation.fig_vllm_matrix_errors draws on a small table (tests/data/plots/fig_vllm_matrix_errors/)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_vllm_token_limit draws on a small table (tests/data/plots/fig_vllm_token_limit/)."""
+"""llmqueue.studies.validation.fig_vllm_token_limit draws on a small table (tests/data/plots/fig_vllm_token_limit/)."""
 
 from pathlib import Path
 

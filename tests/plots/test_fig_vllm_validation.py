@@ -1,4 +1,4 @@
-"""llmqueue.plots.fig_vllm_validation draws on a small table (tests/data/plots/fig_vllm_validation/)."""
+"""llmqueue.studies.validation.fig_vllm_validation draws on a small table (tests/data/plots/fig_vllm_validation/)."""
 
 from pathlib import Path
 

@@ -68,7 +68,7 @@ def test_every_study_package_is_registered() -> None:
 def test_claim_numbers_are_the_reference_tables() -> None:
     """A study's claim numbers are those its reference rows use (ids '6a', '10a1' -> 6, 10)."""
     for s in STUDIES:
-        path = ROOT / "data" / "reference" / f"claims_{s.name}.csv"
+        path = ROOT / s.reference_claims
         if not path.is_file():
             assert not s.claims, f"{s.name} has claim titles but no reference table"
             continue

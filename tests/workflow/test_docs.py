@@ -37,8 +37,8 @@ PAGES = ["README.md", *DOCS]
 # Pages written for this project (the vendored reference notes quote the paper as it is).
 OWN_PAGES = [p for p in PAGES if p not in VENDORED] + ["config/README.md"]
 REFERENCE = {
-    p.stem.removeprefix("claims_"): pd.read_csv(p, dtype=str, keep_default_na=False)
-    for p in sorted((ROOT / "data" / "reference").glob("claims_*.csv"))
+    p.parent.name: pd.read_csv(p, dtype=str, keep_default_na=False)
+    for p in sorted((ROOT / "src" / "llmqueue" / "studies").glob("*/reference_claims.csv"))
 }
 
 
@@ -144,7 +144,10 @@ def test_no_claim_row_has_an_empty_scope() -> None:
     """Every reference row and every row of docs/results.md names one of the scopes."""
     for study, df in REFERENCE.items():
         bad = df.loc[~df["scope"].isin(SCOPES), "id"].tolist()
-        assert not bad, f"data/reference/claims_{study}.csv: rows {bad} have no scope of {SCOPES}"
+        assert not bad, (
+            f"src/llmqueue/studies/{study}/reference_claims.csv: rows {bad} have no scope of "
+            f"{SCOPES}"
+        )
     bad = [r["id"] for r in results_rows() if r["scope"] not in SCOPES]
     assert not bad, f"docs/results.md: rows {bad} have no scope"
     assert {r["scope"] for r in results_rows()} == set(SCOPES)  # every scope holds rows
@@ -279,6 +282,7 @@ def _allowed_numbers() -> set[float]:
         *(ROOT / "workflow" / "schemas").glob("*.yaml"),
         *(ROOT / "src" / "llmqueue").rglob("schema.yaml"),
         *(ROOT / "data" / "reference").glob("*"),
+        *(ROOT / "src" / "llmqueue").rglob("reference_claims.csv"),
         ROOT / "docs" / "measured.yaml",
     ]
     found: set[float] = set()

@@ -53,20 +53,43 @@ def test_make_figures_prints_every_registered_figure(registry: pd.DataFrame, pri
     assert all((ROOT / "notebooks" / f"{s}.ipynb").is_file() for s in intros)
 
 
+def module_file(dotted: str) -> Path:
+    path = ROOT / "src" / (dotted.replace(".", "/") + ".py")
+    return path if path.is_file() else path.with_suffix("") / "__init__.py"
+
+
 def test_every_figure_has_its_plot_module_caption_and_files(registry: pd.DataFrame) -> None:
+    from llmqueue.studies import study
+
     for _, f in registry.iterrows():
         if f["module"] != "-":
-            assert (ROOT / "src/llmqueue/plots" / f"{f['module']}.py").is_file(), f["target"]
+            # a module of its study's package, and its caption beside it (or the shared one)
+            assert module_file(f["module"]).is_file(), f["target"]
+            assert f["module"].startswith(study(f["study"]).package + "."), f["target"]
         assert (ROOT / f["caption"]).is_file(), f["caption"]
         outputs = f["outputs"].split()
         assert outputs and all(o.startswith("figures/") for o in outputs), f["target"]
 
 
 def test_every_plot_module_and_caption_belongs_to_a_figure(registry: pd.DataFrame) -> None:
-    modules = {p.stem for p in (ROOT / "src/llmqueue/plots").glob("fig*.py")}
-    assert modules == set(registry.loc[registry["module"] != "-", "module"])
-    captions = {p.stem for p in (ROOT / "workflow/report").glob("*.rst")} - OTHER_CAPTIONS
-    assert captions == {Path(c).stem for c in registry["caption"]}
+    import ast
+
+    from llmqueue.studies import STUDIES
+
+    plots = {
+        ".".join(p.relative_to(ROOT / "src").with_suffix("").parts)
+        for s in STUDIES
+        for p in (ROOT / s.folder).glob("*.py")
+        if any(
+            isinstance(n, ast.FunctionDef) and n.name == "plot"
+            for n in ast.parse(p.read_text()).body
+        )
+    }
+    assert plots == set(registry.loc[registry["module"] != "-", "module"])
+    shared = {p.stem for p in (ROOT / "workflow/report").glob("*.rst")}
+    assert shared == OTHER_CAPTIONS, shared ^ OTHER_CAPTIONS
+    captions = {str(p.relative_to(ROOT)) for s in STUDIES for p in (ROOT / s.folder).glob("*.rst")}
+    assert captions == set(registry["caption"]) - {"workflow/report/figure.rst"}
 
 
 def test_claims_of_each_figure(registry: pd.DataFrame) -> None:

@@ -139,7 +139,7 @@ PROBES = {
         {"tokens.py": "def probe():\n    from llmqueue.sim import engine\n"},
         {"layers"},
     ),
-    "import of a package above": ({"errors.py": "from llmqueue import plots\n"}, {"layers"}),
+    "import of a package above": ({"errors.py": "from llmqueue import cli\n"}, {"layers"}),
     "relative import up the layers": ({"hardware/__init__.py": "from .. import cli\n"}, {"layers"}),
     "a study imports another": (
         {"studies/token_limit/__init__.py": "def probe():\n    import llmqueue.studies.ssjf\n"},
@@ -196,7 +196,7 @@ def test_no_import_cycles() -> None:
 
 def test_no_module_imports_another_modules_private_names() -> None:
     """``from a import _x`` only for a module _x of package a imported from a module of a itself
-    (a package-private helper such as plots._token_limit); never a private function or constant.
+    (a package-private helper such as studies.token_limit._impatient); never a private function or constant.
     Hand-written: grimp's graph holds modules, not the names taken from them, and import-linter's
     private_modules contract also lets the subpackages of a import a._x."""
     bad = []

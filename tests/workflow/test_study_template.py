@@ -68,7 +68,7 @@ FILES = {
     "src/llmqueue/plots/fig_toy.py": '''
         """The toy study's figure: mean response time against the arrival rate."""
 
-        from llmqueue.plots import style
+        from llmqueue import figstyle as style
 
 
         def plot(inputs, params):

@@ -26,6 +26,7 @@ os.environ.update(
 
 from llmqueue.importgraph import graph as import_graph
 from llmqueue.profiles import fit_json_path, setting_fit_paths
+from llmqueue.studies import study as study_record
 
 # Each study appends its final outputs (figures, tables, fits) and its claims CSV here.
 STUDY_TARGETS = {}
@@ -125,11 +126,13 @@ FIGURES = {}
 PLOT_CAPTION = "workflow/report/figure.rst"
 
 
-def plot_docstring(plot):
-    """The docstring of src/llmqueue/plots/<plot>.py, read without importing it."""
+def plot_docstring(module):
+    """The docstring of plot module `module` (dotted, under src/), read without importing it."""
     import ast
 
-    path = Path(workflow.basedir) / "src" / "llmqueue" / "plots" / f"{plot}.py"
+    path = Path(workflow.basedir) / "src" / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = path.with_suffix("") / "__init__.py"
     return ast.get_docstring(ast.parse(path.read_text())) or ""
 
 
@@ -139,6 +142,7 @@ def declare_figure(
     study,
     claims=(),
     plot=None,
+    plot_module=None,
     data=None,
     params=None,
     panels=None,
@@ -147,15 +151,19 @@ def declare_figure(
 ):
     """Register figure (or table) `target` (e.g. "fig4d"; also its make and Snakemake target).
 
-    A plotted figure names its `plot` module (src/llmqueue/plots/<plot>.py, caption
-    workflow/report/<plot>.rst; without one, the module's docstring through PLOT_CAPTION) and its
+    A plotted figure names its `plot`: the stem of its files (figures/<plot>.{pdf,png}) and, unless
+    `plot_module` says otherwise, its plot module in its study's package (<package>/<plot>.py;
+    `plot_module` in relative-import notation: ".x" for <package>/x.py, "." for the package itself);
+    its caption is <package folder>/<plot>.rst, or without one the module's docstring through
+    PLOT_CAPTION. It also names its
     `data`: {input name: path} (a dict; for `panels`, a
     function of the panel returning one). `params`: {name: value} passed to the plot, one value
     per key, so editing one config key reruns only the plots that read it (a function of the
     panel where it differs per panel). The library files the plot imports come from the import
     graph.
     `panels`: names of the panels drawn as separate files <plot>_<panel>.{pdf,png}.
-    A table written by a study rule instead names its `outputs` (caption workflow/report/<target>.rst).
+    A table written by a study rule instead names its `outputs` (caption
+    <package folder>/<target>.rst).
     `claims`: the paper's claim numbers (docs/figures.md) whose verdicts its caption shows.
     """
     if target in FIGURES:
@@ -170,15 +178,20 @@ def declare_figure(
     else:
         stems = [f"{plot}_{p}" for p in panels] if panels else [plot]
         files = [f"figures/{s}.{ext}" for s in stems for ext in ("pdf", "png")]
-    caption = f"workflow/report/{plot or target}.rst"
-    if plot is not None and not (Path(workflow.basedir) / caption).is_file():
-        # no caption file of its own: its plot module's docstring, through the shared caption
-        caption = PLOT_CAPTION
+    record = study_record(study)
+    caption = f"{record.folder}/{plot or target}.rst"
+    if plot is not None:
+        plot_module = record.package + (
+            f".{plot}" if plot_module is None else plot_module.rstrip(".")
+        )
+        if not (Path(workflow.basedir) / caption).is_file():
+            # no caption file of its own: its plot module's docstring, through the shared caption
+            caption = PLOT_CAPTION
     FIGURES[target] = {
         "target": target,
         "study": study,
         "claims": list(claims),
-        "module": plot,
+        "module": plot_module,
         "caption": caption,
         "data": data or {},
         "params": params or {},
@@ -212,7 +225,7 @@ def _plot_inputs(fig, panel):
     data = fig["data"](panel) if callable(fig["data"]) else fig["data"]
     code = sorted(
         set(script_code("plot_figure.py"))
-        | set(module_code(f"llmqueue.plots.{fig['module']}"))
+        | set(module_code(fig["module"]))
     )
     return dict(data, code=code)
 

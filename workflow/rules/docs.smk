@@ -7,7 +7,7 @@
 
 from llmqueue.docgen import block_sources
 from llmqueue.schema import SCHEMA, section_files, sections
-from llmqueue.studies import claim_titles, docs_modules
+from llmqueue.studies import STUDIES, claim_titles, docs_modules
 
 # Pages that hold generated blocks.
 DOC_PAGES = [
@@ -18,10 +18,11 @@ DOC_PAGES = [
     "docs/cli.md",
     *sorted(str(p) for p in Path("docs/studies").glob("*.md")),
 ]
-# {study: data/reference/claims_<study>.csv}: the studies of the claims table and their order.
+# {study: src/llmqueue/studies/<study>/reference_claims.csv}: the studies of the claims table and their order.
 DOC_REFERENCE = {
-    p.stem.removeprefix("claims_"): str(p)
-    for p in sorted(Path("data/reference").glob("claims_*.csv"))
+    s.name: s.reference_claims
+    for s in sorted(STUDIES, key=lambda s: s.name)
+    if Path(s.reference_claims).is_file()
 }
 DOC_CLAIMS = dict(claims="results/claims.csv", reference=DOC_REFERENCE)
 # What each claim number says, for the README's headline table (docs/figures.md has the claims).

@@ -17,7 +17,7 @@ for _fig in FIGURES.values():
                 pdf=f"figures/{_stem}.pdf",
                 png=report(
                     f"figures/{_stem}.png",
-                    caption=f"../report/{Path(_fig['caption']).name}",
+                    caption=f"../../{_fig['caption']}",
                     category=_fig["category"],
                 ),
             log:

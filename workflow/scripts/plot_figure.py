@@ -1,10 +1,10 @@
-"""Render one figure: load the rule's named inputs, call llmqueue.plots.<module>.plot, save.
+"""Render one figure: load the rule's named inputs, call <module>.plot (a study's plot module), save.
 
 Rule usage::
 
-    input: data="results/x.csv", code=lib("plots/fig4a_mg1_EW.py", "plots/style.py")
+    input: data="results/x.csv", code=module_code("llmqueue.studies.token_limit.fig4a_mg1_EW")
     output: pdf="figures/fig4a_mg1_EW.pdf", png="figures/fig4a_mg1_EW.png"
-    params: module="fig4a_mg1_EW", ...anything the plot needs
+    params: module="llmqueue.studies.token_limit.fig4a_mg1_EW", ...anything the plot needs
     script: "../scripts/plot_figure.py"
 
 CSV inputs arrive as DataFrames (a list of CSVs as one, concatenated), JSON inputs as dicts (the
@@ -35,7 +35,7 @@ for name, path in sm.input.items():
             inputs[name] = json.load(fh)
 params = {k: v for k, v in sm.params.items()}
 params.pop("caption", None)  # a figure without a caption file: its caption text, not the plot's
-module = importlib.import_module(f"llmqueue.plots.{params.pop('module')}")
+module = importlib.import_module(params.pop("module"))
 fig = module.plot(inputs, params)
 for key in ("pdf", "png"):
     with atomic_path(sm.output[key]) as tmp:

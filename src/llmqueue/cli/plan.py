@@ -396,7 +396,7 @@ def _handler(args: argparse.Namespace) -> int:
     if args.csv:
         _write_csv(out["rows"], args.csv)
     if args.figure:
-        from llmqueue.plots.fig_plan_pareto import plot_rows
+        from llmqueue.plan.fig_plan_pareto import plot_rows
 
         plot_rows(out["rows"], args.figure, title=out.get("slo", ""), headroom=args.headroom)
     if args.json:

@@ -7,7 +7,7 @@ pure functions that turn config values into the DataFrames the pipeline caches, 
 its rules run), its rule files (``<file>.smk`` in that package's folder, beside its steps), its
 figures (``declare_figure`` in those rules), its notebook
 (``notebooks/intro/<name>.md``) and documentation page (``docs/studies/<name>.md``), and, for
-the paper's and companions' claims, its rows of ``data/reference/claims_<name>.csv``.
+the paper's and companions' claims, its rows of ``src/llmqueue/studies/<name>/reference_claims.csv``.
 
 :data:`STUDIES` is the one list: the Snakefile includes the rule files from it (in this order:
 a study's rules may use what an earlier one defines), the documentation's claim titles come from
@@ -49,11 +49,23 @@ class Study:
     docs: str | None = None
 
     @property
+    def folder(self) -> str:
+        """Its package's folder, relative to the project root (``src/llmqueue/studies/<name>``):
+        its rule files, schema, reference claims and figure captions sit there."""
+        return "src/" + self.package.replace(".", "/")
+
+    @property
+    def reference_claims(self) -> str:
+        """Its reference claims, relative to the project root
+        (``<folder>/reference_claims.csv``: the published numbers its claims rows are judged
+        against; absent for a study that judges none)."""
+        return f"{self.folder}/reference_claims.csv"
+
+    @property
     def rule_files(self) -> tuple[str, ...]:
         """Its rule files, relative to the project root (``src/llmqueue/studies/<name>/<file>.smk``),
         in include order."""
-        folder = "src/" + self.package.replace(".", "/")
-        return tuple(f"{folder}/{r}.smk" for r in self.rules)
+        return tuple(f"{self.folder}/{r}.smk" for r in self.rules)
 
     @property
     def docs_module(self) -> str | None:

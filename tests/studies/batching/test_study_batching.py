@@ -42,7 +42,7 @@ DET = parse_law("deterministic:value=1000")
 
 def book() -> ClaimBook:
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    ref = pd.read_csv(ROOT / "data/reference/claims_batching.csv", dtype={"id": str})
+    ref = pd.read_csv(ROOT / "src/llmqueue/studies/batching/reference_claims.csv", dtype={"id": str})
     return ClaimBook(ref, cfg["claims"]["tolerances"])
 
 
@@ -413,7 +413,7 @@ def test_claim9_rows_use_the_same_delay_tolerance_and_say_when_true_by_construct
 
 
 def test_fig5_draws_the_fitted_line_as_a_fit_where_it_lies_below_the_exact_chain() -> None:
-    from llmqueue.plots import fig5_junyun
+    from llmqueue.studies.batching import fig5_junyun
 
     def labels(df: pd.DataFrame) -> list[str]:
         df = df.assign(sim_jct_ci95_s=0.1, tokens="u", profile="p", verdict="v", sim_requests=10)

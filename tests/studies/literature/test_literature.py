@@ -29,7 +29,7 @@ from llmqueue.studies.literature.spec import (
 from llmqueue.studies.literature.tables import exact_response, literature_curves, literature_table
 
 ROOT = Path(__file__).resolve().parents[3]
-REFERENCE = ROOT / "data" / "reference" / "claims_literature.csv"
+REFERENCE = ROOT / "src/llmqueue/studies/literature/reference_claims.csv"
 SETTINGS = {
     "exponential": {"tokens": "exponential:mean=1", "predictor": "exp"},
     "weibull": {"tokens": "weibull:shape=0.5,scale=0.5", "predictor": "exp"},

@@ -26,13 +26,13 @@ from llmqueue.studies.profiling.claims import (
 
 ROOT = Path(__file__).resolve().parents[3]
 TOL = Tolerance("rel", 0.05)
-# the tolerance classes data/reference/claims_profiling.csv names (claim 1: time; 2: count)
+# the tolerance classes src/llmqueue/studies/profiling/reference_claims.csv names (claim 1: time; 2: count)
 TOLS = {"time": {"kind": "rel", "value": 0.05}, "count": {"kind": "exact"}}
 
 
 def _reference() -> pd.DataFrame:
     """The reference rows of the distinct Table I cells (not the shape rows 1i, 1j)."""
-    ref = pd.read_csv(ROOT / "data/reference/claims_profiling.csv", dtype={"id": str})
+    ref = pd.read_csv(ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str})
     cells = ref["id"].str.startswith("1") & ~ref["id"].isin(SHAPE_IDS)
     return ref[cells].reset_index(drop=True)
 
@@ -49,7 +49,7 @@ def _per_row(values: list[float]) -> list[float]:
 
 def _book() -> ClaimBook:
     return ClaimBook(
-        pd.read_csv(ROOT / "data/reference/claims_profiling.csv", dtype={"id": str}), TOLS
+        pd.read_csv(ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str}), TOLS
     )
 
 

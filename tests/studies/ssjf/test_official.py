@@ -261,7 +261,7 @@ def test_groups_table_holds_every_group_and_reading() -> None:
 
 
 def test_rows_of_groups_a_and_b() -> None:
-    ref = pd.read_csv(ROOT / "data" / "reference" / "claims_ssjf.csv", dtype={"id": str})
+    ref = pd.read_csv(ROOT / "src/llmqueue/studies/ssjf/reference_claims.csv", dtype={"id": str})
     book = ClaimBook(ref, CONFIG["claims"]["tolerances"])
     off = official_from_config(CONFIG["ssjf"]["official"])
     rows = official_claims_rows(book, _groups(), off, 50, 3, 100.0)
@@ -307,7 +307,7 @@ def test_the_batch_size_sweep_repeats_the_runs_at_every_size(
 
 
 def test_rows_10a5_10a6_read_the_sweep() -> None:
-    ref = pd.read_csv(ROOT / "data" / "reference" / "claims_ssjf.csv", dtype={"id": str})
+    ref = pd.read_csv(ROOT / "src/llmqueue/studies/ssjf/reference_claims.csv", dtype={"id": str})
     book = ClaimBook(ref, CONFIG["claims"]["tolerances"])
     off = official_from_config(CONFIG["ssjf"]["official"])
     assert off.sweep_batch_sizes == (2, 4, 6, 8, 10)

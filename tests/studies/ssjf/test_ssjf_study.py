@@ -148,7 +148,7 @@ def _frames(gain: float, ratio: float) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 def test_claim_rows_of_group_c_judge_the_published_ranges() -> None:
-    ref = pd.read_csv(ROOT / "data" / "reference" / "claims_ssjf.csv", dtype={"id": str})
+    ref = pd.read_csv(ROOT / "src/llmqueue/studies/ssjf/reference_claims.csv", dtype={"id": str})
     book = ClaimBook(ref, CONFIG["claims"]["tolerances"])
     preds = pd.DataFrame([{"predictor": "learned:classifier", "kendall_tau": 0.6, "accuracy": 0.7}])
     prot, pois = _frames(35.0, 3.0)

@@ -109,7 +109,7 @@ def test_simulated_sweep_within_4_sigma_of_exact(seed):
 
 
 def _reference(root):
-    return pd.read_csv(root / "data/reference/claims_token_limit.csv", dtype={"id": str})
+    return pd.read_csv(root / "src/llmqueue/studies/token_limit/reference_claims.csv", dtype={"id": str})
 
 
 def test_claims_rows_verdicts_on_the_shipped_grid(root):

@@ -134,7 +134,7 @@ rule batching_kstar:
 
 rule batching_claims:
     input:
-        reference="data/reference/claims_batching.csv",
+        reference="src/llmqueue/studies/batching/reference_claims.csv",
         fig3b="results/batching/fig3b_miub.csv",
         fig5=expand("results/batching/fig5_{panel}.csv", panel=FIG5_PANELS),
         kstar=expand(

@@ -48,7 +48,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
             parse_predictor(s.predictor)
         except InputError as err:
             raise InputError(f"{where}.predictor: {err}") from None
-    path = Path(base_dir) / "data" / "reference" / "claims_literature.csv"
+    path = Path(base_dir) / "src/llmqueue/studies/literature/reference_claims.csv"
     if path.is_file():
         with path.open(newline="") as fh:
             reference_points(list(csv.DictReader(fh)), spec.settings)

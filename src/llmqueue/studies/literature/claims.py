@@ -1,5 +1,5 @@
 """Claim 12 (the literature): one row per published number of
-``data/reference/claims_literature.csv``, judged through one :class:`llmqueue.claims.ClaimBook`.
+``src/llmqueue/studies/literature/reference_claims.csv``, judged through one :class:`llmqueue.claims.ClaimBook`.
 
 A row whose setting the engine expresses compares the engine's simulated mean with the published
 one under the row's tolerance class; its note gives the 95% CI, the run's length and the exact

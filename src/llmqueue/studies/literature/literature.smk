@@ -3,7 +3,7 @@
 # engine's simulated and the exact mean response times. `make literature` builds its table,
 # claims and figure.
 LIT = config.get("literature") or {}
-LIT_REFERENCE = "data/reference/claims_literature.csv"
+LIT_REFERENCE = "src/llmqueue/studies/literature/reference_claims.csv"
 if LIT:
 
     rule literature_table:

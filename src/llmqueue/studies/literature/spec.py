@@ -89,7 +89,7 @@ def reference_points(
         name = row.get("setting")
         if not isinstance(name, str) or not name:
             continue
-        where = f"data/reference/claims_literature.csv row {row['id']}"
+        where = f"src/llmqueue/studies/literature/reference_claims.csv row {row['id']}"
         if name not in settings:
             raise InputError(f"{where}: setting {name!r} is not in literature.settings")
         order = str(row["order"])

@@ -126,7 +126,7 @@ if MB:
 
     rule multibin_claims:
         input:
-            reference="data/reference/claims_multibin.csv",
+            reference="src/llmqueue/studies/multibin/reference_claims.csv",
             synthetic="results/multibin/synthetic.csv",
             capacity="results/multibin/llm_capacity.csv",
             latency="results/multibin/llm_latency.csv",
@@ -156,7 +156,7 @@ if MB:
         data={
             "synthetic": "results/multibin/synthetic.csv",
             "llm": "results/multibin/llm_capacity.csv",
-            "reference": "data/reference/claims_multibin.csv",
+            "reference": "src/llmqueue/studies/multibin/reference_claims.csv",
             **(
                 {"learned": "results/multibin/llm_learned.csv"}
                 if MB_LEARNED != "none" and config.get("ssjf")

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 
-# Reference ids of claim 11 (data/reference/claims_multibin.csv): the six highest rates of the
+# Reference ids of claim 11 (src/llmqueue/studies/multibin/reference_claims.csv): the six highest rates of the
 # simulated LLM by k, the gain from k = 1 to 32, Theorem 4.2 in the synthetic setting by k, the
 # real-serving gain, the rise with k and Lemma 5.1.
 CLAIM_RATE_IDS = {1: "11a", 2: "11b", 4: "11c", 8: "11d", 16: "11e", 32: "11f"}

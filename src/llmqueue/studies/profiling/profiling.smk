@@ -153,7 +153,7 @@ rule profiling_figure_data:
         composition="results/profiling/composition_check.csv",
         table1_csv=report(
             "figures/table1.csv",
-            caption="../../../../workflow/report/table1.rst",
+            caption="table1.rst",
             category="Profiling",
         ),
         table1_md="figures/table1.md",
@@ -178,9 +178,9 @@ rule profiling_figure_data:
 rule profiling_claims:
     """Claim 1 (Table I: a row per distinct cell, the roofline bounds, the linear law's slope and
     intercept) and claim 2 (the KV-cache limit and its bound) against
-    data/reference/claims_profiling.csv."""
+    src/llmqueue/studies/profiling/reference_claims.csv."""
     input:
-        reference="data/reference/claims_profiling.csv",
+        reference="src/llmqueue/studies/profiling/reference_claims.csv",
         table1=config["data"]["table1"],
         kv="results/profiling/kv_limit.csv",
         roofline=expand(

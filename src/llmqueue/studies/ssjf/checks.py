@@ -122,7 +122,7 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
             raise InputError(
                 f"ssjf.official: group {group} needs {want} claim-10{group} rows ({len(MODES)} "
                 f"modes x {len(OFFICIAL_QUANTITIES)} quantities) in "
-                f"data/reference/claims_ssjf.csv, which has {len(rows)}"
+                f"src/llmqueue/studies/ssjf/reference_claims.csv, which has {len(rows)}"
             )
     tens = [c for c in ids if c.startswith("10c")]
     want = len(sec["claim_settings"]) * len(MODES) * len(QUANTITIES)
@@ -130,5 +130,5 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
         raise InputError(
             f"ssjf.claim_settings: {len(sec['claim_settings'])} settings x {len(MODES)} modes x "
             f"{len(QUANTITIES)} quantities need {want} claim-10c rows in "
-            f"data/reference/claims_ssjf.csv, which has {len(tens)}"
+            f"src/llmqueue/studies/ssjf/reference_claims.csv, which has {len(tens)}"
         )

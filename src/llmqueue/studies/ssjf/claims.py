@@ -216,7 +216,7 @@ def claims_rows(
     want = len(settings) * len(MODES) * len(QUANTITIES)
     if len(ids) != want:
         raise InputError(
-            f"data/reference/claims_ssjf.csv has {len(ids)} claim-10c rows; the config's "
+            f"src/llmqueue/studies/ssjf/reference_claims.csv has {len(ids)} claim-10c rows; the config's "
             f"{len(settings)} settings x {len(MODES)} modes x {len(QUANTITIES)} quantities "
             f"need {want}"
         )
@@ -353,7 +353,7 @@ def official_claims_rows(
         want = len(MODES) * len(OFFICIAL_QUANTITIES)
         if len(ids) != want:
             raise InputError(
-                f"data/reference/claims_ssjf.csv has {len(ids)} claim-10{group} rows; "
+                f"src/llmqueue/studies/ssjf/reference_claims.csv has {len(ids)} claim-10{group} rows; "
                 f"{len(MODES)} modes x {len(OFFICIAL_QUANTITIES)} quantities need {want}"
             )
         it = iter(ids)

@@ -311,7 +311,7 @@ rule ssjf_groups:
 
 rule ssjf_claims:
     input:
-        reference="data/reference/claims_ssjf.csv",
+        reference="src/llmqueue/studies/ssjf/reference_claims.csv",
         groups="results/ssjf/groups.csv",
         sweep="results/ssjf/official_sweep.csv",
         protocol="results/ssjf/protocol.csv",
@@ -373,7 +373,7 @@ declare_figure(
     plot="fig_ssjf_groups",
     data={
         "data": "results/ssjf/groups.csv",
-        "reference": "data/reference/claims_ssjf.csv",
+        "reference": "src/llmqueue/studies/ssjf/reference_claims.csv",
     },
     params=dict(
         claim_settings=SSJF["claim_settings"],

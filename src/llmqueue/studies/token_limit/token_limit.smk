@@ -86,7 +86,7 @@ rule token_limit_tradeoff:
 
 rule token_limit_claims:
     input:
-        reference="data/reference/claims_token_limit.csv",
+        reference="src/llmqueue/studies/token_limit/reference_claims.csv",
         patient=TL_TABLES["patient"],
         impatient=TL_TABLES["impatient"],
         tradeoff=TL_TABLES["tradeoff"],

@@ -54,7 +54,7 @@ rule validation_table:
     output:
         csv=report(
             "figures/table_vllm_validation.csv",
-            caption="../../../../workflow/report/table_vllm_validation.rst",
+            caption="table_vllm_validation.rst",
             category=VAL_CATEGORY,
         ),
         md="figures/table_vllm_validation.md",
@@ -160,7 +160,7 @@ for _engine in VMX_ENGINES:
         output:
             csv=report(
                 f"figures/table_{_engine}_matrix.csv",
-                caption=f"../../../../workflow/report/table_{_engine}_matrix.rst",
+                caption=f"table_{_engine}_matrix.rst",
                 category=VAL_CATEGORY,
             ),
             md=f"figures/table_{_engine}_matrix.md",
@@ -208,7 +208,7 @@ rule validation_matrix_engines:
     output:
         csv=report(
             "figures/table_engine_matrix.csv",
-            caption="../../../../workflow/report/table_engine_matrix.rst",
+            caption="table_engine_matrix.rst",
             category=VAL_CATEGORY,
         ),
         medians="results/validation/matrix/engine_medians.csv",

@@ -24,7 +24,7 @@ for _engine in VMX_ENGINES:
             csv=f"results/validation/matrix/{_engine}/law_forms.csv",
             md=report(
                 f"figures/table_{_engine}_law_forms.md",
-                caption=f"../../../../workflow/report/table_{_engine}_law_forms.rst",
+                caption=f"table_{_engine}_law_forms.rst",
                 category=VAL_CATEGORY,
             ),
         log:

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 METRICS = (("jct", "JCT (s)"), ("ttft", "TTFT (s)"))
 

@@ -13,7 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 MODES = ("none", "dynamic", "continuous")
 POLICIES = ("FCFS", "SJF", "SSJF")

@@ -7,8 +7,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from llmqueue.plots import style
-from llmqueue.plots._token_limit import extra_tables, limits_axis, profile_label
+from llmqueue import figstyle as style
+from llmqueue.studies.token_limit._token_limit import extra_tables, limits_axis, profile_label
 
 
 def plot_impatient(

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 
 def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:

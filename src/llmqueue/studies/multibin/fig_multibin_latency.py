@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import ticker
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 TICKS_S = (1, 2, 3, 5, 10, 15, 20, 30, 50, 100, 150, 200, 300, 500, 1000, 2000, 5000)
 

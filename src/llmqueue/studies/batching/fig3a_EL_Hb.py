@@ -3,7 +3,7 @@ the truncated Gaussian output law; Monte Carlo markers check Eq. (23)."""
 
 from __future__ import annotations
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 
 def plot(inputs: dict, params: dict):

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 MODES = ("none", "dynamic", "continuous")
 TITLES = {"none": "no batching", "dynamic": "dynamic batching", "continuous": "continuous batching"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 
 def _paper_rates(ref) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]  # noqa: ANN001

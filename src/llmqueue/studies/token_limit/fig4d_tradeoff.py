@@ -8,8 +8,8 @@ from typing import Any
 from matplotlib.figure import Figure
 
 from llmqueue.analytic.tradeoff import argmax_on_grid
-from llmqueue.plots import style
-from llmqueue.plots._token_limit import extra_tables, limits_axis
+from llmqueue import figstyle as style
+from llmqueue.studies.token_limit._token_limit import extra_tables, limits_axis
 
 
 def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:

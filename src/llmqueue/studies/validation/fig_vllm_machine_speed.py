@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 # (column, legend label) drawn on the left, in this order
 LINES = [

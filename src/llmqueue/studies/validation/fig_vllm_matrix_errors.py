@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 from llmqueue.policy import SJF_ORDER
 
 METRICS = (

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 METRICS = (("jct", "JCT (s)"), ("ttft", "TTFT (s)"))
 

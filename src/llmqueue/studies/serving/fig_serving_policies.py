@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 PLAIN = FuncFormatter(lambda v, _: f"{v:g}")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib import ticker
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 TICKS = (0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 

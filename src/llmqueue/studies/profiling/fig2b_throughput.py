@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from llmqueue.plots import style
-from llmqueue.plots._profiling import MARKERS, MODEL_NAMES, colour_index
+from llmqueue import figstyle as style
+from llmqueue.studies.profiling._profiling import MARKERS, MODEL_NAMES, colour_index
 from llmqueue.profiling.fits import rows_of
 
 KERNEL_COLOR = "k"

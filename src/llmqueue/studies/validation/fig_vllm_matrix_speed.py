@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 BAND = 0.03  # the +-3% band drawn around 1 (the median mean-JCT target of the matrix)
 SESSION_GAP = 0.15  # break between engine sessions, as a fraction of the group's session-1 span

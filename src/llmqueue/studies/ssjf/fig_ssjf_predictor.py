@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 from llmqueue.policy import FCFS_ORDER
 
 MODES = ("none", "dynamic", "continuous")

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import ticker
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 PANELS = (("exponential", "one_bit"), ("weibull",))
 TICKS = (1, 1.5, 2, 3, 4, 5, 7, 10, 15, 20, 30, 50, 70, 100)

@@ -7,7 +7,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from llmqueue.plots._impatient import plot_impatient
+from llmqueue.studies.token_limit._impatient import plot_impatient
 
 
 def plot(inputs: Mapping[str, Any], params: Mapping[str, Any]) -> Figure:

@@ -15,7 +15,7 @@ import pandas as pd
 
 from llmqueue.io import atomic_path
 from llmqueue.plan.summary import best
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 MARKERS = ("o", "s", "^", "D", "v")
 

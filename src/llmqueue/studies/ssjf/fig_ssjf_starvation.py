@@ -12,7 +12,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 POLICIES = ("FCFS", "SJF", "SSJF")
 MODE_NAMES = {

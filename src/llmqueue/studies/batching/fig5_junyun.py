@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from llmqueue.analytic.inoue import below_exact
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 NAMES = {"llama": "LLaMA-2-7B", "alpaca": "Chinese-Alpaca-2-7B", "chatglm": "ChatGLM3-6B"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmqueue.plots import style
+from llmqueue import figstyle as style
 
 
 def plot(inputs: dict, params: dict):
