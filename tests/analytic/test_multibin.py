@@ -298,7 +298,9 @@ def test_small_study_tables_and_claims() -> None:
     assert cap["exact_gain"].iloc[0] == 0 and (cap["exact_rate_per_s"] > 0).all()
     lat = llm_latency_table(llm_spec, 1)
     assert len(lat) == 3 and (lat["bound_jct_mean_s"] > 0).all()
-    ref = pd.read_csv(ROOT / "src/llmqueue/studies/multibin/reference_claims.csv", dtype={"id": str})
+    ref = pd.read_csv(
+        ROOT / "src/llmqueue/studies/multibin/reference_claims.csv", dtype={"id": str}
+    )
     tol = yaml.safe_load((ROOT / "config/config.yaml").read_text())["claims"]["tolerances"]
     rows = {r.id: r for r in claims_rows(ClaimBook(ref, tol), tab, cap, lat)}
     assert rows["11m"].verdict == "not_reproduced" and rows["11m"].ours == "not run"

@@ -34,11 +34,11 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from llmqueue.studies import check_config
 from llmqueue.cli import main
 from llmqueue.errors import InputError
 from llmqueue.limits import MAX_ENGINE_ENTRIES, MAX_TOKENS
 from llmqueue.policy import BATCHING, ORDERS, ROUTED_FORMERS, ROUTERS
+from llmqueue.studies import check_config
 from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[2]

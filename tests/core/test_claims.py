@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies import check_config
 from llmqueue.claims import (
     SCOPES,
     VERDICTS,
@@ -23,6 +22,7 @@ from llmqueue.claims import (
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency
 from llmqueue.profiles import resolve_linear_profile
+from llmqueue.studies import check_config
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = pd.DataFrame(

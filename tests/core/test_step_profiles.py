@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies.profiling.checks import check_step_profiles
 from llmqueue.errors import InputError
 from llmqueue.hardware.kvcache import kv_tokens
 from llmqueue.latency import StepLaw
@@ -24,6 +23,7 @@ from llmqueue.profiling.fits import (
     roofline_fit_json,
 )
 from llmqueue.profiling.sweeps import TIMING_COLUMNS
+from llmqueue.studies.profiling.checks import check_step_profiles
 
 ROOT = Path(__file__).resolve().parents[2]
 C0, CTOK, CCTX = 0.008, 2e-5, 1.8e-7

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies.profiling.checks import check, check_profiling_section
 from llmqueue.errors import InputError
 from llmqueue.hardware.kvcache import kv_limit, max_batch
 from llmqueue.hardware.models import MODEL_SPECS, get_spec
@@ -28,6 +27,7 @@ from llmqueue.profiling.fits import (
     roofline_fit_json,
 )
 from llmqueue.profiling.sweeps import E2E_COLUMNS, TIMING_COLUMNS, trace_requests
+from llmqueue.studies.profiling.checks import check, check_profiling_section
 
 ROOT = Path(__file__).resolve().parents[2]
 

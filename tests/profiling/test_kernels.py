@@ -143,11 +143,15 @@ def test_kernel_fit_json_table1_and_claim_rows(prof: dict, a100) -> None:
     table1 = pd.read_csv(ROOT / "data/reference/table1.csv")
     t1 = table1_frame(table1, [], prof, {}, {"vidur-a100": a100})
     assert t1.loc[0, "vidur-a100_kernels_s"] == pytest.approx(a100.request_time(128, 128))
-    ref = pd.read_csv(ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str})
+    ref = pd.read_csv(
+        ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str}
+    )
     ref = ref[ref["id"].str.startswith("1") & ~ref["id"].isin(["1i", "1j"])].reset_index(drop=True)
     cells = ~t1[["input_tokens", "output_tokens"]].duplicated().to_numpy()
     book = ClaimBook(
-        pd.read_csv(ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str}),
+        pd.read_csv(
+            ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str}
+        ),
         {"time": {"kind": "rel", "value": 0.05}, "count": {"kind": "exact"}},
     )
     rows = kernel_table1_claims(book, t1, "vidur-a100", f)

@@ -5,14 +5,15 @@ whose figure the pipeline builds (``snakemake fig_toy``) and whose block the doc
 The five: its record in the study registry (``src/llmqueue/studies/__init__.py``), its package
 (the table function and the block's renderer), its rule file in the package's folder (the table
 through the shared ``study_table.py`` script, ``declare_figure`` and ``DOC_BLOCKS``), the plot
-module (its
-docstring the figure's caption, as it has no caption file) and its page. Nothing else is edited: the Snakefile includes the rule file from the registry, the
+module in the package's folder (its docstring the figure's caption, as it has no caption file;
+its ``example()`` the table the suite draws it on) and its page. Nothing else is edited: the Snakefile includes the rule file from the registry, the
 figure registry makes the plot and target rules, docgen finds the renderer and the docs rule
 takes the block and the renderer's code.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import textwrap
 from pathlib import Path
@@ -64,9 +65,11 @@ FILES = {
         declare_figure("fig_toy", study="toy", plot="fig_toy", data={"table": "results/toy/table.csv"})
         DOC_BLOCKS["toy-table"] = doc_block("toy_table", {"table": "results/toy/table.csv"})
     """,
-    # 3. the plot module
-    "src/llmqueue/plots/fig_toy.py": '''
+    # 3. the plot module, in the package, with the small table the suite draws it on
+    "src/llmqueue/studies/toy/fig_toy.py": '''
         """The toy study's figure: mean response time against the arrival rate."""
+
+        import pandas as pd
 
         from llmqueue import figstyle as style
 
@@ -78,6 +81,11 @@ FILES = {
             ax.set_xlabel("arrival rate (requests/s)")
             ax.set_ylabel("mean response time (s)")
             return fig
+
+
+        def example():
+            """A small table of the rule's input, drawn by the suite."""
+            return {"table": pd.DataFrame({"rate_per_s": [0.2, 0.8], "jct_mean_s": [1.25, 5.0]})}, {}
     ''',
     # 4. its page, where the block goes
     "docs/studies/toy.md": """
@@ -132,3 +140,13 @@ def test_a_new_study_takes_five_files_and_the_pipeline_builds_it(tmp_path: Path)
                            capture_output=True, env={"PYTHONPATH": str(tree / "src")}, timeout=120)  # fmt: skip
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert "| 0.8 | 5 |" in shown.stdout
+
+    # the suite's plot checks take its plot module: drawn on its own example table, no fixture
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    drawn = subprocess.run(
+        [str(tree / ".venv/bin/python"), "-m", "pytest", "-v", "-p", "no:cacheprovider",
+         "tests/plots/test_every_plot_is_drawn.py"],
+        cwd=tree, text=True, capture_output=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert drawn.returncode == 0, drawn.stdout[-3000:]
+    assert "test_a_plot_module_draws_its_own_example[fig_toy] PASSED" in drawn.stdout

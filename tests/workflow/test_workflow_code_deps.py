@@ -88,7 +88,10 @@ def rule_code(graph: ImportGraph) -> dict[str, set[str]]:
             if code is not None:
                 out[f"prefix:{m.group(1)}"] = code
     plot = set(graph.code_of(ROOT / "workflow/scripts/plot_figure.py", root=ROOT))
-    for p in [*(ROOT / "src/llmqueue/studies").glob("*/fig*.py"), *(ROOT / "src/llmqueue/plan").glob("fig*.py")]:
+    for p in [
+        *(ROOT / "src/llmqueue/studies").glob("*/fig*.py"),
+        *(ROOT / "src/llmqueue/plan").glob("fig*.py"),
+    ]:
         dotted = ".".join(p.relative_to(ROOT / "src").with_suffix("").parts)
         out[f"plot:{p.stem}"] = plot | set(graph.module_code(dotted, root=ROOT))
     return out

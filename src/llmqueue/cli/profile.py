@@ -75,10 +75,10 @@ def mark_superseded(runs: list[dict[str, Any]]) -> None:
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    from llmqueue.studies.profiling.checks import check_profiling_section
     from llmqueue.hardware.models import resolve_device
     from llmqueue.profiling.meta import environment, loadavg, now_utc
     from llmqueue.profiling.sweeps import run_model_sweep
+    from llmqueue.studies.profiling.checks import check_profiling_section
 
     cfg = load_config(args.config)
     prof = cfg["profiling"]
@@ -154,8 +154,8 @@ def cmd_measure(args: argparse.Namespace) -> None:
 
 def cmd_step_law(args: argparse.Namespace) -> None:
     """Time the serving step law (decode steps over batch x context, prefills) at full depth."""
-    from llmqueue.studies.profiling.checks import check_profiling_section
     from llmqueue.hardware.models import resolve_device
+    from llmqueue.studies.profiling.checks import check_profiling_section
 
     cfg = load_config(args.config)
     prof = cfg["profiling"]
@@ -172,9 +172,9 @@ def _step_law(
 ) -> None:
     """Run config ``profiling.step_law`` (with KEY=VALUE `overrides`) into `out`/step_law.csv and
     record the run in `out`/meta.json."""
-    from llmqueue.studies.profiling.checks import check_profiling_section
     from llmqueue.profiling.meta import environment, loadavg, now_utc
     from llmqueue.profiling.steplaw import run_step_law
+    from llmqueue.studies.profiling.checks import check_profiling_section
 
     prof = cfg["profiling"]
     plan = dict(prof["step_law"])

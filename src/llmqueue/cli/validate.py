@@ -80,10 +80,10 @@ def cmd_model(args: argparse.Namespace) -> None:
 
 
 def cmd_measure(args: argparse.Namespace) -> None:
-    from llmqueue.studies.validation.checks import check_validation_section
     from llmqueue.engines.environment import require_engine
     from llmqueue.engines.matrix_run import checked_overrides
     from llmqueue.engines.single_run import engine_settings, measure_single
+    from llmqueue.studies.validation.checks import check_validation_section
 
     given = _given(args)
     cfg, sec = _config(args)

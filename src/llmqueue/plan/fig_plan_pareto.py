@@ -13,9 +13,9 @@ from typing import Any
 
 import pandas as pd
 
+from llmqueue import figstyle as style
 from llmqueue.io import atomic_path
 from llmqueue.plan.summary import best
-from llmqueue import figstyle as style
 
 MARKERS = ("o", "s", "^", "D", "v")
 

@@ -9,9 +9,9 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from llmqueue.analytic.batch_time import rate_grid
-from llmqueue.studies.batching import checks as batching
 from llmqueue.errors import InputError
 from llmqueue.profiles import resolve_batch_profile
+from llmqueue.studies.batching import checks as batching
 from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[3]

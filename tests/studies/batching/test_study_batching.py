@@ -42,7 +42,9 @@ DET = parse_law("deterministic:value=1000")
 
 def book() -> ClaimBook:
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
-    ref = pd.read_csv(ROOT / "src/llmqueue/studies/batching/reference_claims.csv", dtype={"id": str})
+    ref = pd.read_csv(
+        ROOT / "src/llmqueue/studies/batching/reference_claims.csv", dtype={"id": str}
+    )
     return ClaimBook(ref, cfg["claims"]["tolerances"])
 
 

@@ -32,7 +32,9 @@ TOLS = {"time": {"kind": "rel", "value": 0.05}, "count": {"kind": "exact"}}
 
 def _reference() -> pd.DataFrame:
     """The reference rows of the distinct Table I cells (not the shape rows 1i, 1j)."""
-    ref = pd.read_csv(ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str})
+    ref = pd.read_csv(
+        ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str}
+    )
     cells = ref["id"].str.startswith("1") & ~ref["id"].isin(SHAPE_IDS)
     return ref[cells].reset_index(drop=True)
 
@@ -49,7 +51,10 @@ def _per_row(values: list[float]) -> list[float]:
 
 def _book() -> ClaimBook:
     return ClaimBook(
-        pd.read_csv(ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str}), TOLS
+        pd.read_csv(
+            ROOT / "src/llmqueue/studies/profiling/reference_claims.csv", dtype={"id": str}
+        ),
+        TOLS,
     )
 
 

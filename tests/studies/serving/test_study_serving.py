@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies.serving.checks import check
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw, batch_law_from_step
 from llmqueue.policy import Policy, policy_spec
 from llmqueue.sim.settings import SimSettings
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload
+from llmqueue.studies.serving.checks import check
 from llmqueue.studies.serving.spec import serving_setup
 from llmqueue.studies.serving.tables import (
     SWEEP_COLUMNS,

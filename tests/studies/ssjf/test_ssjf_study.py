@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies.ssjf.checks import check
 from llmqueue.claims import ClaimBook
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw
 from llmqueue.predictor.training import train_length_model
 from llmqueue.sim.settings import SimSettings
+from llmqueue.studies.ssjf.checks import check
 from llmqueue.studies.ssjf.claims import claims_rows
 from llmqueue.studies.ssjf.spec import MODES, POLICIES, PROTOCOL_POLICIES, resolve_setting
 from llmqueue.studies.ssjf.tables import (

@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies import check_config
 from llmqueue.claims import ClaimBook, Tolerance, claims_frame, gather_claims, judge
 from llmqueue.errors import InputError
 from llmqueue.grids import arithmetic_grid, grid_from_config, parse_range
 from llmqueue.io import write_csv
 from llmqueue.latency import LinearLatency
 from llmqueue.sim.settings import SimSettings
+from llmqueue.studies import check_config
 from llmqueue.studies.token_limit.claims import claims_rows
 from llmqueue.studies.token_limit.spec import gamma_grid
 from llmqueue.studies.token_limit.tables import (
@@ -109,7 +109,9 @@ def test_simulated_sweep_within_4_sigma_of_exact(seed):
 
 
 def _reference(root):
-    return pd.read_csv(root / "src/llmqueue/studies/token_limit/reference_claims.csv", dtype={"id": str})
+    return pd.read_csv(
+        root / "src/llmqueue/studies/token_limit/reference_claims.csv", dtype={"id": str}
+    )
 
 
 def test_claims_rows_verdicts_on_the_shipped_grid(root):

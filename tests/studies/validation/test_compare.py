@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies.validation.checks import check, check_compare_section
 from llmqueue.engines.calibration import fit_calibration
 from llmqueue.engines.steplog import STEP_COLUMNS
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.policy import Policy
+from llmqueue.studies.validation.checks import check, check_compare_section
 from llmqueue.studies.validation.spec import (
     COMPARISON_COLUMNS,
     PREDICTION_COLUMNS,

@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from llmqueue.studies.validation.checks import check_matrix_compare_section
 from llmqueue.errors import InputError
+from llmqueue.studies.validation.checks import check_matrix_compare_section
 from llmqueue.studies.validation.matrix_spec import MatrixCompareSettings, engine_section
 from llmqueue.studies.validation.matrix_summary import engine_medians, markdown_engines
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from llmqueue.analytic.inoue import below_exact
 from llmqueue import figstyle as style
+from llmqueue.analytic.inoue import below_exact
 
 NAMES = {"llama": "LLaMA-2-7B", "alpaca": "Chinese-Alpaca-2-7B", "chatglm": "ChatGLM3-6B"}
 

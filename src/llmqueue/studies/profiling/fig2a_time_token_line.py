@@ -15,8 +15,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from llmqueue import figstyle as style
-from llmqueue.studies.profiling._profiling import MARKERS, MODEL_NAMES, colour_index
 from llmqueue.profiling.fits import rows_of
+from llmqueue.studies.profiling._profiling import MARKERS, MODEL_NAMES, colour_index
 
 
 def plot(inputs: dict[str, Any], params: dict[str, Any]) -> Figure:

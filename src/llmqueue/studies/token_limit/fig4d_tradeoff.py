@@ -7,8 +7,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from llmqueue.analytic.tradeoff import argmax_on_grid
 from llmqueue import figstyle as style
+from llmqueue.analytic.tradeoff import argmax_on_grid
 from llmqueue.studies.token_limit._token_limit import extra_tables, limits_axis
 
 
