@@ -144,7 +144,7 @@ def test_a_new_study_takes_five_files_and_the_pipeline_builds_it(tmp_path: Path)
     # the suite's plot checks take its plot module: drawn on its own example table, no fixture
     env = {**os.environ, "PYTHONPATH": str(tree / "src")}
     drawn = subprocess.run(
-        [str(tree / ".venv/bin/python"), "-m", "pytest", "-v", "-p", "no:cacheprovider",
+        [str(tree / ".venv/bin/python"), "-m", "pytest", "-o", "addopts=", "-v", "-p", "no:cacheprovider",
          "tests/plots/test_every_plot_is_drawn.py"],
         cwd=tree, text=True, capture_output=True, env=env, timeout=600,
     )  # fmt: skip

@@ -11,8 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTS = ROOT / "tests"
 SRC = ROOT / "src" / "llmqueue"
 # the folders that are no package of the library: tests of llmqueue/<module>.py, and of the
-# workflow, docs, layout and environments
-NAMED = {"core", "workflow"}
+# workflow, docs, layout and environments, and the drawing tests of every study's plot modules
+NAMED = {"core", "workflow", "plots"}
 FIXTURES = "data"  # fixtures, not tests
 
 

@@ -130,7 +130,7 @@ def plot_docstring(module):
     """The docstring of plot module `module` (dotted, under src/), read without importing it."""
     import ast
 
-    path = Path(workflow.basedir) / "src" / (module.replace(".", "/") + ".py")
+    path = Path(workflow.basedir, "src", *module.split(".")).with_suffix(".py")
     if not path.is_file():
         path = path.with_suffix("") / "__init__.py"
     return ast.get_docstring(ast.parse(path.read_text())) or ""
@@ -223,10 +223,7 @@ def study_claims(study):
 # ---- the plot rules of a registered figure (figures.smk)
 def _plot_inputs(fig, panel):
     data = fig["data"](panel) if callable(fig["data"]) else fig["data"]
-    code = sorted(
-        set(script_code("plot_figure.py"))
-        | set(module_code(fig["module"]))
-    )
+    code = sorted(set(script_code("plot_figure.py")) | set(module_code(fig["module"])))
     return dict(data, code=code)
 
 
