@@ -2,8 +2,10 @@
 meaning and unit; the defaults filled, the keys listed and ``config/README.md``'s tables rendered
 from it.
 
-The schema lives in ``workflow/schemas/`` (``config.schema.yaml`` and one file per study section
-beside it, joined by ``$ref``). Each key's node carries the JSON Schema keywords that validate it
+The schema lives in ``workflow/schemas/`` (``config.schema.yaml``, the sections shared by the
+studies) and in each study's folder (``src/llmqueue/studies/<study>/schema.yaml``, its section):
+a root that says ``x-study-sections: true`` names no study, and every catalogued study's section
+(:mod:`llmqueue.catalog`) is added to it as a ``$ref`` to that file when the root is read. Each key's node carries the JSON Schema keywords that validate it
 and three annotations the validators ignore: ``description`` (what the key means), ``x-unit``
 (its unit) and ``x-allowed`` (what its values must satisfy beyond what the schema's own keywords
 say: a profile name that exists, a file with those columns, stop > start). Everything else is
@@ -45,6 +47,7 @@ __all__ = [
     "key_bounds",
     "sections",
     "section_files",
+    "section_heading",
     "config_rows",
     "render_config_table",
     "section",
@@ -57,14 +60,41 @@ SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.
 UNIT, ALLOWED = "x-unit", "x-allowed"
 
 
+# the root's flag: add a property per catalogued study section (module docstring)
+STUDY_SECTIONS = "x-study-sections"
+
+
+def _with_study_sections(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` (the schema file `path`, parsed) with a ``$ref`` property for each catalogued
+    study's ``schema.yaml`` when it asks for them (:data:`STUDY_SECTIONS`), in the catalogue's
+    order after its own; InputError for a section declared both ways."""
+    if not doc.get(STUDY_SECTIONS):
+        return doc
+    import os
+
+    from llmqueue.catalog import studies
+
+    props = doc.setdefault("properties", {})
+    for s in studies():
+        if s.schema is None:
+            continue
+        if s.name in props:
+            raise InputError(
+                f"{path}: config section {s.name!r} is declared here and by {s.schema}"
+            )
+        props[s.name] = {"$ref": Path(os.path.relpath(s.schema, path.parent)).as_posix()}
+    return doc
+
+
 @functools.lru_cache(maxsize=64)
 def _parsed(path: Path) -> dict[str, Any]:
-    """A schema file, parsed once per process (YAML parsing is the slow part of a fill)."""
+    """A schema file, parsed once per process (YAML parsing is the slow part of a fill), a root's
+    study sections added."""
     with path.open() as fh:
         doc = yaml.safe_load(fh)
     if not isinstance(doc, dict):
         raise InputError(f"config schema {path}: not a YAML mapping")
-    return doc
+    return _with_study_sections(path, doc)
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -234,7 +264,10 @@ def declared_keys(
     root = Path(schema_path).resolve()
     out: dict[str, dict[str, Any]] = {}
     # each schema file read once per walk
-    loaded: dict[Path, dict[str, Any]] = {Path(k).resolve(): v for k, v in (docs or {}).items()}
+    loaded: dict[Path, dict[str, Any]] = {
+        Path(k).resolve(): _with_study_sections(Path(k).resolve(), copy.deepcopy(v))
+        for k, v in (docs or {}).items()
+    }
 
     def load(path: Path) -> dict[str, Any]:
         return loaded[path] if path in loaded else loaded.setdefault(path, _load(path))
@@ -454,6 +487,13 @@ def _default_of(key: str, keys: Mapping[str, Mapping[str, Any]]) -> tuple[bool, 
 def sections(schema_path: str | Path = SCHEMA) -> list[str]:
     """The config's sections (the root schema's properties), in declaration order."""
     return [str(k) for k in (_parsed(Path(schema_path).resolve()).get("properties") or {})]
+
+
+def section_heading(section: str, schema_path: str | Path = SCHEMA) -> str:
+    """The heading and introduction ``config/README.md`` gives config section `section` when it
+    has none yet: ``## `<section>` `` and the description of the section's schema node."""
+    text = " ".join(str(declared_keys(schema_path)[section].get("description", "")).split())
+    return f"## `{section}`\n\n{text}" if text else f"## `{section}`"
 
 
 def _unit_of(key: str, keys: Mapping[str, Mapping[str, Any]]) -> str:

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 from llmqueue.errors import InputError
 from llmqueue.profiles import fit_section, resolve_batch_profile, resolve_linear_profile
+from llmqueue.schema import fill_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = str(ROOT / "workflow/schemas/config.schema.yaml")
@@ -90,8 +89,8 @@ def test_schema_knows_depth(section: str) -> None:
     cfg = yaml.safe_load((ROOT / "config/config.yaml").read_text())
     ok = copy.deepcopy(cfg)
     ok[section]["cpu_full"] = {**LIN, "depth": "full"}
-    validate(ok, SCHEMA, set_default=True)
+    fill_defaults(ok, SCHEMA)
     bad = copy.deepcopy(cfg)
     bad[section]["cpu_full"] = {**LIN, "depth": "deep"}
-    with pytest.raises(WorkflowError):
-        validate(bad, SCHEMA, set_default=True)
+    with pytest.raises(InputError):
+        fill_defaults(bad, SCHEMA)

@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmqueue.errors import InputError
+from llmqueue.schema import sections
 from llmqueue.studies import SHARED_RULES, STUDIES, Study, claim_titles, docs_modules, study
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "workflow" / "rules"
+ROOT_SCHEMA = "workflow/schemas/config.schema.yaml"
 
 
 def snakefile_includes() -> list[str]:
@@ -31,9 +34,10 @@ def test_each_registered_study_has_its_files(s: Study) -> None:
     folder = Path(importlib.util.find_spec(s.package).origin).parent  # type: ignore[arg-type]
     assert all((ROOT / r).parent == folder for r in s.rule_files), s.rule_files
     assert (ROOT / "docs" / "studies" / f"{s.name}.md").is_file()
-    assert (ROOT / "notebooks" / "intro" / f"{s.name}.md").is_file()
-    schema = yaml.safe_load((ROOT / "workflow/schemas/config.schema.yaml").read_text())
-    assert s.name in schema["properties"], f"config section {s.name!r} has no schema"
+    # its config section: its own schema in its folder, which the root one names nowhere
+    assert s.schema == ROOT / s.folder / "schema.yaml", f"config section {s.name!r} has no schema"
+    assert s.name in sections()
+    assert s.name not in yaml.safe_load(ROOT.joinpath(ROOT_SCHEMA).read_text())["properties"]
     # its figures are declared under its name, in its own rule files
     declared = {
         name
@@ -81,7 +85,7 @@ def test_claim_numbers_are_the_reference_tables() -> None:
 
 def test_lookup_by_name() -> None:
     assert study("ssjf").claims and study("plan").package == "llmqueue.plan"
-    with pytest.raises(KeyError, match="registered"):
+    with pytest.raises(KeyError, match="catalogued"):
         study("nope")
 
 
@@ -91,6 +95,7 @@ def test_the_docs_generator_reads_every_registered_studys_docs_module() -> None:
     from llmqueue import docgen
 
     have = {f"{s.package}.docs" for s in STUDIES if importlib.util.find_spec(f"{s.package}.docs")}
+    have |= {s.docs for s in STUDIES if s.docs is not None}  # a module its record names
     assert {m.__name__ for m in docgen.STUDY_DOCS} == have == set(docs_modules())
 
 
@@ -104,3 +109,46 @@ def test_every_config_check_module_is_a_registered_studys() -> None:
     }
     assert found <= packages, found - packages
     assert all(callable(importlib.import_module(f"{m}.checks").check) for m in found)
+
+
+def test_every_catalogued_package_declares_its_record() -> None:
+    """Each study's ``STUDY`` literal is what the catalogue read (its claims, its order)."""
+    for s in STUDIES:
+        record = importlib.import_module(s.package).STUDY
+        assert {int(k): v for k, v in record.get("claims", {}).items()} == dict(s.claims)
+        assert record.get("follows") == s.follows
+    assert STUDIES[0].follows is None
+    assert all(b.follows in {a.name for a in STUDIES[:i]} for i, b in enumerate(STUDIES) if i)
+
+
+def _init(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name / "__init__.py"
+    path.parent.mkdir()
+    path.write_text(body)
+    return path
+
+
+def test_a_bad_record_is_an_input_error_naming_its_file(tmp_path: Path) -> None:
+    from llmqueue import catalog
+
+    for i, body in enumerate(['STUDY = {"rulez": []}\n', "STUDY = dict(rules=[])\n"]):
+        init = _init(tmp_path, f"s{i}", body)
+        with pytest.raises(InputError, match=f"{init}: STUDY"):
+            catalog.read_study(f"s{i}", f"x.s{i}", init)
+    assert catalog.read_study("bare", "x.bare", _init(tmp_path, "bare", '"""doc"""\n')).rules == (
+        "bare",
+    )
+
+
+def test_the_order_follows_the_records_and_refuses_unknowns_and_cycles() -> None:
+    from llmqueue.catalog import ordered
+
+    def s(name: str, follows: str | None = None) -> Study:
+        return Study(name, (name,), f"x.{name}", follows=follows)
+
+    order = ordered([s("c", "a"), s("b", "a"), s("a"), s("d", "c")])
+    assert [x.name for x in order] == ["a", "b", "c", "d"]
+    with pytest.raises(InputError, match="'b' follows 'zz', which is no study"):
+        ordered([s("a"), s("b", "zz")])
+    with pytest.raises(InputError, match="cycle"):
+        ordered([s("a", "b"), s("b", "a")])

@@ -11,3 +11,6 @@ their latency targets.
   the Pareto front;
 - :mod:`llmqueue.plan.table`: a plan's table read back (``--merge``), strictly.
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {"follows": "validation"}

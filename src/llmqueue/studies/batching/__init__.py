@@ -14,3 +14,14 @@
 Units: seconds, requests/s, tokens. Each sweep point draws its own random stream,
 ``SeedSequence(seed, spawn_key=(stream, curve, rate index))`` (:mod:`llmqueue.seeds`).
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {
+    "follows": "token_limit",
+    "claims": {
+        6: "mu_b rises with b and peaks for LogNormal lengths (Fig. 3b)",
+        7: "bound (16) tracks dynamic batching; elastic beats dynamic (Fig. 5)",
+        8: "the optimal fixed batch K* = 8 and Eq. (16)'s 125 s (Fig. 6a); can the A100 run it",
+        9: "a finite b_max against b_max = inf; elastic against dynamic (Fig. 6b)",
+    },
+}

@@ -8,3 +8,11 @@ expresses the setting (docs/studies/literature.md).
   reference row names, and the exact curves of the figure;
 - :mod:`.claims`: one claim row per published number.
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {
+    "follows": "multibin",
+    "claims": {
+        12: "the literature: scheduling with predictions (Mitzenmacher and Shahout's Tables 1-3)"
+    },
+}

@@ -17,3 +17,9 @@ poorly: it is bimodal). Units: seconds, requests/s, tokens (the synthetic settin
 rates per time unit). Each simulated point draws its own stream,
 ``seed_sequence(seed, "multibin", part, ...)``.
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {
+    "follows": "ssjf",  # its learned bins come from the SSJF study's model
+    "claims": {11: "Multi-Bin Batching: throughput against the number of bins (companion paper)"},
+}

@@ -12,3 +12,12 @@ measured A100/H100 kernels, this project's measured sweeps):
 
 Units: seconds, tokens, GiB.
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {
+    "rules": ["calibration", "profiling"],
+    "claims": {
+        1: "Table I latencies and their linear law, LLaMA-2-7B on an A100",
+        2: "the KV cache holds 49 sequences of 1280 tokens",
+    },
+}

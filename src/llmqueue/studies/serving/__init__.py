@@ -15,3 +15,6 @@ Exact mean waits where a formula applies come from :mod:`llmqueue.sim.exact`. Un
 requests/s, tokens. Every simulated point draws its own stream
 ``SeedSequence(seed, spawn_key=(stream, policy, point))`` (:mod:`llmqueue.seeds`).
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {"follows": "batching"}

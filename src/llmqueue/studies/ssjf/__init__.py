@@ -31,3 +31,9 @@ ranks a request it was trained on. Units: seconds, requests/s, tokens. Every poi
 stream ``SeedSequence(seed, spawn_key=("ssjf", table, ...))`` (:mod:`llmqueue.seeds`); the
 policies of one point share it (the same requests), so their differences are paired.
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {
+    "follows": "serving",
+    "claims": {10: "SSJF: mean JCT and throughput against FCFS (companion paper)"},
+}

@@ -14,3 +14,13 @@ impatient users:
 
 Units: tokens, seconds, requests per second.
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {
+    "follows": "profiling",
+    "claims": {
+        3: "patient users: W_q at the limit 1600 and the optimal limit",
+        4: "impatient users: the lost fraction at 1300 and the optimal limit",
+        5: "shares of requests below 1600 and 1300 tokens",
+    },
+}

@@ -46,3 +46,6 @@ Modules: :mod:`~llmqueue.studies.validation.spec` (config and run folders),
 used by the measurement driver and the comparison), :mod:`~llmqueue.studies.validation.tables`
 (prediction and comparison).
 """
+
+# this study's record in the catalogue (llmqueue.catalog)
+STUDY = {"follows": "literature", "rules": ["validation", "validation_law"]}
