@@ -1,13 +1,17 @@
 """Write one notebook per study (notebooks/<study>.ipynb) from one template.
 
-Each study has an intro page, notebooks/intro/<study>.md (the first line may name the config
-sections the notebook prints). Run `python notebooks/make_notebooks.py` after editing either; the
-pipeline executes the
+A study's notebook opens with its intro page, notebooks/intro/<study>.md (the first line may name
+the config sections the notebook prints), or, for a study without one, its package's docstring
+(llmqueue.catalog). Run `python notebooks/make_notebooks.py` after editing an intro page or the
+template; `python notebooks/make_notebooks.py --study S --out PATH` writes one study's notebook
+(the pipeline's source for a study without a committed notebook). The pipeline executes the
 notebooks with papermill (workflow/rules/notebooks.smk), which injects the parameters below.
 The code cells only read files, so the notebooks never recompute a long job, and they show
 whatever tables a study writes (CSV heads, JSON fits) without knowing their columns in advance.
 """
 
+import argparse
+import ast
 import re
 from pathlib import Path
 
@@ -28,11 +32,22 @@ def studies() -> list[str]:
 def intro(study: str) -> tuple[str, list[str]]:
     """The study's intro (Markdown) and the config sections its notebook prints (first line
     ``<!-- config sections: a, b -->``; default: the section named after the study)."""
-    text = (INTRO_DIR / f"{study}.md").read_text()
+    page = INTRO_DIR / f"{study}.md"
+    text = page.read_text() if page.is_file() else package_intro(study)
     m = CONFIG_LINE.match(text)
     if not m:
         return text.strip(), [study]
     return text[m.end() :].strip(), [x.strip() for x in m.group(1).split(",") if x.strip()]
+
+
+def package_intro(study: str) -> str:
+    """A study without an intro page: its package's docstring, titled with the study's name."""
+    from llmqueue.catalog import PACKAGE
+    from llmqueue.catalog import study as find
+
+    init = PACKAGE.parents[1] / find(study).folder / "__init__.py"
+    doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+    return f"# The {study} study\n\n{doc}\n"
 
 
 PARAMETERS = """# Parameters (papermill replaces this cell's values; these defaults let it run by hand
@@ -169,10 +184,24 @@ def build(study: str) -> nbformat.NotebookNode:
     return nb
 
 
+def write(study: str, path: Path) -> None:
+    """Write study `study`'s notebook to `path` (cell ids fixed, so a rewrite is byte-identical)."""
+    nb = build(study)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"{study}-{i}"
+    nbformat.write(nb, path)
+
+
 if __name__ == "__main__":
-    for study in studies():
-        nb = build(study)
-        for i, cell in enumerate(nb.cells):
-            cell["id"] = f"{study}-{i}"
-        nbformat.write(nb, HERE / f"{study}.ipynb")
-        print(HERE / f"{study}.ipynb")
+    cli = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    cli.add_argument("--study", help="write this study's notebook only (to --out)")
+    cli.add_argument("--out", type=Path, help="where --study's notebook goes")
+    args = cli.parse_args()
+    if args.study:
+        if args.out is None:
+            cli.error("--study needs --out")
+        write(args.study, args.out)
+    else:
+        for study in studies():
+            write(study, HERE / f"{study}.ipynb")
+            print(HERE / f"{study}.ipynb")

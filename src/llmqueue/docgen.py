@@ -154,15 +154,38 @@ def find_blocks(text: str, where: str) -> list[Block]:
     return blocks
 
 
+def with_missing_blocks(
+    text: str, headed: Mapping[str, str], fragments: Mapping[str, Fragment], where: str
+) -> str:
+    """`text` with an empty block appended at its end, after its prose (`headed`: {block name:
+    the Markdown before it}), for each block of `headed` that has a fragment and that the page
+    does not hold yet (a new study's config section in ``config/README.md``); splicing fills it."""
+    have = {b.name for b in find_blocks(text, where)}
+    out = text
+    for name, prose in headed.items():
+        if name not in have and name in fragments:
+            begin = begin_marker(name, fragments[name].sources)
+            body = "\n".join([prose.strip("\n"), "", begin, end_marker(name)])
+            out = out.rstrip("\n") + "\n\n" + body + "\n"
+    return out
+
+
 def splice_text(
-    text: str, fragments: Mapping[str, Fragment], where: str, keep: Collection[str] = ()
+    text: str,
+    fragments: Mapping[str, Fragment],
+    where: str,
+    keep: Collection[str] = (),
+    headed: Mapping[str, str] | None = None,
 ) -> str:
     """`text` with every generated block replaced by its fragment (body and begin marker).
 
     Every block of the page must have a fragment (a marker nobody renders is an error naming the
     page and the block), except the blocks named in `keep` (those of a study the config leaves
-    out), which stay as they are; fragments for blocks the page does not hold are ignored.
+    out), which stay as they are; fragments for blocks the page does not hold are ignored, except
+    those of `headed`, which are appended first (:func:`with_missing_blocks`).
     """
+    if headed:
+        text = with_missing_blocks(text, headed, fragments, where)
     blocks = [b for b in find_blocks(text, where) if b.name not in keep]
     missing = [b.name for b in blocks if b.name not in fragments]
     if missing:
@@ -187,9 +210,13 @@ def splice_text(
 
 
 def splice_file(
-    path: str | Path, fragments: Mapping[str, Fragment], keep: Collection[str] = ()
+    path: str | Path,
+    fragments: Mapping[str, Fragment],
+    keep: Collection[str] = (),
+    headed: Mapping[str, str] | None = None,
 ) -> bool:
-    """Splice `fragments` into the page at `path` in place; True when the file changed.
+    """Splice `fragments` into the page at `path` in place (:func:`splice_text`); True when the
+    file changed.
 
     The page is rewritten atomically (``llmqueue.io.write_text``) and only when its text
     changes, so a run with nothing new leaves the file (and its modification time) alone.
@@ -198,7 +225,7 @@ def splice_file(
     if not page.is_file():
         raise InputError(f"{page}: page with generated blocks does not exist")
     old = page.read_text()
-    new = splice_text(old, fragments, str(path), keep)
+    new = splice_text(old, fragments, str(path), keep, headed)
     if new == old:
         return False
     write_text(new, page)

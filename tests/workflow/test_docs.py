@@ -475,6 +475,20 @@ def test_a_block_nobody_renders_is_an_error_unless_kept() -> None:
     assert "new a" in out and out.count("old text") == 1
 
 
+def test_a_headed_block_the_page_lacks_is_appended_then_filled() -> None:
+    """A new study's config section: its block is appended after its heading, once."""
+    page = page_with("a")
+    frag = {
+        "a": docgen.Fragment(("results/claims.csv",), "new a"),
+        "b": docgen.Fragment(("config/config.yaml",), "new b"),
+    }
+    headed = {"b": "## b\n", "c": "## c (no fragment: not appended)"}
+    out = docgen.splice_text(page, frag, "page.md", headed=headed)
+    assert "new a" in out and out.index("## b") < out.index("new b")
+    assert "## c" not in out
+    assert docgen.splice_text(out, frag, "page.md", headed=headed) == out  # idempotent
+
+
 CELL = st.text(
     alphabet=st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="\n\r"),
     max_size=40,

@@ -223,6 +223,26 @@ def test_notebooks_are_generated_and_parametrised(study: str, tmp_path: Path) ->
     assert [c.source for c in fresh.cells] == [c.source for c in committed.cells]
 
 
+def test_a_study_without_an_intro_page_gets_the_templates_code_cells() -> None:
+    """The notebook of a study with no intro page opens with its package's docstring, and its
+    code cells are every notebook's (so the notebook rule may take a committed notebook's code
+    inputs for it before its source is written)."""
+    gen = runpy.run_path(str(ROOT / "notebooks" / "make_notebooks.py"), run_name="not_main")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(gen["intro"].__globals__, "INTRO_DIR", ROOT / "no-such-folder")
+        bare = gen["build"]("ssjf")
+    first = bare.cells[0].source
+    assert (
+        first.startswith("# The ssjf study") and "speculative shortest-job-first" in first.lower()
+    )
+
+    def code(nb: nbformat.NotebookNode) -> list[str]:
+        return [c.source for c in nb.cells if c.cell_type == "code" and "parameters" not in
+                c.metadata.get("tags", [])]  # fmt: skip
+
+    assert code(bare) == code(nbformat.read(ROOT / "notebooks/batching.ipynb", as_version=4))
+
+
 def fake_snakemake(path: Path, body: str) -> Path:
     exe = path / "snakemake"
     exe.write_text(f"#!{sys.executable}\n{body}\n")

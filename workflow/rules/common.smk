@@ -73,6 +73,27 @@ def notebook_code(path):
     return IMPORTS.code_of(Path(workflow.basedir) / path, root=workflow.basedir)
 
 
+def notebook_source(study):
+    """A study's notebook before it runs: the committed notebooks/<study>.ipynb, or, for a study
+    without one, the template's notebook (its package's docstring as its intro)."""
+    committed = f"notebooks/{study}.ipynb"
+    return (
+        committed
+        if Path(committed).is_file()
+        else f"results/notebooks/source/{study}.ipynb"
+    )
+
+
+def notebook_source_code(study):
+    """The library files a study's notebook imports: those of its source's code cells; for a
+    source not written yet, those of a committed notebook's (every notebook has the template's
+    code cells, only its introduction and parameters differ)."""
+    path = notebook_source(study)
+    if not Path(path).is_file():
+        path = min(str(p) for p in Path("notebooks").glob("*.ipynb"))
+    return notebook_code(path)
+
+
 def matrix_group_files(folder, group):
     """The committed files of a validation-matrix group folder the comparison reads: its JSON and
     calibration, and the request table and step log of every run its meta.json lists (judged

@@ -6,13 +6,12 @@
 # its blocks changed. tests/workflow/test_docs.py checks the committed blocks on a fresh clone.
 
 from llmqueue.docgen import block_sources
-from llmqueue.schema import SCHEMA, section_files, sections
+from llmqueue.schema import SCHEMA, section_files, section_heading, sections
 from llmqueue.studies import STUDIES, claim_titles, docs_modules
 
 # Pages that hold generated blocks.
 DOC_PAGES = [
     "README.md",
-    "config/README.md",
     "docs/results.md",
     "docs/reproduce.md",
     "docs/cli.md",
@@ -60,20 +59,6 @@ DOC_BLOCKS |= {
         "validation_matrix_targets",
         dict(targets="results/validation/matrix/vllm/targets.csv"),
     ),
-    # config/README.md: each section's table, from the schema (llmqueue.schema)
-    **{
-        f"config-{section}": doc_block(
-            "config_table",
-            dict(
-                schemas=[
-                    str(p.relative_to(SCHEMA.parents[2]))
-                    for p in section_files(section)
-                ]
-            ),
-            section=section,
-        )
-        for section in sections()
-    },
     # docs/results.md
     "claims-scopes": doc_block(
         "claims_headline", DOC_CLAIMS, results_link="#the-table"
@@ -308,4 +293,41 @@ rule docs:
         "../scripts/docs_blocks.py"
 
 
-STUDY_TARGETS["docs"] = [*rules.docs.output]
+# config/README.md: each section's table, from the schema alone (llmqueue.schema), so that it
+# needs no result; a section the page lacks (a new study's) is appended with its heading
+CONFIG_PAGE = "config/README.md"
+CONFIG_BLOCKS = {
+    f"config-{section}": doc_block(
+        "config_table",
+        dict(
+            schemas=[
+                str(p.relative_to(SCHEMA.parents[2])) for p in section_files(section)
+            ]
+        ),
+        section=section,
+    )
+    for section in sections()
+}
+
+
+rule config_docs:
+    """Render config/README.md's tables from the schema and splice them into the page."""
+    input:
+        sorted({p for b in CONFIG_BLOCKS.values() for p in block_sources(b["inputs"])}),
+        code=script_code("docs_blocks.py"),
+    output:
+        "results/docs/config_blocks.json",
+    log:
+        "logs/docs/config_blocks.log",
+    conda:
+        "../../envs/analysis.yaml"
+    params:
+        blocks=CONFIG_BLOCKS,
+        skipped=[],
+        pages=[CONFIG_PAGE],
+        headed={CONFIG_PAGE: {f"config-{s}": section_heading(s) for s in sections()}},
+    script:
+        "../scripts/docs_blocks.py"
+
+
+STUDY_TARGETS["docs"] = [*rules.docs.output, *rules.config_docs.output]

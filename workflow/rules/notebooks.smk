@@ -50,15 +50,29 @@ wildcard_constraints:
     study="|".join(REPORT_STUDIES),
 
 
+rule notebook_source:
+    """The notebook of a study without a committed one, written by the notebooks' template."""
+    input:
+        code=["notebooks/make_notebooks.py", *module_code("llmqueue.catalog")],
+    output:
+        "results/notebooks/source/{study}.ipynb",
+    log:
+        "logs/notebooks/source_{study}.log",
+    conda:
+        "../../envs/analysis.yaml"
+    shell:
+        "python notebooks/make_notebooks.py --study {wildcards.study} --out {output} > {log} 2>&1"
+
+
 rule notebook:
     input:
-        notebook="notebooks/{study}.ipynb",
+        notebook=lambda wc: notebook_source(wc.study),
         claims="results/claims.csv",
         shown=lambda wc: STUDY_SHOWN[wc.study],
         code=lambda wc: sorted(
             {
                 *script_code("notebook_run.py"),
-                *notebook_code(f"notebooks/{wc.study}.ipynb"),
+                *notebook_source_code(wc.study),
             }
         ),
     output:

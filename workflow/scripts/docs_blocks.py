@@ -48,6 +48,13 @@ for name, block in sm.params.blocks.items():
     fragments[name] = docgen.Fragment(docgen.block_sources(block["inputs"]), body)
 
 rendered = {name: {"sources": list(f.sources), "body": f.body} for name, f in fragments.items()}
-changed = [p for p in sm.params.pages if docgen.splice_file(p, fragments, keep=sm.params.skipped)]
+# a block a page lacks is an error, except a new section's block (params.headed: {page: {block:
+# the prose before it}}), which is appended with its heading
+headed = getattr(sm.params, "headed", None) or {}
+changed = [
+    p
+    for p in sm.params.pages
+    if docgen.splice_file(p, fragments, keep=sm.params.skipped, headed=headed.get(p))
+]
 write_json(rendered, sm.output[0])
 write_text("".join(f"rewrote {p}\n" for p in changed) or "no page changed\n", sm.log[0])
