@@ -32,20 +32,29 @@ the law of min(N, L), e.g. a model's context limit.
 from __future__ import annotations
 
 import math
-import warnings
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 
 from llmqueue.errors import InputError
 from llmqueue.lazy import lazy_module
 from llmqueue.limits import MAX_TOKENS
-from llmqueue.traces import TRACE_FORM, parse_trace_spec, read_column, read_columns
+from llmqueue.table_laws import EmpiricalLaw, QuantileTableLaw
+from llmqueue.tokenlaw import (
+    TOKENS_TEXT,
+    FloatArray,
+    TokenLaw,
+    bounded_tokens,
+    check_batch_size,
+    integrate_tail,
+    require_law,
+    scalar_or_array,
+)
+from llmqueue.traces import TRACE_FORM, parse_trace_spec, read_column
 
 # SciPy is imported on first use, so that parsing law specs and profiles (the Snakefile's
 # config check, on every run) does not pay its import time.
@@ -53,8 +62,6 @@ integrate = lazy_module("scipy.integrate")
 special = lazy_module("scipy.special")
 stats = lazy_module("scipy.stats")
 
-
-FloatArray = NDArray[np.float64]
 
 __all__ = [
     "TokenLaw",
@@ -74,130 +81,6 @@ __all__ = [
 ]
 
 
-def _scalar_or_array(values: FloatArray, like: ArrayLike) -> Any:
-    return float(values) if np.ndim(like) == 0 else values
-
-
-class TokenLaw(ABC):
-    """A law of the output-token count N >= 0 (tokens)."""
-
-    spec: str
-
-    # ---- distribution -------------------------------------------------------------------
-    @abstractmethod
-    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
-        """Draw `size` i.i.d. token counts (float64)."""
-
-    @abstractmethod
-    def cdf(self, x: ArrayLike) -> Any:
-        """P(N <= x)."""
-
-    def sf(self, x: ArrayLike) -> Any:
-        """P(N > x)."""
-        return 1.0 - np.asarray(self.cdf(x))
-
-    def prob_below(self, x: ArrayLike) -> Any:
-        """P(N < x); equals cdf(x) for continuous laws."""
-        return self.cdf(x)
-
-    @abstractmethod
-    def ppf(self, q: ArrayLike) -> Any:
-        """Quantile function (inverse of the cdf)."""
-
-    @property
-    @abstractmethod
-    def support(self) -> tuple[float, float]:
-        """(lowest, highest) possible value; highest may be inf."""
-
-    # ---- moments ------------------------------------------------------------------------
-    @abstractmethod
-    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
-        """E[min(N, l)^k] for a limit l (tokens; may be inf, may be an array). Eq. (2)."""
-
-    def mean(self) -> float:
-        return float(self.clipped_moment(math.inf, 1))
-
-    def var(self) -> float:
-        return float(self.clipped_moment(math.inf, 2)) - self.mean() ** 2
-
-    # ---- batch order statistics ----------------------------------------------------------
-    def expected_max(self, b: int) -> float:
-        """E[L_b] = E[max of b i.i.d. draws] = lo + integral_lo^hi (1 - F(x)^b) dx (tokens).
-
-        The general form of Eq. (19) and (23) (docs/equations.md, "Any law"); laws with a closed
-        form or an exact sum override it. This is the one place E[L_b] is computed.
-        """
-        b = check_batch_size(b)
-        lo, hi = self.support
-        return float(lo + _integrate_tail(lambda x: 1.0 - float(self.cdf(x)) ** b, lo, hi, self))
-
-    def order_stat_means(self, b: int) -> FloatArray:
-        """E[N_(i:b)] for i = 1..b (ascending): the integral of P(N_(i:b) > x) over x >= lo.
-
-        P(N_(i:b) > x) = P(Binomial(b, F(x)) <= i - 1). Numeric quadrature for continuous laws.
-        """
-        b = check_batch_size(b)
-        lo, hi = self.support
-        out = np.empty(b)
-        for i in range(1, b + 1):
-            out[i - 1] = lo + _integrate_tail(
-                lambda x, i=i: stats.binom.cdf(i - 1, b, self.cdf(x)), lo, hi, self
-            )
-        return out
-
-
-def check_batch_size(b: Any) -> int:
-    """The batch size b as an int; InputError unless it is an integer >= 1 (the one check)."""
-    try:
-        ok = int(b) == b and b >= 1
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise InputError(f"batch size b must be an integer >= 1, got {b!r}")
-    return int(b)
-
-
-def _integrate_tail(func: Any, lo: float, hi: float, law: TokenLaw) -> float:
-    """Integral of a tail function over [lo, hi] (hi may be inf) with quantile breakpoints: the one
-    tail integrator behind E[L_b] and the order-statistic means."""
-    if hi <= lo:
-        return 0.0
-    if math.isfinite(hi):
-        pts = sorted({float(law.ppf(q)) for q in (0.01, 0.1, 0.5, 0.9, 0.99)} - {lo, hi})
-        pts = [x for x in pts if lo < x < hi]
-        val, _ = integrate.quad(
-            func, lo, hi, points=pts or None, limit=400, epsabs=1e-10, epsrel=1e-10
-        )
-        return float(val)
-    edges = [lo] + [float(law.ppf(q)) for q in (0.5, 0.9, 0.99, 0.9999, 1 - 1e-8)]
-    total = 0.0
-    for a, c in zip(edges[:-1], edges[1:], strict=True):
-        if c > a:
-            total += integrate.quad(func, a, c, limit=400, epsabs=1e-10, epsrel=1e-10)[0]
-    # beyond the 1 - 1e-8 quantile: a heavy tail (Weibull, Pareto) makes QUADPACK warn of roundoff
-    # on values below its absolute tolerance; the piece's mass is below 1e-8 of the law's
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", integrate.IntegrationWarning)
-        total += integrate.quad(func, edges[-1], math.inf, limit=400, epsabs=1e-12, epsrel=1e-10)[0]
-    return float(total)
-
-
-def _require(cond: bool, spec: str, msg: str) -> None:
-    if not cond:
-        raise InputError(f"token law {spec!r}: {msg}")
-
-
-# A law's token counts stay at most MAX_TOKENS (llmqueue.limits): its parameters, its mean and its
-# standard deviation; a law whose moments would overflow (e.g. lognormal:mu=700) is refused here.
-_TOK = f"{MAX_TOKENS:g} tokens"
-
-
-def _bounded(x: float, spec: str, what: str, lo: float = 0.0) -> None:
-    _require(
-        math.isfinite(x) and lo <= x <= MAX_TOKENS, spec, f"{what} must lie in [{lo:g}, {_TOK}]"
-    )
-
-
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class LogNormalLaw(TokenLaw):
@@ -214,15 +97,15 @@ class LogNormalLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"lognormal:mu={self.mu:g},sigma={self.sigma:g}")
-        _require(math.isfinite(self.mu), self.spec, "mu must be a finite number")
-        _require(self.sigma > 0 and math.isfinite(self.sigma), self.spec, "sigma must be > 0")
+        require_law(math.isfinite(self.mu), self.spec, "mu must be a finite number")
+        require_law(self.sigma > 0 and math.isfinite(self.sigma), self.spec, "sigma must be > 0")
         # log E[N] = mu + sigma^2/2 and log E[N^2] = 2 mu + 2 sigma^2, in log space (no overflow)
         log_max = math.log(MAX_TOKENS)
-        _require(
+        require_law(
             self.mu + self.sigma**2 / 2 <= log_max and self.mu + self.sigma**2 <= log_max,
             self.spec,
             f"its mean exp(mu + sigma^2/2) and root mean square exp(mu + sigma^2) must be at most "
-            f"{_TOK} (mu + sigma^2 <= {log_max:.4g})",
+            f"{TOKENS_TEXT} (mu + sigma^2 <= {log_max:.4g})",
         )
 
     @property
@@ -236,11 +119,11 @@ class LogNormalLaw(TokenLaw):
         xa = np.asarray(x, dtype=float)
         with np.errstate(divide="ignore"):
             z = (np.log(np.maximum(xa, 0.0)) - self.mu) / self.sigma
-        return _scalar_or_array(special.ndtr(z), x)
+        return scalar_or_array(special.ndtr(z), x)
 
     def ppf(self, q: ArrayLike) -> Any:
         qa = np.asarray(q, dtype=float)
-        return _scalar_or_array(np.exp(self.mu + self.sigma * special.ndtri(qa)), q)
+        return scalar_or_array(np.exp(self.mu + self.sigma * special.ndtri(qa)), q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         la = np.asarray(limit, dtype=float)
@@ -251,7 +134,7 @@ class LogNormalLaw(TokenLaw):
             body = raw * special.ndtr((lnl - mu - k * s * s) / s)
             tail = np.where(np.isinf(la), 0.0, la**k * special.ndtr(-(lnl - mu) / s))
         out = np.where(la <= 0, 0.0, body + tail)
-        return _scalar_or_array(out, limit)
+        return scalar_or_array(out, limit)
 
     def order_stat_means(self, b: int) -> FloatArray:
         # Substitute x = exp(mu + sigma z): the integrand decays like a Gaussian in z, so a finite
@@ -304,11 +187,11 @@ class UniformLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"uniform:low={self.low:g},high={self.high:g}")
-        _require(self.low >= 0, self.spec, "low must be >= 0 tokens")
-        _require(
+        require_law(self.low >= 0, self.spec, "low must be >= 0 tokens")
+        require_law(
             self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf"
         )
-        _bounded(self.high, self.spec, "high")
+        bounded_tokens(self.high, self.spec, "high")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -319,18 +202,18 @@ class UniformLaw(TokenLaw):
 
     def cdf(self, x: ArrayLike) -> Any:
         xa = np.asarray(x, dtype=float)
-        return _scalar_or_array(np.clip((xa - self.low) / (self.high - self.low), 0.0, 1.0), x)
+        return scalar_or_array(np.clip((xa - self.low) / (self.high - self.low), 0.0, 1.0), x)
 
     def ppf(self, q: ArrayLike) -> Any:
         qa = np.asarray(q, dtype=float)
-        return _scalar_or_array(self.low + qa * (self.high - self.low), q)
+        return scalar_or_array(self.low + qa * (self.high - self.low), q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         la = np.minimum(np.asarray(limit, dtype=float), self.high)
         lo, w = self.low, self.high - self.low
         inside = (la ** (k + 1) - lo ** (k + 1)) / ((k + 1) * w) + la**k * (self.high - la) / w
         out = np.where(la <= lo, np.maximum(la, 0.0) ** k, inside)
-        return _scalar_or_array(out, limit)
+        return scalar_or_array(out, limit)
 
     def expected_max(self, b: int) -> float:
         """Eq. (19): E[L_b] = low + (high - low) b/(b + 1) (tokens)."""
@@ -361,14 +244,14 @@ class TruncNormLaw(TokenLaw):
                 "spec",
                 f"truncnorm:mean={self.mean_param:g},sd={self.sd:g},low={self.low:g},high={self.high:g}",
             )
-        _require(self.sd > 0, self.spec, "sd must be > 0 tokens")
-        _require(self.low >= 0, self.spec, "low must be >= 0 tokens")
-        _require(
+        require_law(self.sd > 0, self.spec, "sd must be > 0 tokens")
+        require_law(self.low >= 0, self.spec, "low must be >= 0 tokens")
+        require_law(
             self.high > self.low and math.isfinite(self.high), self.spec, "need low < high < inf"
         )
-        _bounded(abs(self.mean_param), self.spec, "|mean|")
-        _bounded(self.sd, self.spec, "sd")
-        _bounded(self.high, self.spec, "high")
+        bounded_tokens(abs(self.mean_param), self.spec, "|mean|")
+        bounded_tokens(self.sd, self.spec, "sd")
+        bounded_tokens(self.high, self.spec, "high")
 
     @cached_property
     def _ab(self) -> tuple[float, float, float]:
@@ -393,7 +276,7 @@ class TruncNormLaw(TokenLaw):
     def cdf(self, x: ArrayLike) -> Any:
         a, _, z = self._ab
         xa = np.clip(np.asarray(x, dtype=float), self.low, self.high)
-        return _scalar_or_array(
+        return scalar_or_array(
             (special.ndtr((xa - self.mean_param) / self.sd) - special.ndtr(a)) / z, x
         )
 
@@ -403,7 +286,7 @@ class TruncNormLaw(TokenLaw):
         v = np.clip(
             self.mean_param + self.sd * special.ndtri(special.ndtr(a) + qa * z), self.low, self.high
         )
-        return _scalar_or_array(v, q)
+        return scalar_or_array(v, q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         if k not in (1, 2):
@@ -417,7 +300,7 @@ class TruncNormLaw(TokenLaw):
                     for lv in la
                 ]
             )
-            return _scalar_or_array(vals.reshape(np.shape(limit)), limit)
+            return scalar_or_array(vals.reshape(np.shape(limit)), limit)
         a, _, z = self._ab
         m, s = self.mean_param, self.sd
         la = np.clip(np.asarray(limit, dtype=float), self.low, self.high)
@@ -433,13 +316,13 @@ class TruncNormLaw(TokenLaw):
                 + s * s * (dphi - (beta * pdf_b - a * pdf_a))
             )
         out = partial / z + la**k * (1.0 - dphi / z)
-        return _scalar_or_array(out, limit)
+        return scalar_or_array(out, limit)
 
     def expected_max(self, b: int) -> float:
         """Eq. (23): E[L_b] = high - integral_low^high F(x)^b dx (tokens), F the truncated cdf."""
         b = check_batch_size(b)
         lo, hi = self.low, self.high
-        return float(hi - _integrate_tail(lambda x: float(self.cdf(x)) ** b, lo, hi, self))
+        return float(hi - integrate_tail(lambda x: float(self.cdf(x)) ** b, lo, hi, self))
 
 
 @dataclass(frozen=True)
@@ -452,10 +335,10 @@ class ExponentialLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"exponential:mean={self.mean_tokens:g}")
-        _require(
+        require_law(
             self.mean_tokens > 0 and math.isfinite(self.mean_tokens), self.spec, "mean must be > 0"
         )
-        _bounded(self.mean_tokens, self.spec, "mean")
+        bounded_tokens(self.mean_tokens, self.spec, "mean")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -466,10 +349,10 @@ class ExponentialLaw(TokenLaw):
 
     def cdf(self, x: ArrayLike) -> Any:
         xa = np.maximum(np.asarray(x, dtype=float), 0.0)
-        return _scalar_or_array(-np.expm1(-xa / self.mean_tokens), x)
+        return scalar_or_array(-np.expm1(-xa / self.mean_tokens), x)
 
     def ppf(self, q: ArrayLike) -> Any:
-        return _scalar_or_array(-self.mean_tokens * np.log1p(-np.asarray(q, dtype=float)), q)
+        return scalar_or_array(-self.mean_tokens * np.log1p(-np.asarray(q, dtype=float)), q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         m = self.mean_tokens
@@ -480,7 +363,7 @@ class ExponentialLaw(TokenLaw):
             # E[min(N,l)^k] = k! m^k P(Gamma(k+1) <= l/m) + l^k e^{-l/m}
             body = math.factorial(k) * m**k * special.gammainc(k + 1, r)
             tail = np.where(np.isinf(la), 0.0, la**k * e)
-        return _scalar_or_array(body + tail, limit)
+        return scalar_or_array(body + tail, limit)
 
     def expected_max(self, b: int) -> float:
         """E[L_b] = mean * H_b (harmonic number), tokens."""
@@ -498,8 +381,8 @@ class DeterministicLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"deterministic:value={self.value:g}")
-        _require(self.value >= 0 and math.isfinite(self.value), self.spec, "value must be >= 0")
-        _bounded(self.value, self.spec, "value")
+        require_law(self.value >= 0 and math.isfinite(self.value), self.spec, "value must be >= 0")
+        bounded_tokens(self.value, self.spec, "value")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -509,13 +392,13 @@ class DeterministicLaw(TokenLaw):
         return np.full(size, float(self.value))
 
     def cdf(self, x: ArrayLike) -> Any:
-        return _scalar_or_array((np.asarray(x, dtype=float) >= self.value).astype(float), x)
+        return scalar_or_array((np.asarray(x, dtype=float) >= self.value).astype(float), x)
 
     def prob_below(self, x: ArrayLike) -> Any:
-        return _scalar_or_array((np.asarray(x, dtype=float) > self.value).astype(float), x)
+        return scalar_or_array((np.asarray(x, dtype=float) > self.value).astype(float), x)
 
     def ppf(self, q: ArrayLike) -> Any:
-        return _scalar_or_array(np.full(np.shape(q), float(self.value)), q)
+        return scalar_or_array(np.full(np.shape(q), float(self.value)), q)
 
     def expected_max(self, b: int) -> float:
         check_batch_size(b)
@@ -523,82 +406,11 @@ class DeterministicLaw(TokenLaw):
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         la = np.asarray(limit, dtype=float)
-        return _scalar_or_array(np.minimum(la, self.value) ** k, limit)
+        return scalar_or_array(np.minimum(la, self.value) ** k, limit)
 
     def order_stat_means(self, b: int) -> FloatArray:
         b = check_batch_size(b)
         return np.full(b, float(self.value))
-
-
-@dataclass(frozen=True, eq=False)
-class EmpiricalLaw(TokenLaw):
-    """The empirical law of observed token counts (e.g. a trace column). Exact sums throughout."""
-
-    values: FloatArray  # sorted distinct values
-    probs: FloatArray
-    spec: str = ""
-
-    @classmethod
-    def from_samples(cls, samples: ArrayLike, spec: str = "") -> EmpiricalLaw:
-        x = np.asarray(samples, dtype=float)
-        spec = spec or "empirical"
-        _require(x.size > 0, spec, "no observations")
-        _require(bool(np.all(np.isfinite(x))), spec, "observations must be finite numbers")
-        _require(bool(np.all(x >= 0)), spec, "token counts must be >= 0")
-        _require(bool(np.all(x <= MAX_TOKENS)), spec, f"token counts must be at most {_TOK}")
-        vals, counts = np.unique(x, return_counts=True)
-        return cls(vals, counts / counts.sum(), spec)
-
-    @cached_property
-    def _cum(self) -> FloatArray:
-        return np.cumsum(self.probs)
-
-    @property
-    def support(self) -> tuple[float, float]:
-        return (float(self.values[0]), float(self.values[-1]))
-
-    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
-        idx = np.searchsorted(self._cum, rng.random(size) * self._cum[-1], side="right")
-        return self.values[np.minimum(idx, self.values.size - 1)]
-
-    def cdf(self, x: ArrayLike) -> Any:
-        idx = np.searchsorted(self.values, np.asarray(x, dtype=float), side="right")
-        c = np.concatenate([[0.0], self._cum])
-        return _scalar_or_array(np.minimum(c[idx], 1.0), x)
-
-    def prob_below(self, x: ArrayLike) -> Any:
-        idx = np.searchsorted(self.values, np.asarray(x, dtype=float), side="left")
-        c = np.concatenate([[0.0], self._cum])
-        return _scalar_or_array(np.minimum(c[idx], 1.0), x)
-
-    def ppf(self, q: ArrayLike) -> Any:
-        idx = np.searchsorted(self._cum, np.asarray(q, dtype=float) - 1e-15, side="left")
-        return _scalar_or_array(self.values[np.minimum(idx, self.values.size - 1)], q)
-
-    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
-        la = np.asarray(limit, dtype=float)
-        idx = np.searchsorted(self.values, la, side="left")
-        partial = np.concatenate([[0.0], np.cumsum(self.probs * self.values**k)])
-        below = np.concatenate([[0.0], self._cum])
-        with np.errstate(invalid="ignore"):
-            tail = np.where(np.isinf(la), 0.0, la**k * np.maximum(1.0 - below[idx], 0.0))
-        return _scalar_or_array(partial[idx] + tail, limit)
-
-    def order_stat_means(self, b: int) -> FloatArray:
-        b = check_batch_size(b)
-        cdf = np.minimum(self._cum, 1.0)
-        cdf_prev = np.concatenate([[0.0], cdf[:-1]])
-        i = np.arange(1, b + 1)[:, None]
-        # P(N_(i:b) <= v_j) = P(Binomial(b, F(v_j)) >= i)
-        upto = stats.binom.sf(i - 1, b, cdf[None, :])
-        upto_prev = stats.binom.sf(i - 1, b, cdf_prev[None, :])
-        return np.asarray((upto - upto_prev) @ self.values, dtype=float)
-
-    def expected_max(self, b: int) -> float:
-        b = check_batch_size(b)
-        cdf = np.minimum(self._cum, 1.0)
-        cdf_prev = np.concatenate([[0.0], cdf[:-1]])
-        return float(np.dot(self.values, cdf**b - cdf_prev**b))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -616,18 +428,18 @@ class WeibullLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"weibull:shape={self.shape:g},scale={self.scale:g}")
-        _require(
+        require_law(
             math.isfinite(self.shape) and 0.05 <= self.shape <= 100,
             self.spec,
             "shape must lie in [0.05, 100]",
         )
-        _require(self.scale > 0, self.spec, "scale must be > 0 tokens")
-        _bounded(self.scale, self.spec, "scale")
+        require_law(self.scale > 0, self.spec, "scale must be > 0 tokens")
+        bounded_tokens(self.scale, self.spec, "scale")
         rms = self.scale * math.exp(0.5 * math.lgamma(1.0 + 2.0 / self.shape))
-        _require(
+        require_law(
             rms <= MAX_TOKENS,
             self.spec,
-            f"its root mean square scale Gamma(1 + 2/shape)^(1/2) must be at most {_TOK}",
+            f"its root mean square scale Gamma(1 + 2/shape)^(1/2) must be at most {TOKENS_TEXT}",
         )
 
     @property
@@ -639,11 +451,11 @@ class WeibullLaw(TokenLaw):
 
     def cdf(self, x: ArrayLike) -> Any:
         xa = np.maximum(np.asarray(x, dtype=float), 0.0)
-        return _scalar_or_array(-np.expm1(-((xa / self.scale) ** self.shape)), x)
+        return scalar_or_array(-np.expm1(-((xa / self.scale) ** self.shape)), x)
 
     def ppf(self, q: ArrayLike) -> Any:
         qa = np.asarray(q, dtype=float)
-        return _scalar_or_array(self.scale * (-np.log1p(-qa)) ** (1.0 / self.shape), q)
+        return scalar_or_array(self.scale * (-np.log1p(-qa)) ** (1.0 / self.shape), q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         la = np.maximum(np.asarray(limit, dtype=float), 0.0)
@@ -652,7 +464,7 @@ class WeibullLaw(TokenLaw):
         with np.errstate(invalid="ignore", over="ignore"):
             body = self.scale**k * math.gamma(a) * special.gammainc(a, z)
             tail = np.where(np.isinf(la), 0.0, la**k * np.exp(-z))
-        return _scalar_or_array(body + tail, limit)
+        return scalar_or_array(body + tail, limit)
 
 
 @dataclass(frozen=True)
@@ -670,13 +482,13 @@ class ParetoLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"pareto:alpha={self.alpha:g},xm={self.xm:g}")
-        _require(
+        require_law(
             math.isfinite(self.alpha) and 0.05 <= self.alpha <= 100,
             self.spec,
             "alpha must lie in [0.05, 100]",
         )
-        _require(self.xm > 0, self.spec, "xm must be > 0 tokens")
-        _bounded(self.xm, self.spec, "xm")
+        require_law(self.xm > 0, self.spec, "xm must be > 0 tokens")
+        bounded_tokens(self.xm, self.spec, "xm")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -689,12 +501,12 @@ class ParetoLaw(TokenLaw):
         xa = np.asarray(x, dtype=float)
         with np.errstate(divide="ignore"):
             out = np.where(xa < self.xm, 0.0, -np.expm1(self.alpha * np.log(self.xm / xa)))
-        return _scalar_or_array(out, x)
+        return scalar_or_array(out, x)
 
     def ppf(self, q: ArrayLike) -> Any:
         qa = np.asarray(q, dtype=float)
         with np.errstate(divide="ignore"):
-            return _scalar_or_array(self.xm * (1.0 - qa) ** (-1.0 / self.alpha), q)
+            return scalar_or_array(self.xm * (1.0 - qa) ** (-1.0 / self.alpha), q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         la = np.asarray(limit, dtype=float)
@@ -711,96 +523,7 @@ class ParetoLaw(TokenLaw):
             else:
                 body = al * xm**al * (lim ** (k - al) - xm ** (k - al)) / (k - al)
                 res[i] = body + lim**k * (xm / lim) ** al
-        return _scalar_or_array(out, limit)
-
-
-@dataclass(frozen=True, eq=False)
-class QuantileTableLaw(TokenLaw):
-    """The law of a table of quantiles: N = Q(U), U uniform on (0, 1), Q linear between the
-    points (q_i, x_i), q_0 = 0 < q_1 < ... < q_m = 1, x_0 <= ... <= x_m (tokens); a flat piece
-    (x_i = x_{i+1}) is an atom of mass q_{i+1} - q_i. Read from a CSV with the columns
-    ``probability`` and ``tokens`` (:meth:`from_csv`). Exact clipped moments: a sum over the
-    pieces, each a uniform law on [x_i, x_{i+1}] of mass q_{i+1} - q_i."""
-
-    probs: tuple[float, ...]
-    tokens: tuple[float, ...]
-    spec: str = field(default="quantiles:table", compare=False)
-
-    def __post_init__(self) -> None:
-        q = np.asarray(self.probs, dtype=float)
-        x = np.asarray(self.tokens, dtype=float)
-        _require(q.size >= 2 and q.size == x.size, self.spec, "needs at least 2 rows")
-        _require(
-            bool(np.all(np.isfinite(q))) and q[0] == 0.0 and q[-1] == 1.0,
-            self.spec,
-            "probabilities must run from 0 to 1",
-        )
-        _require(bool(np.all(np.diff(q) > 0)), self.spec, "probabilities must increase")
-        _require(
-            bool(np.all(np.isfinite(x))) and x[0] >= 0 and x[-1] <= MAX_TOKENS,
-            self.spec,
-            f"tokens must lie in [0, {_TOK}]",
-        )
-        _require(bool(np.all(np.diff(x) >= 0)), self.spec, "tokens must not decrease")
-        _require(x[-1] > 0, self.spec, "tokens must not all be 0")
-
-    @classmethod
-    def from_csv(cls, path: str | Path, spec: str) -> QuantileTableLaw:
-        """The table of a CSV file with the columns ``probability`` and ``tokens``, read by the
-        project's trace reader (:func:`llmqueue.traces.read_columns`: a missing file or column,
-        a ragged row or a value that is not a finite number is one InputError naming it)."""
-        p = Path(path)
-        _require(p.exists(), spec, f"file {str(p)!r} does not exist")
-        _require(p.is_file(), spec, f"{str(p)!r} is not a regular file")
-        cols = read_columns(p, ["probability", "tokens"], where=f"token law {spec!r}")
-        q = tuple(float(v) for v in cols["probability"])
-        x = tuple(float(v) for v in cols["tokens"])
-        return cls(q, x, spec=spec)
-
-    @cached_property
-    def _qx(self) -> tuple[FloatArray, FloatArray]:
-        return np.asarray(self.probs, dtype=float), np.asarray(self.tokens, dtype=float)
-
-    @property
-    def support(self) -> tuple[float, float]:
-        return (float(self.tokens[0]), float(self.tokens[-1]))
-
-    def sample(self, rng: np.random.Generator, size: int) -> FloatArray:
-        return np.asarray(self.ppf(rng.random(size)), dtype=float)
-
-    def _between(self, xa: FloatArray, side: Any) -> FloatArray:
-        q, x = self._qx
-        i = np.searchsorted(x, xa, side=side)  # nodes below (side "left") or at most xa
-        inner = (i > 0) & (i < x.size)
-        j = np.clip(i, 1, x.size - 1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = (xa - x[j - 1]) / (x[j] - x[j - 1])
-        mid = q[j - 1] + frac * (q[j] - q[j - 1])
-        return np.where(inner, mid, np.where(i == 0, 0.0, 1.0))
-
-    def cdf(self, x: ArrayLike) -> Any:
-        return _scalar_or_array(self._between(np.asarray(x, dtype=float), "right"), x)
-
-    def prob_below(self, x: ArrayLike) -> Any:
-        return _scalar_or_array(self._between(np.asarray(x, dtype=float), "left"), x)
-
-    def ppf(self, q: ArrayLike) -> Any:
-        qq, x = self._qx
-        return _scalar_or_array(np.interp(np.asarray(q, dtype=float), qq, x), q)
-
-    def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
-        q, x = self._qx
-        la = np.maximum(np.asarray(limit, dtype=float), 0.0)
-        lim = la.reshape(-1, 1)
-        lo, hi, mass = x[:-1], x[1:], np.diff(q)
-        a, b = np.minimum(lo, lim), np.minimum(hi, lim)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            spread = (b ** (k + 1) - a ** (k + 1)) / (k + 1) + np.where(
-                np.isinf(lim), 0.0, lim**k * np.maximum(hi - np.maximum(lim, lo), 0.0)
-            )
-            piece = np.where(hi > lo, spread / (hi - lo), np.minimum(lo, lim) ** k)
-        out = (piece * mass).sum(axis=1).reshape(la.shape)
-        return _scalar_or_array(out, limit)
+        return scalar_or_array(out, limit)
 
 
 @dataclass(frozen=True, eq=False)
@@ -814,10 +537,10 @@ class ClippedLaw(TokenLaw):
     def __post_init__(self) -> None:
         if not self.spec:
             object.__setattr__(self, "spec", f"{self.base.spec},cap={self.cap:g}")
-        _require(
+        require_law(
             self.cap > 0 and math.isfinite(self.cap), self.spec, "cap must be a number > 0 tokens"
         )
-        _bounded(self.cap, self.spec, "cap")
+        bounded_tokens(self.cap, self.spec, "cap")
 
     @property
     def support(self) -> tuple[float, float]:
@@ -829,14 +552,14 @@ class ClippedLaw(TokenLaw):
 
     def cdf(self, x: ArrayLike) -> Any:
         xa = np.asarray(x, dtype=float)
-        return _scalar_or_array(np.where(xa >= self.cap, 1.0, self.base.cdf(xa)), x)
+        return scalar_or_array(np.where(xa >= self.cap, 1.0, self.base.cdf(xa)), x)
 
     def prob_below(self, x: ArrayLike) -> Any:
         xa = np.asarray(x, dtype=float)
-        return _scalar_or_array(np.where(xa > self.cap, 1.0, self.base.prob_below(xa)), x)
+        return scalar_or_array(np.where(xa > self.cap, 1.0, self.base.prob_below(xa)), x)
 
     def ppf(self, q: ArrayLike) -> Any:
-        return _scalar_or_array(np.minimum(np.asarray(self.base.ppf(q)), self.cap), q)
+        return scalar_or_array(np.minimum(np.asarray(self.base.ppf(q)), self.cap), q)
 
     def clipped_moment(self, limit: ArrayLike, k: int = 1) -> Any:
         return self.base.clipped_moment(np.minimum(np.asarray(limit, dtype=float), self.cap), k)
@@ -891,7 +614,7 @@ def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
     kind = kind.strip().lower()
     if kind == "quantiles":
         qpath = Path(rest.strip())
-        _require(bool(rest.strip()), spec, f"expected {LAW_FORMS['quantiles']}")
+        require_law(bool(rest.strip()), spec, f"expected {LAW_FORMS['quantiles']}")
         if base_dir is not None and not qpath.is_absolute():
             qpath = Path(base_dir) / qpath
         return QuantileTableLaw.from_csv(qpath, spec)
@@ -943,12 +666,12 @@ def parse_law(spec: str, base_dir: str | Path | None = None) -> TokenLaw:
     elif kind == "pareto":
         law = ParetoLaw(params["alpha"], params["xm"], spec=spec)
         if cap is None:
-            _require(
+            require_law(
                 law.alpha > 2,
                 spec,
                 "without cap=L alpha must be > 2 (a finite variance); give a cap for a heavier tail",
             )
-            _bounded(
+            bounded_tokens(
                 math.sqrt(float(law.clipped_moment(math.inf, 2))), spec, "its root mean square"
             )
     else:

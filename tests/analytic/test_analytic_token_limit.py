@@ -17,7 +17,8 @@ from llmqueue.analytic.impatience import (
 from llmqueue.analytic.mg1 import pk_wait, token_limit_curve, token_limit_point
 from llmqueue.analytic.tradeoff import argmax_on_grid, expected_utility, objective_patient
 from llmqueue.errors import InputError, UnstableError
-from llmqueue.latency import LinearLatency, fit_linear_latency, service_moments
+from llmqueue.latency import LinearLatency, service_moments
+from llmqueue.latency_fits import fit_linear_latency
 from llmqueue.limits import MAX_TOKENS
 from llmqueue.tokens import (
     ClippedLaw,

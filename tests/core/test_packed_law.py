@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmqueue.errors import InputError
-from llmqueue.latency import PackedStepLaw, StepLaw, batch_law_from_step, fit_packed_step_law
+from llmqueue.latency import PackedStepLaw, StepLaw, batch_law_from_step
+from llmqueue.latency_fits import fit_packed_step_law
 from llmqueue.sim.timelaw import (
     PACKED,
     decode_run_time,

@@ -12,6 +12,7 @@ import pytest
 from llmqueue import policy as P
 from llmqueue.errors import InputError
 from llmqueue.latency import LinearLatency, StepLaw
+from llmqueue.policy_text import parse_policy, policy_spec
 from llmqueue.sim import engine, exact
 from llmqueue.sim import queue as Q
 from llmqueue.sim import router as R
@@ -42,7 +43,7 @@ def test_former_records_are_the_registry() -> None:
         kw = {"K": 4} if f.size == "K" else {}
         pol = P.Policy(f.name, **kw)  # type: ignore[arg-type]
         assert pol.cap == {"K": 4, "one": 1, "bmax": P.NO_CAP}[f.size]
-        assert P.parse_policy(P.policy_spec(pol)) == pol
+        assert parse_policy(policy_spec(pol)) == pol
     with pytest.raises(InputError, match="size must be one, bmax or K"):
         P.BatchFormer("chunked", "tokens")
 

@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llmqueue.errors import InputError
-from llmqueue.latency import ShapedStepLaw, StepLaw, fit_shaped_step_law
+from llmqueue.latency import ShapedStepLaw, StepLaw
+from llmqueue.latency_fits import fit_shaped_step_law
 from llmqueue.sim.timelaw import step_coefficients
 
 KNOTS = (0, 1, 2, 3, 4, 6, 8, 12)

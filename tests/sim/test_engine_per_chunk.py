@@ -17,7 +17,8 @@ from reference_engine import RefPolicy, RefRouter, Req, compare_times, random_ta
 
 from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
-from llmqueue.policy import ROUTER_RECORDS, Policy, parse_policy, policy_spec
+from llmqueue.policy import ROUTER_RECORDS, Policy
+from llmqueue.policy_text import parse_policy, policy_spec
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
 from llmqueue.sim.workload import ReplayWorkload

@@ -29,7 +29,8 @@ from llmqueue.latency import (
     StaircaseStepLaw,
     StepLaw,
 )
-from llmqueue.policy import Policy, order_names, parse_policy, queue_order
+from llmqueue.policy import Policy, order_names, queue_order
+from llmqueue.policy_text import parse_policy
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
 from llmqueue.sim.workload import ReplayWorkload
@@ -366,7 +367,7 @@ def test_chunked_prefill_off_needs_a_budget() -> None:
     )
     assert (p.chunked_prefill, p.batch_queue) == (False, True)
     assert "whole-prompts" in p.label() and "batch-queue" in p.label()
-    from llmqueue.policy import policy_spec
+    from llmqueue.policy_text import policy_spec
 
     assert parse_policy(policy_spec(p)) == p
 

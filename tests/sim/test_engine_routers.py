@@ -39,14 +39,8 @@ from llmqueue.analytic.multiserver import (
 from llmqueue.analytic.priority import pk_wait
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency, StepLaw, service_moments
-from llmqueue.policy import (
-    ROUTER_RECORDS,
-    ROUTERS,
-    Policy,
-    order_names,
-    parse_policy,
-    policy_spec,
-)
+from llmqueue.policy import ROUTER_RECORDS, ROUTERS, Policy, order_names
+from llmqueue.policy_text import parse_policy, policy_spec
 from llmqueue.sim.engine import run
 from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.predictors import Noisy

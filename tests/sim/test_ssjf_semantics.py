@@ -22,7 +22,8 @@ from reference_engine import RefPolicy, Req, run_rebatch, run_static
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, LinearLatency
-from llmqueue.policy import Policy, order_names, parse_policy, policy_spec
+from llmqueue.policy import Policy, order_names
+from llmqueue.policy_text import parse_policy, policy_spec
 from llmqueue.sim.engine import run
 from llmqueue.sim.exact import exact_wait
 from llmqueue.sim.predictors import Noisy, parse_predictor

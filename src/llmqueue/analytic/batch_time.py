@@ -30,7 +30,8 @@ from numpy.typing import NDArray
 
 from llmqueue.errors import InputError
 from llmqueue.grids import arithmetic_grid
-from llmqueue.latency import BatchLatency, fit_linear_latency
+from llmqueue.latency import BatchLatency
+from llmqueue.latency_fits import fit_linear_latency
 from llmqueue.lazy import lazy_module
 from llmqueue.tokens import (
     ClippedLaw,

@@ -11,7 +11,7 @@ and mixed steps, over a range of context sizes.
   time from its start to the start of the next one when the engine went straight on (the gap
   between them, output hand-off and input polling, belongs to the iteration), else its own
   busy time plus the median such gap.
-- :func:`fit_calibration`: :func:`llmqueue.latency.fit_step_law` on those iterations, with the
+- :func:`fit_calibration`: :func:`llmqueue.latency_fits.fit_step_law` on those iterations, with the
   fitted time and relative residual of every point.
 - :func:`saturation_capacity`: requests/s a burst of requests completes at, between the 10%
   and 90% completion times (the ramp-up and drain left out).
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from llmqueue.errors import InputError
-from llmqueue.latency import StepLawFit, fit_step_law
+from llmqueue.latency_fits import StepLawFit, fit_step_law
 
 __all__ = [
     "CalibrationBatch",

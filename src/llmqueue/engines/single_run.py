@@ -254,7 +254,7 @@ def _assemble(
     from llmqueue.engines.model import kv_bytes_per_token, param_count, resolve_dtype
     from llmqueue.engines.record import cpu_name, package_versions, request_rows
     from llmqueue.engines.steplog import core_facts_path
-    from llmqueue.latency import fit_step_law
+    from llmqueue.latency_fits import fit_step_law
 
     if not step_log.is_file():
         raise InputError(

@@ -37,7 +37,7 @@ import pandas as pd
 
 from llmqueue.errors import InputError
 from llmqueue.hardware.models import get_spec
-from llmqueue.latency import fit_linear_latency, fit_step_law
+from llmqueue.latency_fits import fit_linear_latency, fit_step_law
 
 __all__ = [
     "read_measured",
@@ -298,7 +298,7 @@ def linear_fit_composed(
 
 
 def step_fit(points: pd.DataFrame, description: str) -> dict[str, Any]:
-    """fit.json ``step`` entry: :func:`~llmqueue.latency.fit_step_law` on `points` (one iteration per
+    """fit.json ``step`` entry: :func:`~llmqueue.latency_fits.fit_step_law` on `points` (one iteration per
     row: decode_seqs, prefill_tokens, context_tokens, time_s), the points themselves and what they
     are (`description`)."""
     f = fit_step_law(

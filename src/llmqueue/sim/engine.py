@@ -51,7 +51,7 @@ and sits the iteration out); once the free share of the KV at the step's start i
 starved, more than one runs and the starved would not all get their blocks next step, the newest
 starved is reset: its KV freed, it goes to the *back* of the queue to prefill prompt + tokens
 generated again, and the server admits nothing until one of its requests finishes
-(:func:`llmqueue.sim.continuous._schedule_per_chunk`).
+(:func:`llmqueue.sim.per_chunk.schedule_per_chunk`).
 It lasts step(decode_seqs, prefill_tokens, context_tokens) (:class:`llmqueue.latency.StepLaw`),
 with context_tokens = sum over decoding sequences of (prompt + generated tokens) + over prefill
 chunks of (offset + chunk). Between events (an arrival the server could admit, a completion, KV

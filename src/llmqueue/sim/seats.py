@@ -93,7 +93,7 @@ P_MAXB, P_KV, P_ONDEMAND, P_MAXTOK, P_ORDER, P_GUARD, P_GUARDS, P_WARMUP, P_NREQ
 P_BLOCK = 10
 P_WHOLE = 11  # 1: chunked prefill off, a prompt is admitted only when it fits the budget whole
 P_BATCHQ = 12  # 1: admissions only at a boundary where nothing runs (the batch queue)
-P_CHUNK = 13  # 1: per-chunk admission (transformers' FIFO scheduler, :func:`_schedule_per_chunk`)
+P_CHUNK = 13  # 1: per-chunk admission (transformers' FIFO scheduler, :func:`~llmqueue.sim.per_chunk.schedule_per_chunk`)
 P_MARGIN = 14  # its safety margin: the free share of the KV under which prompt chunks stop
 P_KVX = 15  # on-demand KV: tokens a sequence holds beyond vLLM's count (kv_accounting dong: 1)
 P_PLIM = 16  # a preemptive order's limit: a request that has made this share of its size stays

@@ -14,7 +14,8 @@ import yaml
 
 from llmqueue.errors import InputError
 from llmqueue.latency import BatchLatency, StepLaw, batch_law_from_step
-from llmqueue.policy import Policy, policy_spec
+from llmqueue.policy import Policy
+from llmqueue.policy_text import policy_spec
 from llmqueue.sim.settings import SimSettings
 from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload
 from llmqueue.studies.serving.checks import check

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from reference_engine import RefPolicy, Req, run_continuous
 
 from llmqueue.errors import InputError
-from llmqueue.latency import ShapedStepLaw, SplitStepLaw, fit_split_step_law
+from llmqueue.latency import ShapedStepLaw, SplitStepLaw
+from llmqueue.latency_fits import fit_split_step_law
 from llmqueue.policy import Policy
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy

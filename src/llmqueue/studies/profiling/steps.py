@@ -12,7 +12,7 @@ def fit_table1(sm: Any) -> None:
     import pandas as pd
 
     from llmqueue.io import write_json
-    from llmqueue.latency import fit_linear_latency
+    from llmqueue.latency_fits import fit_linear_latency
 
     table = pd.read_csv(sm.input.table)
     rows = table[table["input_tokens"] == sm.params.input_tokens].drop_duplicates()

@@ -20,7 +20,8 @@ def check(config: Mapping[str, Any], base_dir: Path) -> None:
     sec = section(config, "serving")
     if not sec:
         return
-    from llmqueue.policy import PREDICTING_FORMERS, parse_policy, predictions_needed
+    from llmqueue.policy import PREDICTING_FORMERS, predictions_needed
+    from llmqueue.policy_text import parse_policy
 
     steps = config.get("step_profiles") or {}
     if sec["step_profile"] not in steps:

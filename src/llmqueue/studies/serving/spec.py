@@ -58,7 +58,7 @@ def serving_setup(
     """Build the study's setup from config ``serving`` (`section`), the config profile sections
     (`profiles`: step_profiles, batch_profiles), the step profile's fit.json (`fit`) and, when
     ``static_law`` names a batch profile, its fit.json (`static_fit`)."""
-    from llmqueue.policy import parse_policy
+    from llmqueue.policy_text import parse_policy
 
     section = with_defaults(section, "serving")
     name = str(section["step_profile"])

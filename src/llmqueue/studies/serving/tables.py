@@ -13,7 +13,8 @@ import pandas as pd
 
 from llmqueue.errors import InputError
 from llmqueue.markdown import md_table
-from llmqueue.policy import Policy, policy_spec
+from llmqueue.policy import Policy
+from llmqueue.policy_text import policy_spec
 from llmqueue.profiles import (
     Latency,
 )

@@ -5,9 +5,9 @@ runs' iterations (the validation matrix on vLLM's CPU build). Times in s; errors
 Forms (:data:`FORMS`), each fitted on a group's **calibration iterations only**
 (``calibration_steps.csv``'s decode_seqs, prefill_tokens, context_tokens, time_s):
 
-- ``shaped``: :func:`llmqueue.latency.fit_shaped_step_law`, g(d) + c_pre p + c_ctx c with one g
+- ``shaped``: :func:`llmqueue.latency_fits.fit_shaped_step_law`, g(d) + c_pre p + c_ctx c with one g
   and one c_ctx for every iteration (the matrix's prediction);
-- ``split``: :func:`llmqueue.latency.fit_split_step_law` without the attention term: decode-only
+- ``split``: :func:`llmqueue.latency_fits.fit_split_step_law` without the attention term: decode-only
   iterations g(d) + c_ctx c, iterations with a prefill g(0) + c_pre (d + p) + c_ctx_pre c;
 - ``split_attention``: the same with the prefill's attention c_attn p c.
 

@@ -7,11 +7,11 @@ table (the measured arrival times, prompt and output tokens, and for SSJF the pr
 given) under the policy the engine's settings map to (:func:`group_policy`) and a step law fitted
 on the group's **calibration iterations only** (:func:`calibration_laws`):
 
-- ``split`` (:func:`llmqueue.latency.fit_split_step_law`, the prediction): decode-only
+- ``split`` (:func:`llmqueue.latency_fits.fit_split_step_law`, the prediction): decode-only
   iterations g(d) + c_ctx c with g piecewise linear in the number of decoding sequences,
   iterations with a prefill g(0) + c_pre (d + p) + c_ctx_pre c; the form that leave-one-batch-out
   cross-validation on the calibration batches chooses (:mod:`llmqueue.studies.validation.law_form`);
-  ``shaped`` (:func:`llmqueue.latency.fit_shaped_step_law`): one g(d) and one context price for
+  ``shaped`` (:func:`llmqueue.latency_fits.fit_shaped_step_law`): one g(d) and one context price for
   every iteration, prefill tokens priced apart; ``linear``: the one linear law
   c0 + c_tok (decode_seqs + prefill_tokens) + c_ctx context (calibration_fit.json). Config
   ``validation.matrix_compare.law`` names the prediction; the others are reported beside it;
@@ -66,12 +66,8 @@ import pandas as pd
 from llmqueue.engines.calibration import measured_and_law
 from llmqueue.engines.requests import PRIORITY_ORDERS
 from llmqueue.errors import InputError
-from llmqueue.latency import (
-    LinearLatency,
-    StepLaw,
-    batch_law_from_step,
-    fit_linear_latency,
-)
+from llmqueue.latency import LinearLatency, StepLaw, batch_law_from_step
+from llmqueue.latency_fits import fit_linear_latency
 from llmqueue.policy import Policy, queue_order
 from llmqueue.seeds import seed_sequence
 from llmqueue.studies.validation.matrix_spec import GroupData, MatrixCompareSettings

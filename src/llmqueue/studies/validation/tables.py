@@ -15,8 +15,8 @@ import pandas as pd
 from llmqueue.engines.engine import FIFO_SCHEDULING, SCHEDULING_POLICIES
 from llmqueue.engines.environment import ENGINE_ENVS
 from llmqueue.errors import InputError
-from llmqueue.latency import (
-    StepLaw,
+from llmqueue.latency import StepLaw
+from llmqueue.latency_fits import (
     fit_packed_step_law,
     fit_shaped_step_law,
     fit_split_step_law,
@@ -200,9 +200,9 @@ def replay(requests: pd.DataFrame, predicted: np.ndarray | None = None) -> Any:
 def fit_form(form: str, cal: pd.DataFrame, name: str = "", source: str | None = None) -> StepLaw:
     """Step-law form `form` (:data:`STEP_LAW_FORMS`) fitted on calibration rows `cal`
     (decode_seqs, prefill_tokens, context_tokens, time_s in s): ``linear``
-    (:func:`llmqueue.latency.fit_step_law`), ``shaped`` (:func:`~llmqueue.latency.fit_shaped_step_law`),
-    ``split`` and ``split_attention`` (:func:`~llmqueue.latency.fit_split_step_law` without and
-    with the prefill-attention term), ``packed`` (:func:`~llmqueue.latency.fit_packed_step_law`).
+    (:func:`llmqueue.latency_fits.fit_step_law`), ``shaped`` (:func:`~llmqueue.latency_fits.fit_shaped_step_law`),
+    ``split`` and ``split_attention`` (:func:`~llmqueue.latency_fits.fit_split_step_law` without and
+    with the prefill-attention term), ``packed`` (:func:`~llmqueue.latency_fits.fit_packed_step_law`).
     `name` defaults to the form, `source` to the fitter's."""
     if form not in STEP_LAW_FORMS:
         raise InputError(f"step-law form {form!r}: one of {', '.join(STEP_LAW_FORMS)}")
