@@ -139,13 +139,15 @@ def ordered(found: list[Study]) -> tuple[Study, ...]:
         if s.follows is not None and s.follows not in names:
             raise InputError(f"study {s.name!r} follows {s.follows!r}, which is no study")
     done: list[Study] = []
+    placed: set[str] = set()
     left = sorted(found, key=lambda s: s.name)
     while left:
-        ready = [s for s in left if s.follows is None or s.follows in {d.name for d in done}]
-        if not ready:
+        ready = next((s for s in left if s.follows is None or s.follows in placed), None)
+        if ready is None:
             raise InputError(f"the studies {[s.name for s in left]} follow each other in a cycle")
-        done.append(ready[0])
-        left.remove(ready[0])
+        done.append(ready)
+        placed.add(ready.name)
+        left.remove(ready)
     return tuple(done)
 
 
