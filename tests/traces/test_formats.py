@@ -56,11 +56,14 @@ def vidur(rows: list[Row], drop: str | None = None) -> str:
 
 
 def mooncake(rows: list[Row], drop: str | None = None) -> str:
-    """Timestamps in ms, as the FAST'25 traces; hash_ids as they hold them (not read)."""
+    """Timestamps in ms, as the FAST'25 traces; hash_ids as they hold them (one per 512 tokens,
+    the first shared)."""
     out = []
-    for t, p, o in rows:
+    for i, (t, p, o) in enumerate(rows):
         ms = t * 1000 if isinstance(t, float | int) and not isinstance(t, bool) else t
-        obj = {"timestamp": ms, "input_length": p, "output_length": o, "hash_ids": [0, 1, 2]}
+        n = math.ceil(p / 512) if isinstance(p, int | float) and not isinstance(p, bool) else 1
+        ids = [0] + [1000 * (i + 1) + j for j in range(1, max(n, 1))] if n >= 1 else []
+        obj = {"timestamp": ms, "input_length": p, "output_length": o, "hash_ids": ids}
         obj.pop(drop or "", None)
         out.append(json.dumps(obj))
     return "\n".join(out) + "\n"

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from llmqueue.blocks import PromptBlocks
 from llmqueue.errors import InputError
 from llmqueue.limits import MAX_TIME_S, MAX_TOKENS
 
@@ -60,7 +61,8 @@ class TraceRows:
 
     ``frame``: the table as it was read (a pandas DataFrame with every column, in file order),
     for formats that carry more than a trace (a validation run's measured times); None for the
-    others."""
+    others. ``blocks``: the prompts' KV-cache block ids (:class:`~llmqueue.blocks.PromptBlocks`,
+    e.g. Mooncake's ``hash_ids``) for prefix caching; None: the prompts share nothing."""
 
     arrival_s: np.ndarray
     time_of_day_s: np.ndarray
@@ -69,6 +71,7 @@ class TraceRows:
     finish_s: np.ndarray | None = None
     source: str = "trace"
     frame: Any = field(default=None, repr=False, compare=False)
+    blocks: PromptBlocks | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         cols = [self.arrival_s, self.time_of_day_s, self.prompt_tokens, self.output_tokens]
@@ -98,6 +101,8 @@ class TraceRows:
         object.__setattr__(self, "output_tokens", arr[3])
         if self.finish_s is not None:
             object.__setattr__(self, "finish_s", arr[4])
+        if self.blocks is not None:
+            self.blocks.check_prompts(arr[2])
 
     @property
     def n(self) -> int:
@@ -108,6 +113,7 @@ class TraceRows:
         s = slice(lo, hi)
         fin = None if self.finish_s is None else self.finish_s[s]
         frame = None if self.frame is None else self.frame.iloc[s]
+        blocks = None if self.blocks is None else self.blocks.take(*s.indices(self.n)[:2])
         return TraceRows(
             self.arrival_s[s],
             self.time_of_day_s[s],
@@ -116,6 +122,7 @@ class TraceRows:
             fin,
             self.source,
             frame,
+            blocks,
         )
 
     def fingerprint(self) -> str:

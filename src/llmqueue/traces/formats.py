@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from llmqueue.blocks import blocks_from_lists
 from llmqueue.errors import InputError
 from llmqueue.io import atomic_path
 from llmqueue.limits import MAX_TIME_S, MAX_TOKENS
@@ -285,9 +286,12 @@ def _read_burstgpt(path: str | os.PathLike[str], columns: TraceColumns, where: s
 
 
 # Mooncake's traces (Qin et al., FAST'25; github.com/kvcache-ai/Mooncake, FAST25-release/traces,
-# repository under Apache-2.0): the keys of each line this reader needs. Each line also holds
-# hash_ids (the remapped hashes of the prompt's KV-cache blocks), which is not read.
+# repository under Apache-2.0; a copy with its licence in data/traces/mooncake-fast25/): the keys
+# of each line this reader needs, and the optional key of the prompt's KV-cache block ids (the
+# remapped hashes of its blocks of MOONCAKE_BLOCK_TOKENS tokens).
 MOONCAKE_KEYS = ("timestamp", "input_length", "output_length")
+MOONCAKE_IDS = "hash_ids"
+MOONCAKE_BLOCK_TOKENS = 512
 
 
 def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: str) -> TraceRows:
@@ -297,10 +301,14 @@ def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: s
     equal): a line earlier than the one before it is refused, naming both lines. Arrival: s from
     the first request (timestamp / 1000); time of day: arrival modulo a day (the traces carry no
     clock time). Timestamps in [0, 1000 MAX_TIME_S] ms, token counts in [0, MAX_TOKENS].
+    ``hash_ids`` (optional per line; a line without it shares nothing), a list of non-negative
+    integers over blocks of 512 tokens, at most ceil(input_length / 512) of them, are the rows'
+    ``blocks`` (:class:`~llmqueue.blocks.PromptBlocks`; None when no line has any).
     `columns` is not read: Mooncake's keys are fixed."""
     p = existing_file(path, where)
     f = str(path)
     fields: dict[str, list[Any]] = {k: [] for k in MOONCAKE_KEYS}
+    ids: list[Any] = []
     lines: list[int] = []
     form = f"one JSON object per line with keys {list(MOONCAKE_KEYS)}"
     try:
@@ -324,6 +332,7 @@ def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: s
                     )
                 for k in MOONCAKE_KEYS:
                     fields[k].append(obj[k])
+                ids.append(obj.get(MOONCAKE_IDS, []))
                 lines.append(lineno)
     except UnicodeDecodeError:
         raise InputError(f"{where}: {f} is not UTF-8 text; allowed: {form}") from None
@@ -344,8 +353,20 @@ def _read_mooncake(path: str | os.PathLike[str], columns: TraceColumns, where: s
     output = values("output_length", MAX_TOKENS, "tokens")
     _in_order(t, f, where, label, "timestamp", "ms")
     arrival = (t - t[0]) / 1e3
+    blocks = None
+    if any(x != [] for x in ids):
+        blocks = blocks_from_lists(
+            ids, MOONCAKE_BLOCK_TOKENS, where=f"{where}: key {MOONCAKE_IDS!r} of {f}", label=label
+        )
+        blocks.check_prompts(prompt, label)
     return TraceRows(
-        arrival, np.mod(arrival, DAY_S), prompt, output, None, source=f"{where} {p.name} (mooncake)"
+        arrival,
+        np.mod(arrival, DAY_S),
+        prompt,
+        output,
+        None,
+        source=f"{where} {p.name} (mooncake)",
+        blocks=blocks,
     )
 
 
