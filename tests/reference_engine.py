@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from reference_pool import RefPool
 
 from llmqueue.policy import queue_order, router
 
@@ -63,6 +64,7 @@ class Req:
     held: float = 0.0
     decoding: bool = False
     front: bool = False
+    table: list[int] = field(default_factory=list)  # prefix caching: its KV blocks, in order
     # the queue's view of it: its place among equal keys and the time it entered (its arrival,
     # or its return to the queue), the run time it has left (s)
     seq: float = -1.0
@@ -100,6 +102,7 @@ class RefPolicy:
     )
     kv_extra: float = 0.0  # on_demand: KV a sequence holds beyond vLLM's count (Dong's: 1)
     preempt_limit: float = math.inf  # preemptive continuous: made this share of its size, stays
+    prefix_caching: bool = False  # a block pool per server (RefPool); needs on_demand, kv_tokens
 
     def __post_init__(self) -> None:
         if self.kind not in REF_FORMERS:
@@ -426,6 +429,7 @@ def run_continuous(
     c: tuple[float, float, float] | Callable[[int, float, float], float],
     router: RefRouter | None = None,
     start_at: float = -math.inf,
+    blocks: list[list[int]] | None = None,
 ) -> list[Req]:
     """Continuous batching, one iteration at a time (`start_at`: no server starts before that
     time, so the requests that arrived before it meet the first iteration together, as at a
@@ -438,7 +442,16 @@ def run_continuous(
     (a shaped law). Chunked prefill off: admission stops at the first prompt that does not fit
     what is left of the iteration's budget whole. The batch queue: nothing is admitted at a
     boundary where a request still runs. Admission ``per_chunk``: Hugging Face transformers'
-    FIFO scheduler as llmqueue.sim.engine's docstring states it (boundary_per_chunk)."""
+    FIFO scheduler as llmqueue.sim.engine's docstring states it (boundary_per_chunk).
+
+    Prefix caching (pol.prefix_caching): each server's KV is a RefPool of kv_tokens / block_size
+    blocks and every running request keeps its full block table (r.table: hits, then blocks
+    allocated at admission, then decode blocks), as vLLM's KVCacheManager does; `blocks[i]`: the
+    dense ids of request i's prompt blocks (each wholly inside its prompt). Decodes take their
+    blocks before any admission; a request hits its longest cached run of leading ids (at most
+    (tokens to prefill - 1) // block_size), is admitted if its other blocks plus its hit blocks
+    that are free fit the free blocks, and its full id'ed blocks are cached when the chunk
+    computing them is scheduled; a finish or preemption releases its table, last block first."""
     step = c if callable(c) else (lambda d, p, x: c[0] + c[1] * (d + p) + c[2] * x)
     nsrv = pol.servers
     t_next = [math.inf] * nsrv
@@ -448,6 +461,30 @@ def run_continuous(
     on_demand = pol.admission == "on_demand"
 
     bs = pol.block_size
+    pc = pol.prefix_caching
+    pools = [RefPool(int(pol.kv_tokens) // bs) for _ in range(nsrv)] if pc else []
+    cap_blocks = int(pol.kv_tokens) // bs if pc else 0
+
+    def ids_of(r: Req) -> list[int]:
+        return blocks[r.i] if blocks is not None and r.i < len(blocks) else []
+
+    def pool_used(s: int) -> float:
+        return float(bs * (cap_blocks - len(pools[s].free)))
+
+    def drop(s: int, r: Req) -> None:
+        """r lets its KV go (a finish or a preemption)."""
+        if pc:
+            pools[s].release(r.table)
+            r.table = []
+            used[s] = pool_used(s)
+        else:
+            used[s] -= _slots(r.held, bs)
+
+    def cache_upto(r: Req, s: int, tokens: float) -> None:
+        """r's full id'ed blocks within its first `tokens` tokens become cached copies."""
+        ids = ids_of(r)
+        for j in range(min(len(ids), int(tokens) // bs)):
+            pools[s].register(r.table[j], ids[j])
 
     def admission_kv(r: Req) -> float:
         """KV r takes when admitted: its prompt (and recomputed output, and Dong's extra
@@ -477,7 +514,7 @@ def run_continuous(
         for r in running[s]:
             if r.g >= r.output:
                 r.finish = t
-                used[s] -= _slots(r.held, bs)
+                drop(s, r)
                 paused[s] = False
             else:
                 keep.append(r)
@@ -600,7 +637,7 @@ def run_continuous(
                 v = running[s].pop()
                 if v.decoding:
                     need -= grow(v)
-                used[s] -= _slots(v.held, bs)
+                drop(s, v)
                 v.held, v.decoding, v.prefilled = 0.0, False, 0.0
                 v.peff = v.prompt + v.g
                 v.front = True
@@ -630,6 +667,12 @@ def run_continuous(
                 v.held, v.decoding, v.prefilled = 0.0, False, 0.0
                 v.peff = v.prompt + v.g
                 q.reqs.append(v)
+        if pc:  # the decodes take their blocks first, in running order
+            for r in running[s]:
+                if r.decoding and grow(r) > 0:
+                    r.table += pools[s].allocate(1)
+            used[s] = pool_used(s)
+            need = 0.0
         # 3. prefill chunks of those prefilling, then admissions
         dec = [r for r in running[s] if r.decoding]
         budget = pol.max_batched_tokens - len(dec)
@@ -640,25 +683,42 @@ def run_continuous(
                 qn = min(qn, max(budget, 0.0))
                 chunks[r.i] = qn
                 budget -= qn
+                if pc:
+                    cache_upto(r, s, r.prefilled + qn)
         if not preempted and not (pol.batch_queue and running[s]):
             while len(running[s]) < pol.bmax and budget > 0:
                 r = q.pick(pol, t)
                 if r is None:
                     break
                 need_kv = admission_kv(r)
-                if used[s] + need + _slots(need_kv, bs) > pol.kv_tokens:
+                hit = 0.0
+                if pc:
+                    ids = ids_of(r)
+                    nb = math.ceil(need_kv / bs)
+                    k = pools[s].cached_run(ids, int(r.peff - 1) // bs)
+                    ev = pools[s].evictable(ids[:k])
+                    if used[s] + bs * (nb - k + ev) > pol.kv_tokens:
+                        break
+                    hit = float(bs * k)
+                elif used[s] + need + _slots(need_kv, bs) > pol.kv_tokens:
                     break
-                if not pol.chunked_prefill and r.peff > budget:
+                if not pol.chunked_prefill and r.peff - hit > budget:
                     break
                 q.take(r)
                 running[s].append(r)
-                used[s] += _slots(need_kv, bs)
-                r.held, r.prefilled, r.decoding, r.server = need_kv, 0.0, False, s
+                if pc:
+                    r.table = pools[s].touch(ids[:k]) + pools[s].allocate(nb - k)
+                    used[s] = pool_used(s)
+                else:
+                    used[s] += _slots(need_kv, bs)
+                r.held, r.prefilled, r.decoding, r.server = need_kv, hit, False, s
                 if math.isnan(r.start):
                     r.start = t
-                qn = min(r.peff, budget)
+                qn = min(r.peff - hit, budget)
                 chunks[r.i] = qn
                 budget -= qn
+                if pc:
+                    cache_upto(r, s, hit + qn)
         if not running[s]:
             t_next[s] = math.inf
             return
@@ -674,7 +734,8 @@ def run_continuous(
         for r in dec:
             r.g += 1
             if on_demand:
-                used[s] += grow(r)
+                if not pc:  # with prefix caching the block was taken before the admissions
+                    used[s] += grow(r)
                 r.held += 1
         for r in running[s]:
             if not r.decoding and r.i in chunks:

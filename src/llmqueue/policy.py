@@ -31,7 +31,10 @@ servers; the simulators (:mod:`llmqueue.sim`) and the exact chains
   :class:`llmqueue.engines.admission.BatchQueueMixin`); ``kv_accounting`` (on-demand
   admission): ``vllm`` (a sequence making output token j holds l + j - 1 KV tokens, vLLM's
   count) or ``dong`` (l + j: Dong and Cao, arXiv 2604.11001; one more token per running
-  sequence, from its admission on);
+  sequence, from its admission on); ``prefix_caching`` (admission on_demand, a KV budget, a
+  non-preemptive order): vLLM's automatic prefix caching, each server's KV a block pool that
+  keeps the prompt blocks of finished requests and shares them with later requests that carry
+  the same leading block ids (:mod:`llmqueue.sim.prefix`);
 - ``multibin``: Multi-Bin Batching (Guldogan et al., arXiv 2412.04504): requests go to one of
   ``bins`` bins by their *predicted* output length (edges ``bin_edges``, tokens; None = the
   equal-probability quantiles of the predicted length law, set by the engine), each bin forms
@@ -387,6 +390,7 @@ class Policy:
     router_d: int = 2
     preempt_limit: float | None = None
     kv_accounting: str = "vllm"
+    prefix_caching: bool = False
 
     def __post_init__(self) -> None:
         """The checks, by concern: the replicas and router, the former's size, the queue order
@@ -516,6 +520,26 @@ class Policy:
         if self.max_batched_tokens is not None and not _posint(self.max_batched_tokens):
             raise InputError(
                 f"max_batched_tokens must be an integer >= 1, got {self.max_batched_tokens!r}"
+            )
+        self._prefix_caching()
+
+    def _prefix_caching(self) -> None:
+        """``prefix_caching``: vLLM's, so continuous batching with on-demand KV in a finite
+        block pool, under an order that does not evict for a waiting request."""
+        pc = self.prefix_caching
+        if not isinstance(pc, bool):
+            raise InputError(f"prefix_caching must be true or false, got {pc!r}")
+        if not pc:
+            return
+        if self.kind != "continuous" or self.admission != "on_demand":
+            raise InputError(
+                "prefix_caching is vLLM's: it needs continuous batching with admission on_demand"
+            )
+        if self.kv_tokens is None:
+            raise InputError("prefix_caching needs kv_tokens (the block pool's size), got none")
+        if queue_order(self.order).preemptive:
+            raise InputError(
+                f"prefix_caching takes a non-preemptive order (fcfs, sjf, spjf), got {self.order}"
             )
 
     def _ssjf_options(self) -> None:
@@ -680,6 +704,8 @@ class Policy:
                 out += f" margin={self.kv_margin:g}"
             if self.kv_accounting != KV_ACCOUNTINGS[0]:
                 out += f" kv-count={self.kv_accounting}"
+            if self.prefix_caching:
+                out += " prefix-cache"
         else:
             cap = "inf" if self.bmax is None else str(self.bmax)
             out = f"{self.kind} b_max={cap}"

@@ -66,7 +66,7 @@ def parse_policy(spec: str) -> Policy:
                 raise InputError(f"policy {spec!r}: bin_edges={val!r}: E1/E2/... tokens") from None
         elif key in ("order", "admission", "router", "kv_accounting"):
             kw[key] = val
-        elif key in ("chunked_prefill", "batch_queue"):
+        elif key in ("chunked_prefill", "batch_queue", "prefix_caching"):
             if val.lower() not in ("true", "false", "1", "0"):
                 raise InputError(f"policy {spec!r}: {key}={val!r}: true or false")
             kw[key] = val.lower() in ("true", "1")
@@ -74,7 +74,7 @@ def parse_policy(spec: str) -> Policy:
             raise InputError(
                 f"policy {spec!r}: unknown key {key!r}; keys: max_batch (bmax), K, order, guard_s, "
                 "guard_factor, servers, replicas, router, d, kv_tokens, admission, max_batched_tokens, block_size, "
-                "chunked_prefill, batch_queue, kv_margin, bins, "
+                "chunked_prefill, batch_queue, kv_margin, prefix_caching, bins, "
                 "bin_edges, flush_s, batch_timeout_s, preempt_limit, kv_accounting"
             )
     return Policy(kind, **kw)  # type: ignore[arg-type]
@@ -107,6 +107,8 @@ def policy_spec(p: Policy) -> str:
             parts.append(f"kv_margin={p.kv_margin:g}")
         if p.kv_accounting != KV_ACCOUNTINGS[0]:
             parts.append(f"kv_accounting={p.kv_accounting}")
+        if p.prefix_caching:
+            parts.append("prefix_caching=true")
     if p.order != DEFAULT_ORDER:
         parts.append(f"order={p.order}")
     if p.batch_timeout_s is not None:

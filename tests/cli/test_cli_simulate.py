@@ -347,3 +347,76 @@ def test_dongs_kv_accounting_and_the_staircase_on_the_command_line(
     ]
     assert simulate(capsys, *stairs, "--rate", "0.5")["unstable"] is False
     assert "--step" in fails(capsys, *stairs[:-4], "--rate", "0.5", "--step", "staircase:c0=1")
+
+
+MOONCAKE_CONV = "data/traces/mooncake-fast25/conversation_trace.jsonl"
+PREFIX = ("--trace", MOONCAKE_CONV, "--trace-format", "mooncake", "--replay", "--rate", "0.3",
+          "--batching", "continuous", "--max-batch", "32", "--admission", "on_demand",
+          "--block-size", "16", "--max-batched-tokens", "4096",
+          "--step", "c0=0.01,c_tok=0.00002,c_ctx=0", "--requests", "4000", "--warmup", "400")  # fmt: skip
+
+
+def test_prefix_caching_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--prefix-caching on Mooncake's conversation trace: some prompt tokens are found cached,
+    a larger pool finds at least as many, and the saved prefill shortens the time to first token
+    (same arrivals, same pool)."""
+    small = simulate(capsys, *PREFIX, "--kv-tokens", "400000", "--prefix-caching")
+    large = simulate(capsys, *PREFIX, "--kv-tokens", "4000000", "--prefix-caching")
+    off = simulate(capsys, *PREFIX, "--kv-tokens", "4000000")
+    assert 0.0 < small["prefix_hit_share"] <= large["prefix_hit_share"] < 1.0
+    assert "prefix_hit_share" not in off
+    assert large["ttft"]["mean"] < off["ttft"]["mean"]
+
+
+@pytest.mark.parametrize(
+    ("change", "word"),
+    [
+        ({"--admission": "reserve"}, "--admission on_demand"),
+        ({"--kv-tokens": None}, "--kv-tokens"),
+        ({"--order": "srpt"}, "non-preemptive --order"),
+        ({"--replay": None}, "--replay"),
+        (
+            {
+                "--batching": "dynamic",
+                "--step": None,
+                "--admission": None,
+                "--block-size": None,
+                "--max-batched-tokens": None,
+                "--kv-tokens": None,
+            },
+            "applies to --batching continuous",
+        ),  # fmt: skip
+        ({"--trace-format": "csv"}, "--trace"),
+    ],
+)
+def test_prefix_caching_refuses_bad_flags(
+    capsys: pytest.CaptureFixture[str],
+    change: dict,
+    word: str,  # type: ignore[type-arg]
+) -> None:
+    args = [*PREFIX, "--kv-tokens", "400000", "--prefix-caching"]
+    for flag, val in change.items():
+        if flag in args:
+            i = args.index(flag)
+            has_value = i + 1 < len(args) and not args[i + 1].startswith("--")
+            del args[i : i + (2 if has_value else 1)]
+        if val is not None:
+            args += [flag, val]
+    if "--batching" in change:
+        args += ["--latency", "a=0.02,b0=0.1"]
+    assert word in fails(capsys, *args)
+
+
+def test_prefix_caching_needs_block_ids(capsys: pytest.CaptureFixture[str], trace: Path) -> None:
+    """A trace without block ids shares nothing: refused, naming --trace."""
+    err = fails(
+        capsys, "--trace", str(trace), "--timestamp-column", "ts", "--prompt-column", "in_tok",
+        "--output-column", "out_tok", "--replay", "--batching", "continuous", "--admission",
+        "on_demand", "--kv-tokens", "100000", "--step", "c0=0.01,c_tok=0.00002,c_ctx=0",
+        "--prefix-caching", "--requests", "400", "--warmup", "0",
+    )  # fmt: skip
+    assert "no prompt block ids" in err and "--trace" in err
+    assert "--load and --max-rate" in fails(
+        capsys, *[a for a in PREFIX if a not in ("--rate", "0.3")], "--load", "0.5",
+        "--kv-tokens", "400000", "--prefix-caching",
+    )  # fmt: skip

@@ -179,7 +179,7 @@ def _replay(args: argparse.Namespace, kw: dict[str, Any]) -> Workload:
         "--trace",
         lambda: ReplayWorkload(
             rows.arrival_s, rows.prompt_tokens, rows.output_tokens, 1.0, source=source,
-            time_of_day_s=rows.time_of_day_s, **kw,
+            time_of_day_s=rows.time_of_day_s, blocks=rows.blocks, **kw,
         ),
     )  # fmt: skip
     if args.rate is not None:

@@ -146,6 +146,7 @@ def _check_flags(args: argparse.Namespace) -> None:
         "kv_margin": "continuous",
         "batch_queue": "continuous",
         "no_chunked_prefill": "continuous",
+        "prefix_caching": "continuous",
         "bins": "multibin",
         "bin_edges": "multibin",
         "flush": "multibin",
@@ -178,11 +179,36 @@ def _check_flags(args: argparse.Namespace) -> None:
         and args.guard is None
     ):
         raise InputError("--guard-factor is the guard's second trigger: give --guard S too")
+    if args.prefix_caching:
+        _check_prefix_flags(args)
     if args.max_batch is not None and args.batching not in (
         "dynamic", "elastic", "continuous", "rebatch",
     ):  # fmt: skip
         raise InputError(
             "--max-batch applies to --batching dynamic, elastic, continuous or rebatch"
+        )
+
+
+def _check_prefix_flags(args: argparse.Namespace) -> None:
+    """--prefix-caching is vLLM's automatic prefix caching: on-demand KV in a finite pool, a
+    non-preemptive order, and a trace replayed in order whose rows carry prompt block ids."""
+    if args.admission != "on_demand":
+        raise InputError("--prefix-caching is vLLM's: it needs --admission on_demand")
+    if args.kv_tokens is None:
+        raise InputError("--prefix-caching needs --kv-tokens N|auto (the block pool's size)")
+    if queue_order(args.order).preemptive:
+        raise InputError(
+            f"--prefix-caching takes a non-preemptive --order (fcfs, sjf, spjf), got {args.order}"
+        )
+    if args.trace is None or not args.replay:
+        raise InputError(
+            "--prefix-caching needs --trace PATH --replay (requests in the trace's order, each "
+            "with its prompt's block ids, e.g. --trace-format mooncake's hash_ids)"
+        )
+    if args.load is not None or args.max_rate:
+        raise InputError(
+            "--prefix-caching: --load and --max-rate measure a saturated queue of rows drawn at "
+            "random, whose prompts share nothing; give --rate (or the trace's own) with --replay"
         )
 
 
@@ -248,6 +274,8 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
         )
         if args.batch_queue:
             kw["batch_queue"] = True
+        if args.prefix_caching:
+            kw["prefix_caching"] = True
         if args.no_chunked_prefill:
             if args.max_batched_tokens is None:
                 raise InputError("--no-chunked-prefill needs --max-batched-tokens (the budget)")
@@ -297,6 +325,11 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     needed = predictions_needed(orders=[args.order], formers=[args.batching], routers=[args.router])
     predictor = inputs.predictor_from(args, needed)
     workload = inputs.workload_from(args, predictor)
+    if args.prefix_caching and getattr(workload, "blocks", None) is None:
+        raise InputError(
+            f"--prefix-caching: --trace {args.trace} has no prompt block ids (the mooncake "
+            "format's hash_ids); without them nothing is shared"
+        )
     latency, fit = inputs.latency_from(args, args.batching)
     policy = _policy(args, inputs.kv_tokens_from(args.kv_tokens, args.kv_memory_fraction, fit))
     _check_fits(workload, policy)
@@ -531,6 +564,15 @@ def register(subparsers: Any) -> None:
         default=None,
         help="continuous, with --max-batched-tokens: admit a prompt only when it fits the "
         "iteration's remaining token budget whole (vLLM's enable_chunked_prefill=False)",
+    )
+    g.add_argument(
+        "--prefix-caching",
+        action="store_true",
+        default=None,
+        help="continuous, --admission on_demand, --kv-tokens: vLLM's automatic prefix caching "
+        "(each server's KV a block pool that keeps finished prompts' blocks for later requests "
+        "with the same leading block ids); needs --trace PATH --replay with block ids "
+        "(--trace-format mooncake)",
     )
     g.add_argument(
         "--block-size",

@@ -59,6 +59,7 @@ from numba import njit
 
 from llmqueue.policy import KV_ACCOUNTINGS
 from llmqueue.sim import fields as F
+from llmqueue.sim import prefix as PC
 from llmqueue.sim import queue as Q
 from llmqueue.sim import router as R
 from llmqueue.sim import state as S
@@ -81,6 +82,7 @@ from llmqueue.sim.seats import (
     P_ONDEMAND,
     P_ORDER,
     P_PLIM,
+    P_PREFIX,
     P_WARMUP,
     P_WHOLE,
     V_CTX,
@@ -182,11 +184,13 @@ def _largest_key(pool, srv, dheap, pref, s, order, steps, limit):  # type: ignor
 
 @njit(cache=True, nogil=True, inline="always")
 def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
-    s, t, next_a, state, queue, servers, cst, recorder,
+    s, t, next_a, state, queue, servers, cst, recorder, cache,
 ):  # fmt: skip
     """Server s at an iteration boundary at time t: the pending decode-only run, completions,
     preemption, admission, then the next iteration (or a closed-form run of decode-only
-    iterations, applied when it ends). Returns whether the queue changed."""
+    iterations, applied when it ends). Returns whether the queue changed. With prefix caching
+    (``P_PREFIX``) the KV budget is server s's block pool in `cache` (:mod:`llmqueue.sim.prefix`:
+    ``V_KVU`` counts the distinct blocks in use)."""
     sti, stf, _qsamp = state
     pool, ring, heap, free, qi = queue
     srv, dheap, adm, pref, qbuf, phase, sbuf, prm = servers
@@ -203,11 +207,14 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     nbat = np.int64(prm[P_NBAT])
     bs = prm[P_BLOCK]
     preemptive = order == Q.PSJF or order == Q.SRPT or order == Q.PSPJF or order == Q.SPRPT
+    pc = prm[P_PREFIX] == 1.0
     apply_jump(s, sti, stf, srv, phase, on_demand, bs, cst)
     stf[S.S_EVENTS] += 1.0
     changed = False
     window = S.in_window(sti, stf, t)
     steps = srv[s, V_STEPS]
+    if pc:  # the decode blocks of the iterations since the last boundary, in order
+        PC.settle(cache, s, np.int64(srv[s, V_KVU] / bs))
     # 1. completions
     while srv[s, V_DHN] > 0:
         sl = dheap[s, 0]
@@ -219,7 +226,12 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             srv[s, V_DEC] -= 1.0
             srv[s, V_CTX] -= pool[sl, F.F_PROMPT] + n
             phase[s, phase_of(pool[sl, F.F_HBASE], bs)] -= 1
-        srv[s, V_KVU] -= slots(held(pool, srv, s, sl, on_demand), bs)
+        h = slots(held(pool, srv, s, sl, on_demand), bs)
+        if pc:
+            fr = PC.release(cache, pool, s, sl, np.int64(pool[sl, F.F_ID]), np.int64(h / bs))
+            srv[s, V_KVU] -= bs * fr
+        else:
+            srv[s, V_KVU] -= h
         srv[s, V_RUN] -= 1.0
         srv[s, V_WORK] -= R.work_tokens(pool[sl, F.F_PROMPT], pool[sl, F.F_PRED])
         srv[s, V_PAUSE] = 0.0  # a finish lets the per-chunk scheduler admit again
@@ -264,6 +276,11 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
             while srv[s, V_KVU] + need > kv_tokens and srv[s, V_RUN] > 0:
                 sl = adm_top(pool, srv, adm, s)
+                if pc:
+                    h = slots(held(pool, srv, s, sl, True), bs)
+                    rid = np.int64(pool[sl, F.F_ID])
+                    fr = PC.release(cache, pool, s, sl, rid, np.int64(h / bs))
+                    srv[s, V_KVU] += h - bs * fr  # unseat frees h: the pool freed fr blocks
                 unseat(pool, srv, dheap, pref, qbuf, phase, s, sl, steps, bs, True)
                 need = srv[s, V_DEC] if bs == 1.0 else bs * phase[s, full]
                 Q.push_front(pool, ring, heap, qi, sl, order, guard)
@@ -295,6 +312,8 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 changed = True
                 if window:
                     sti[S.I_PREEMPT] += 1
+        if pc:  # this iteration's decodes take their blocks before any admission (vLLM)
+            PC.settle(cache, s, np.int64((srv[s, V_KVU] + need) / bs))
         # 3. prefill chunks of the requests already prefilling, then admissions
         dec = srv[s, V_DEC]
         budget = max_tok - dec
@@ -311,6 +330,8 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             budget -= q
             pre += q
             pctx += done + q
+            if pc:
+                PC.register_upto(cache, pool, s, sl, np.int64(pool[sl, F.F_ID]), done + q, bs)
         # the batch queue admits only when nothing runs (then up to max_batch at once)
         if not preempted and (prm[P_BATCHQ] == 0.0 or srv[s, V_RUN] == 0.0):
             while srv[s, V_RUN] < max_batch and npf < pref.shape[1] and budget > 0.0:
@@ -318,24 +339,46 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
                 if sl < 0:
                     break
                 need_kv = _admission_kv(pool, sl, on_demand, prm[P_KVX])
+                rid = np.int64(pool[sl, F.F_ID])
+                hit = 0.0
+                k = 0
+                nb = 0
+                if pc:
+                    # its hit blocks, and its others from the free queue, with the hit blocks
+                    # that sit there counted as taken (vLLM's check)
+                    k, ev = PC.lookup(cache, s, rid, pool[sl, F.F_PEFF], bs)
+                    nb = np.int64(slots(need_kv, bs) / bs)
+                    if srv[s, V_KVU] + need + bs * (nb - k + ev) > kv_tokens:
+                        break
+                    hit = bs * k
                 # the decodes of this iteration take their KV first (as vLLM's running requests do)
-                if srv[s, V_KVU] + need + slots(need_kv, bs) > kv_tokens:
+                elif srv[s, V_KVU] + need + slots(need_kv, bs) > kv_tokens:
                     break
                 # chunked prefill off: the whole prompt must fit this iteration's budget
-                if prm[P_WHOLE] == 1.0 and pool[sl, F.F_PEFF] > budget:
+                if prm[P_WHOLE] == 1.0 and pool[sl, F.F_PEFF] - hit > budget:
                     break
                 Q.remove(pool, ring, heap, qi, sl, order)
                 changed = True
-                admit(pool, srv, adm, stf, s, sl, t, need_kv, slots(need_kv, bs))
+                if pc:
+                    if window and pool[sl, F.F_START] < 0.0:
+                        stf[S.S_HITTOK] += hit
+                        stf[S.S_PTOK] += pool[sl, F.F_PROMPT]
+                    got = PC.take(cache, pool, s, sl, rid, k, nb)
+                    admit(pool, srv, adm, stf, s, sl, t, need_kv, bs * got)
+                    pool[sl, F.F_PREFILLED] = hit  # the hit tokens are context, not work
+                else:
+                    admit(pool, srv, adm, stf, s, sl, t, need_kv, slots(need_kv, bs))
                 pref[s, npf] = sl
-                q = pool[sl, F.F_PEFF]
+                q = pool[sl, F.F_PEFF] - hit
                 if q > budget:
                     q = budget
+                if pc:
+                    PC.register_upto(cache, pool, s, sl, rid, hit + q, bs)
                 qbuf[npf] = q
                 npf += 1
                 budget -= q
                 pre += q
-                pctx += q
+                pctx += hit + q
             srv[s, V_NPREF] = npf
     if srv[s, V_RUN] == 0.0:
         srv[s, V_TNEXT] = np.inf
@@ -409,7 +452,7 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
 
 @kernel
 def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    chunk, final, state, queue, servers, cst, recorder, id_cap,
+    chunk, final, state, queue, servers, cst, recorder, id_cap, cache,
 ):  # fmt: skip
     """Continuous batching over one chunk of arrivals; returns a code (state.NEED_MORE, DONE,
     GROW, CAP). Events in time order; an arrival before a boundary at the same time goes first.
@@ -464,7 +507,7 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
             t_ev = tb
             na = a
         # one call site: _iteration is inlined once (compile time), for both kinds of event
-        ch = _iteration(s, t_ev, na, state, queue, servers, cst, recorder)
+        ch = _iteration(s, t_ev, na, state, queue, servers, cst, recorder, cache)
         if ch:
             interrupt(s, t_ev, srv, cut_below, cst)
 
@@ -491,7 +534,7 @@ def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst):  # type: ign
 
 @kernel
 def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
-    chunk, final, state, queues, servers, cst, router, recorder, id_cap,
+    chunk, final, state, queues, servers, cst, router, recorder, id_cap, cache,
 ):  # fmt: skip
     """Continuous batching on replicas with a queue each, behind router `rcode` (module
     docstring); returns a code as :func:`run_continuous` (GROW: every queue is doubled). A replica's
@@ -550,7 +593,7 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
             t_ev = tb
         # a replica's decode-only runs are not cut at every arrival, only at its own (cut)
         replica = (pools[s], rings[s], heaps[s], frees[s], qis[s])
-        _iteration(s, t_ev, np.inf, state, replica, servers, cst, recorder)
+        _iteration(s, t_ev, np.inf, state, replica, servers, cst, recorder, cache)
 
 
 NO_CAP_RUN = 1 << 30  # max_batch of a policy without one
@@ -595,7 +638,23 @@ class ContinuousFormer(S.Former):
             float(policy.kv_margin),
             float(KV_ACCOUNTINGS.index(policy.kv_accounting)),
             math.inf if policy.preempt_limit is None else float(policy.preempt_limit),
+            policy.prefix_caching,
         )
+        self.cache = self._cache(setup) if policy.prefix_caching else PC.no_cache(self.c)
+
+    def _cache(self, setup: S.Setup) -> tuple[np.ndarray, ...]:
+        """The servers' block pools (kv_tokens / block_size blocks each) and the requests'
+        dense ids over the engine's blocks, by request id (the workload's rows in order; a
+        workload without block ids shares nothing)."""
+        policy = setup.policy
+        bs = self.block
+        capacity = int(policy.kv_tokens) // bs
+        blocks = getattr(setup.workload, "blocks", None)
+        if blocks is None:
+            return PC.new_cache(self.c, capacity, np.zeros(1, np.int64), np.zeros(0, np.int64), 1)
+        prompt = np.maximum(0.0, np.floor(np.asarray(setup.workload.prompt_tokens) + 0.5))
+        dense, n_ids = blocks.on_blocks_of(bs, prompt).dense()
+        return PC.new_cache(self.c, capacity, dense.offsets, dense.ids, n_ids)
 
     def _queue_cap(self, run: S.Run) -> int:
         return self.queues.cap if self.queues is not None else run.queue_cap
@@ -612,12 +671,12 @@ class ContinuousFormer(S.Former):
         if qs is None or rt is None:
             code = run_continuous(
                 tuple(chunk), final, run.state, run.queue, servers, self.step_law, run.recorder,
-                run.id_cap,
+                run.id_cap, self.cache,
             )  # fmt: skip
         else:
             code = run_continuous_routed(
                 tuple(chunk), final, run.state, qs.arrays, servers, self.step_law, rt.arrays,
-                run.recorder, run.id_cap,
+                run.recorder, run.id_cap, self.cache,
             )  # fmt: skip
         if code == S.GROW:
             if qs is not None:

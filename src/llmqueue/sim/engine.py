@@ -58,6 +58,12 @@ chunks of (offset + chunk). Between events (an arrival the server could admit, a
 running out, a request turning overdue under the guard) the engine jumps over whole runs of
 decode-only iterations in closed form instead of looping token by token. A request whose prompt
 + output exceeds ``kv_tokens`` can never fit: it is rejected at arrival and counted.
+With ``prefix_caching`` (``on_demand``, a finite ``kv_tokens``, a non-preemptive order) each
+server's budget is a block pool with vLLM's automatic prefix caching
+(:mod:`llmqueue.sim.prefix`): a request with prompt block ids (the workload's ``blocks``)
+hits the longest cached run of its leading ids, prefills only the rest (the hit tokens count as
+context) and needs blocks for the rest only; finished prompts' blocks stay cached until an
+allocation evicts them.
 
 Measured requests: ids ``warmup .. warmup + requests - 1`` in arrival order. The run goes on
 (arrivals continue) until every measured request has finished; the throughput counts every
@@ -309,6 +315,11 @@ def _result(
         mean_batch=float(stf[S.S_SUMB]) / n_batches if n_batches > 0 else math.nan,
         mean_batch_time=float(stf[S.S_SUMD]) / n_batches if n_batches > 0 else math.nan,
         kv_utilisation=kv_util,
+        prefix_hit_share=(
+            float(stf[S.S_HITTOK]) / float(stf[S.S_PTOK])
+            if policy.prefix_caching and stf[S.S_PTOK] > 0
+            else math.nan
+        ),
         preemptions=int(sti[S.I_PREEMPT]),
         rejected=int(sti[S.I_REJECT]),
         max_queue=int(sti[S.I_MAXQ]),

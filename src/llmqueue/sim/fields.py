@@ -28,4 +28,8 @@ F_TARGET = 16  # decoding: the server's decode-step count at which it has all it
 F_HBASE = 17  # decoding, on-demand KV: tokens held = server's decode steps + F_HBASE
 F_HPOS = 18  # its position in the heap that holds it (the queue's or its server's)
 F_ADMSEQ = 19  # admission sequence number (tells a live admission-stack entry from a stale one)
-NF = 20
+F_HITS = 20  # prefix caching: blocks its admission hit (its first cached copies of its ids)
+F_CHAIN = 21  # prefix caching: first block it allocated for an id (-1: none), chained by link
+F_REG = 22  # prefix caching: its leading id'ed blocks cached so far (hits included)
+F_REGB = 23  # prefix caching: its block that is cached next (-1: none)
+NF = 24

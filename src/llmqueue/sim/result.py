@@ -68,6 +68,8 @@ class SimResult:
     the wait of served users and the lost fraction (then ``wait`` counts a lost user as waiting
     tau, Eq. 9). Throughput: requests (tokens) completed per second while the measured requests
     arrived. mean_batch / mean_batch_time: batches (iterations) started in that window.
+    prefix_hit_share (prefix caching): of the prompt tokens of the requests first admitted in that
+    window, the share found in the cache at admission (NaN without prefix caching).
     """
 
     requests: int
@@ -82,6 +84,7 @@ class SimResult:
     mean_batch: float = math.nan
     mean_batch_time: float = math.nan
     kv_utilisation: float = math.nan
+    prefix_hit_share: float = math.nan
     preemptions: int = 0
     rejected: int = 0
     max_queue: int = 0
@@ -107,7 +110,7 @@ class SimResult:
         ``wait``, ``ttft``, ``jct`` (the response), ``tpot`` and ``served_wait``, each
         {mean, ci95, p50, p90, p95, p99, max} (s) or null where the simulator has none; ``loss``
         {mean, ci95} with patience; ``throughput_per_s``, ``tokens_per_s``, ``mean_batch``,
-        ``mean_batch_time``, ``kv_utilisation``; ``preemptions``, ``rejected``, ``max_queue``;
+        ``mean_batch_time``, ``kv_utilisation`` (and ``prefix_hit_share`` with prefix caching); ``preemptions``, ``rejected``, ``max_queue``;
         ``unstable`` (then every statistic and rate is null: no steady state); ``note``.
         Non-finite numbers are null. `exact` (an :class:`llmqueue.sim.exact.ExactWait`) adds
         ``exact``, ``exact_se`` and ``exact_method`` inside ``wait``."""
@@ -145,6 +148,8 @@ class SimResult:
             "kv_utilisation",
         ):
             out[name] = None if u else _num(getattr(self, name))
+        if not math.isnan(self.prefix_hit_share):
+            out["prefix_hit_share"] = None if u else _num(self.prefix_hit_share)
         for name in ("preemptions", "rejected", "max_queue"):
             out[name] = int(getattr(self, name))
         out["unstable"] = u

@@ -44,6 +44,7 @@ __all__ = [
     "P_KV",
     "P_KVX",
     "P_PLIM",
+    "P_PREFIX",
     "P_ONDEMAND",
     "P_MAXTOK",
     "P_ORDER",
@@ -97,7 +98,8 @@ P_CHUNK = 13  # 1: per-chunk admission (transformers' FIFO scheduler, :func:`~ll
 P_MARGIN = 14  # its safety margin: the free share of the KV under which prompt chunks stop
 P_KVX = 15  # on-demand KV: tokens a sequence holds beyond vLLM's count (kv_accounting dong: 1)
 P_PLIM = 16  # a preemptive order's limit: a request that has made this share of its size stays
-NP = 17
+P_PREFIX = 17  # 1: automatic prefix caching (:mod:`llmqueue.sim.prefix`)
+NP = 18
 
 
 def policy_params(
@@ -105,12 +107,14 @@ def policy_params(
     guard: bool, guard_s: float, warmup: int, n_req: int, nbat: int, block_size: int = 1,
     chunked_prefill: bool = True, batch_queue: bool = False, per_chunk: bool = False,
     kv_margin: float = 0.0, kv_extra: float = 0.0, preempt_limit: float = np.inf,
+    prefix_caching: bool = False,
 ) -> np.ndarray:  # fmt: skip
     """The P_* array of :func:`run_continuous` (`per_chunk` implies on-demand KV growth)."""
     return np.array(
         [max_batch, kv_tokens, float(on_demand or per_chunk), max_tok, order, float(guard),
          guard_s, warmup, n_req, nbat, block_size, float(not chunked_prefill),
-         float(batch_queue), float(per_chunk), kv_margin, kv_extra, preempt_limit],
+         float(batch_queue), float(per_chunk), kv_margin, kv_extra, preempt_limit,
+         float(prefix_caching)],
         dtype=float,
     )  # fmt: skip
 

@@ -48,7 +48,9 @@ S_TOK = 6  # output tokens completed in the window
 S_KVINT = 7  # integral of KV used over busy time (continuous)
 S_ADMSEQ = 8  # admissions so far (continuous)
 S_EVENTS = 9  # iteration boundaries processed (continuous; a measure of the engine's work)
-NS = 10
+S_HITTOK = 10  # prefix caching: prompt tokens first admissions in the window found cached
+S_PTOK = 11  # prefix caching: prompt tokens of those first admissions
+NS = 12
 
 # kernel return codes
 NEED_MORE, DONE, GROW, BUF, CAP = 0, 1, 2, 3, 4

@@ -36,6 +36,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from llmqueue.blocks import PromptBlocks
 from llmqueue.errors import InputError
 from llmqueue.limits import MAX_TOKENS
 from llmqueue.sim.laws import draw, encode_law
@@ -450,7 +451,9 @@ class ReplayWorkload(Workload):
     """A trace's rows in order at their own timestamps times ``time_scale`` (from the first).
 
     ``time_of_day_s``: each row's time of day (s; default arrival modulo 86400), read by a learned
-    predictor; ``row_pred``: one prediction per row (computed here for a learned predictor)."""
+    predictor; ``row_pred``: one prediction per row (computed here for a learned predictor);
+    ``blocks``: the rows' prompt block ids (:class:`llmqueue.blocks.PromptBlocks`, read by prefix
+    caching; request r is row r)."""
 
     arrival_s: np.ndarray
     prompt_tokens: np.ndarray
@@ -460,6 +463,7 @@ class ReplayWorkload(Workload):
     source: str = "trace"
     time_of_day_s: np.ndarray | None = field(default=None, repr=False)
     row_pred: np.ndarray | None = field(default=None, repr=False)
+    blocks: PromptBlocks | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         a = np.asarray(self.arrival_s, dtype=float)
@@ -478,6 +482,12 @@ class ReplayWorkload(Workload):
         row_pred = self.row_pred
         if row_pred is None and self.predictor.needs_rows:
             row_pred = _learned_rows(self.predictor, TraceRows(a - a[0], tod, p, o))
+        if self.blocks is not None:
+            if self.blocks.n != a.size:
+                raise InputError(
+                    f"replay workload: block ids for {self.blocks.n} rows, the trace has {a.size}"
+                )
+            self.blocks.check_prompts(p)
         object.__setattr__(self, "arrival_s", a - a[0])
         object.__setattr__(self, "prompt_tokens", p)
         object.__setattr__(self, "output_tokens", o)
@@ -520,6 +530,7 @@ class ReplayWorkload(Workload):
             predictor or Oracle(),
             f"{Path(path).name}:{named}" + ("" if trace_format == "csv" else f" ({trace_format})"),
             rows.time_of_day_s,
+            blocks=rows.blocks,
         )
         return w if rate_per_s is None else w.at_rate(rate_per_s)
 

@@ -1,0 +1,238 @@
+"""Prefix caching in the continuous engine (llmqueue.sim.prefix) checked three ways:
+
+- event by event against the plain-Python reference (tests/reference_engine.py), which keeps
+  every request's full block table in a RefPool (tests/reference_pool.py) where the engine keeps
+  chains and an anonymous stack: random tables whose prompts are paths in a small tree of
+  prefixes, tight pools (evictions, preemptions), chunked or whole prompts, one or two servers
+  on one queue, and replicas behind a router;
+- against the exact replay of llmqueue.sim.block_pool for requests that never overlap in time
+  (the first 3,000 requests of Mooncake's conversation trace), request by request, where each
+  request's hit blocks are read back from its prefill time;
+- switched on for a workload without block ids, it changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from reference_engine import RefPolicy, RefRouter, Req, compare_times, run_continuous
+
+from llmqueue.blocks import PromptBlocks
+from llmqueue.errors import InputError
+from llmqueue.latency import StepLaw
+from llmqueue.policy import ROUTERS, Policy, order_names
+from llmqueue.policy_text import parse_policy, policy_spec
+from llmqueue.sim.block_pool import replay_hits
+from llmqueue.sim.engine import run
+from llmqueue.sim.predictors import Noisy
+from llmqueue.sim.workload import PoissonWorkload, ReplayWorkload
+from llmqueue.tokens import parse_law
+from llmqueue.traces import read_trace
+
+MOONCAKE = "data/traces/mooncake-fast25/conversation_trace.jsonl"
+STEP = (0.011, 0.00037, 0.000013)
+
+
+def _tree_blocks(rng: np.random.Generator, prompt: np.ndarray, fan: int) -> PromptBlocks:
+    """Each prompt's ids are a random path in a tree of prefixes with `fan` children per node
+    (ids name nodes, so equal ids at a position mean an equal prefix), as long as its blocks."""
+    lists, node_id = [], {}
+    for p in prompt:
+        path, out = (), []
+        for _ in range(int(math.ceil(p / 4))):
+            path = (*path, int(rng.integers(0, fan)))
+            out.append(node_id.setdefault(path, len(node_id)))
+        lists.append(out)
+    off = np.concatenate([[0], np.cumsum([len(x) for x in lists])]).astype(np.int64)
+    ids = np.array([i for x in lists for i in x], dtype=np.int64)
+    return PromptBlocks(off, ids, 4, "tree")
+
+
+def _engine_ids(pb: PromptBlocks, bs: int, prompt: np.ndarray) -> list[list[int]]:
+    dense, _ = pb.on_blocks_of(bs, prompt).dense()
+    return [dense.of(i).tolist() for i in range(dense.n)]
+
+
+def _run(w: ReplayWorkload, pol: Policy, seed: int):  # type: ignore[no-untyped-def]
+    n = w.output_tokens.size
+    res = run(w, pol, StepLaw(*STEP), requests=n, warmup=0, batches=2, seed=seed, per_request=True)
+    return res, res.per_request
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    order=st.sampled_from(order_names(preemptive=False)),
+    servers=st.integers(1, 2),
+    max_batch=st.sampled_from([None, 3, 8]),
+    kv=st.sampled_from([96, 160, 400]),
+    chunked=st.sampled_from([None, 24]),
+    whole=st.booleans(),
+    block=st.sampled_from([1, 2, 4]),
+    fan=st.integers(1, 3),
+    rate=st.floats(1.0, 30.0),
+)
+def test_prefix_caching_matches_reference(  # type: ignore[no-untyped-def]
+    seed, order, servers, max_batch, kv, chunked, whole, block, fan, rate
+):
+    rng = np.random.default_rng(seed)
+    n = 70
+    arr = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
+    prompt = rng.integers(0, 41, n).astype(float)
+    out = rng.integers(1, 31, n).astype(float)
+    pb = _tree_blocks(rng, prompt, fan)
+    budget = chunked if chunked is not None else (64 if whole else None)
+    guard = 1.5 if order != "fcfs" else None
+    pol = Policy(
+        "continuous", bmax=max_batch, order=order, guard_s=guard, servers=servers, kv_tokens=kv,
+        admission="on_demand", max_batched_tokens=budget, block_size=block,
+        chunked_prefill=not whole, prefix_caching=True,
+    )  # fmt: skip
+    w = ReplayWorkload(arr, prompt, out, predictor=Noisy(0.8), blocks=pb)
+    res, tab = _run(w, pol, seed)
+    ref = RefPolicy(
+        "continuous", bmax=math.inf if max_batch is None else max_batch, order=order,
+        guard_s=math.inf if guard is None else guard, servers=servers, kv_tokens=kv,
+        admission="on_demand", max_batched_tokens=math.inf if budget is None else budget,
+        block_size=block, chunked_prefill=not whole, prefix_caching=True,
+    )  # fmt: skip
+    reqs = [Req(int(r[0]), r[1], r[2], r[3], r[4]) for r in tab]
+    compare_times(tab, run_continuous(reqs, ref, STEP, blocks=_engine_ids(pb, block, prompt)))
+    assert 0.0 <= res.prefix_hit_share <= 1.0 or math.isnan(res.prefix_hit_share)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**6),
+    router=st.sampled_from([r for r in ROUTERS if r != "central"]),
+    replicas=st.integers(2, 3),
+    kv=st.sampled_from([120, 400]),
+    block=st.sampled_from([1, 4]),
+    rate=st.floats(2.0, 30.0),
+)
+def test_prefix_caching_behind_a_router_matches_reference(  # type: ignore[no-untyped-def]
+    seed, router, replicas, kv, block, rate
+):
+    rng = np.random.default_rng(seed)
+    n = 70
+    arr = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
+    prompt = rng.integers(0, 41, n).astype(float)
+    out = rng.integers(1, 31, n).astype(float)
+    pb = _tree_blocks(rng, prompt, 2)
+    pol = Policy(
+        "continuous", kv_tokens=kv, admission="on_demand", block_size=block, replicas=replicas,
+        router=router, max_batched_tokens=32, prefix_caching=True,
+    )  # fmt: skip
+    w = ReplayWorkload(arr, prompt, out, predictor=Noisy(0.8), blocks=pb)
+    _, tab = _run(w, pol, seed)
+    ref = RefPolicy(
+        "continuous", servers=replicas, kv_tokens=kv, admission="on_demand", block_size=block,
+        max_batched_tokens=32, prefix_caching=True,
+    )  # fmt: skip
+    reqs = [Req(int(r[0]), r[1], r[2], r[3], r[4]) for r in tab]
+    rr = RefRouter(router, replicas, _router_word(seed), 2)
+    compare_times(tab, run_continuous(reqs, ref, STEP, rr, blocks=_engine_ids(pb, block, prompt)))
+
+
+def _router_word(seed: int) -> int:
+    """The router's first SplitMix64 state: a child of the run's seed (llmqueue.sim.router)."""
+    return int(np.random.SeedSequence(seed, spawn_key=(0,)).generate_state(1, np.uint64)[0])
+
+
+@pytest.mark.parametrize("capacity", [4_000, 20_000])
+def test_prefix_hits_equal_the_pool_replay_when_requests_never_overlap(capacity: int) -> None:
+    """Requests 1e4 s apart on one server (none overlaps another): each request's hit blocks,
+    read back from its prefill time (one iteration: c0 + c_tok (prompt - hits b)), equal
+    llmqueue.sim.block_pool's replay of the same ids with the KV each holds at its finish (prompt
+    + output - 1 tokens, vLLM's count) in a pool of the same size."""
+    n, bs = 3000, 16
+    rows = read_trace(MOONCAKE, format="mooncake").take(0, n)
+    prompt = np.asarray(rows.prompt_tokens, dtype=float)
+    out = np.asarray(rows.output_tokens, dtype=float)
+    arr = np.arange(n) * 1e4
+    c0, ctok = 0.01, 1e-3
+    pol = Policy(
+        "continuous", kv_tokens=capacity * bs, admission="on_demand", block_size=bs,
+        prefix_caching=True,
+    )  # fmt: skip
+    w = ReplayWorkload(arr, prompt, out, blocks=rows.blocks)
+    res = run(
+        w, pol, StepLaw(c0, ctok, 0.0), requests=n, warmup=0, batches=2, seed=1, per_request=True
+    )
+    tab = res.per_request
+    fit = prompt + out <= capacity * bs
+    assert res.rejected == int((~fit).sum())
+    prefill = tab[fit, 6] - tab[fit, 5]
+    hits = np.rint((prompt[fit] - (prefill - c0) / ctok) / bs).astype(int)
+    dense, u = rows.blocks.on_blocks_of(bs, prompt).dense()
+    keep = np.flatnonzero(fit)
+    counts = dense.counts()[keep]
+    off = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    ids = np.concatenate([dense.of(int(i)) for i in keep]).astype(np.int64)
+    want = replay_hits(
+        off, ids, u, prompt[fit], prompt[fit] + out[fit] - 1, block_tokens=bs,
+        capacity_blocks=capacity,
+    )  # fmt: skip
+    np.testing.assert_array_equal(hits, want)
+    assert want.sum() > 0.02 * (prompt[fit] // bs).sum()  # the check is not vacuous
+    share = float((want * bs).sum() / prompt[fit].sum())
+    assert res.prefix_hit_share == pytest.approx(share, rel=0.02)  # the window's edges aside
+
+
+def test_prefix_caching_without_ids_changes_nothing() -> None:
+    """A Poisson workload carries no block ids: with prefix caching on, every number is the one
+    without (a pool with nothing cached is the paged KV count), and the hit share is 0."""
+    w = PoissonWorkload(
+        parse_law("uniform:low=1,high=80"), 9.0, prompt=parse_law("uniform:low=0,high=120")
+    )
+    base = dict(bmax=16, kv_tokens=640, admission="on_demand", block_size=16, max_batched_tokens=64)
+    off = run(w, Policy("continuous", **base), StepLaw(*STEP), requests=20_000, seed=3)
+    on = run(
+        w,
+        Policy("continuous", prefix_caching=True, **base),
+        StepLaw(*STEP),
+        requests=20_000,
+        seed=3,
+    )
+    assert off.preemptions > 0  # the pool is tight: evictions and preemptions are exercised
+    assert on.prefix_hit_share == 0.0
+    assert dataclasses.replace(on, prefix_hit_share=math.nan) == off
+
+
+@pytest.mark.parametrize(
+    ("kw", "word"),
+    [
+        (dict(kind="dynamic"), "continuous"),
+        (dict(kind="continuous", kv_tokens=64), "on_demand"),
+        (dict(kind="continuous", admission="per_chunk", kv_tokens=64), "on_demand"),
+        (dict(kind="continuous", admission="on_demand"), "kv_tokens"),
+        (
+            dict(kind="continuous", admission="on_demand", kv_tokens=64, order="srpt"),
+            "non-preemptive",
+        ),
+        (
+            dict(kind="continuous", admission="on_demand", kv_tokens=64, prefix_caching_="yes"),
+            "true or false",
+        ),
+    ],
+)
+def test_prefix_caching_refuses_what_it_is_not(kw: dict, word: str) -> None:  # type: ignore[type-arg]
+    kw = dict(kw)
+    pc = kw.pop("prefix_caching_", True)
+    kind = kw.pop("kind")
+    with pytest.raises(InputError, match=word):
+        Policy(kind, prefix_caching=pc, **kw)  # type: ignore[arg-type]
+
+
+def test_prefix_caching_spec_round_trip() -> None:
+    p = parse_policy(
+        "continuous:kv_tokens=4096,admission=on_demand,block_size=16,prefix_caching=true"
+    )
+    assert p.prefix_caching and "prefix-cache" in p.label()
+    assert parse_policy(policy_spec(p)) == p
+    assert not parse_policy("continuous:kv_tokens=64,admission=on_demand").prefix_caching
