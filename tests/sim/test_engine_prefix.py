@@ -236,3 +236,52 @@ def test_prefix_caching_spec_round_trip() -> None:
     assert p.prefix_caching and "prefix-cache" in p.label()
     assert parse_policy(policy_spec(p)) == p
     assert not parse_policy("continuous:kv_tokens=64,admission=on_demand").prefix_caching
+
+
+def test_one_seat_with_a_shared_system_prompt_is_pollaczek_khinchine() -> None:
+    """One seat (max_batch 1) and c_ctx = 0: a request of l prompt tokens, h of them found cached,
+    and o output tokens is served in S = c0 + c_tok (l - h) + (o - 1)(c0 + c_tok). Half the
+    requests (an independent coin) open with the same 8-block system prompt, cached after the
+    first and never evicted (a 4,096-block pool, a few hundred consecutive other requests would
+    be needed to push it out); the others' ids are their own. So S is i.i.d., a mixture of a hit
+    and a miss, and the mean wait is Pollaczek-Khinchine's lambda E[S^2] / (2 (1 - rho)), within
+    the run's own confidence interval; without the cache the same run sits far outside it."""
+    rng = np.random.default_rng(2026)
+    n, bs, shared = 160_000, 16, 8
+    c0, ctok = 0.01, 0.001
+    extra = np.arange(1, 65)  # prompt = 128 + U{1..64} tokens
+    outs = np.arange(1, 65)  # output U{1..64} tokens
+    # E[S], E[S^2] over the coin, the prompt and the output (independent, uniform)
+    hits = np.array([0, shared * bs])
+    s = (
+        c0
+        + ctok * (shared * bs + extra[None, :, None] - hits[:, None, None])
+        + (outs[None, None, :] - 1) * (c0 + ctok)
+    )
+    es, es2 = float(s.mean()), float((s**2).mean())
+    rate = 0.7 / es
+    pk = rate * es2 / (2 * (1 - rate * es))
+    arr = np.cumsum(rng.exponential(1 / rate, n))
+    prompt = (shared * bs + rng.choice(extra, n)).astype(float)
+    out = rng.choice(outs, n).astype(float)
+    coin = rng.random(n) < 0.5
+    ids = np.where(
+        coin[:, None],
+        np.arange(shared),
+        shared + shared * np.arange(n)[:, None] + np.arange(shared),
+    )
+    pb = PromptBlocks(np.arange(n + 1, dtype=np.int64) * shared, ids.ravel().astype(np.int64), bs)
+    w = ReplayWorkload(arr, prompt, out, blocks=pb)
+    runs = {}
+    for pc in (True, False):
+        pol = Policy(
+            "continuous", bmax=1, kv_tokens=4096 * bs, admission="on_demand", block_size=bs,
+            prefix_caching=pc,
+        )  # fmt: skip
+        runs[pc] = run(w, pol, StepLaw(c0, ctok, 0.0), requests=n - 10_000, warmup=10_000, seed=5)
+    on, off = runs[True], runs[False]
+    assert on.prefix_hit_share == pytest.approx(
+        0.5 * shared * bs / (shared * bs + extra.mean()), abs=0.01
+    )
+    assert abs(on.wait.mean - pk) < 2.5 * on.wait.ci95
+    assert abs(off.wait.mean - pk) > 5 * off.wait.ci95
