@@ -183,7 +183,9 @@ class RefRouter:
     partial Fisher-Yates shuffle of a permutation kept between arrivals."""
 
     # how each router chooses among the replicas; a router without a choice here is refused
-    CHOICES = ("round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
+    CHOICES = (
+        "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d", "prefix_affinity",
+    )  # fmt: skip
 
     def __init__(self, name: str, replicas: int, word: int, d: int = 2) -> None:
         if name not in self.CHOICES:
@@ -763,6 +765,10 @@ def run_continuous(
                         load.append(sum(_work(x) for x in mine))
                     elif kind == "kv":
                         load.append(used[j])
+                    elif kind == "prefix":  # fewest requests among the most cached blocks
+                        most = int(r.prompt - 1) // bs
+                        hits = pools[j].cached_run(ids_of(r), most) if pc else 0
+                        load.append(float(len(mine)) - hits * 2.0**25)
                     else:
                         load.append(float(len(mine)))
                 j = router.choose(load)

@@ -237,7 +237,7 @@ KV_ACCOUNTINGS = ("vllm", "dong")
 ROUTED_FORMERS = tuple(f.name for f in FORMER_RECORDS if f.routed)
 # what a router compares across the replicas: nothing (its choice ignores their state), the
 # requests in each (waiting + running), the predicted tokens outstanding, the KV tokens held
-ROUTER_LOADS = ("none", "requests", "work", "kv")
+ROUTER_LOADS = ("none", "requests", "work", "kv", "prefix")
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,8 @@ class Router:
     """One router of the registry: its `name` (config, CLI, results), the `load` it compares
     across the replicas (a name of :data:`ROUTER_LOADS`: ``none`` for a choice that ignores their
     state, ``requests`` waiting + running, ``work`` the predicted tokens outstanding, which reads
-    each request's predicted length, ``kv`` the KV tokens held) and the batch `formers` it applies
+    each request's predicted length, ``kv`` the KV tokens held, ``prefix`` the arrival's leading
+    prompt blocks cached at the replica, then the requests) and the batch `formers` it applies
     to (a subset of :data:`ROUTED_FORMERS`). ``central`` is the one shared queue, the limit every
     router approaches. Its integer `code` (what the compiled engine switches on) is its position
     in :data:`ROUTER_RECORDS`."""
@@ -279,6 +280,7 @@ ROUTER_RECORDS = (
     Router("least_work", "work"),
     Router("least_kv", "kv", ("continuous",)),
     Router("power_of_d", "requests"),
+    Router("prefix_affinity", "prefix", ("continuous",)),
 )
 # how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
 ROUTERS = tuple(r.name for r in ROUTER_RECORDS)

@@ -420,3 +420,9 @@ def test_prefix_caching_needs_block_ids(capsys: pytest.CaptureFixture[str], trac
         capsys, *[a for a in PREFIX if a not in ("--rate", "0.3")], "--load", "0.5",
         "--kv-tokens", "400000", "--prefix-caching",
     )  # fmt: skip
+
+
+def test_prefix_affinity_needs_prefix_caching(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "give --prefix-caching" in fails(
+        capsys, *PREFIX, "--kv-tokens", "400000", "--replicas", "2", "--router", "prefix_affinity"
+    )

@@ -126,12 +126,12 @@ def test_a_registered_router_without_a_compiled_branch_is_refused(
 ) -> None:
     """A new router added to the registry but not to the compiled part never runs as another."""
     monkeypatch.setattr(
-        P, "ROUTER_RECORDS", (*P.ROUTER_RECORDS, P.Router("prefix_affinity", "requests"))
+        P, "ROUTER_RECORDS", (*P.ROUTER_RECORDS, P.Router("least_latency", "requests"))
     )
-    monkeypatch.setattr(P, "ROUTERS", (*P.ROUTERS, "prefix_affinity"))
-    pol = P.Policy("none", replicas=2, router="prefix_affinity")
+    monkeypatch.setattr(P, "ROUTERS", (*P.ROUTERS, "least_latency"))
+    pol = P.Policy("none", replicas=2, router="least_latency")
     w = PoissonWorkload(parse_law("deterministic:value=10"), 0.5)
-    with pytest.raises(InputError, match="'prefix_affinity' has no compiled branch"):
+    with pytest.raises(InputError, match="'least_latency' has no compiled branch"):
         engine.run(w, pol, LinearLatency(0.01, 0.1), requests=1000, warmup=0, seed=1)
     with pytest.raises(InputError, match="no compiled branch"):
         R.check_router("central")  # the shared queue is the engine's, not a router's choice

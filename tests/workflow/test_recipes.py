@@ -72,9 +72,9 @@ ROUTER: list[Edit] = [
     ),
     (
         "src/llmqueue/sim/router.py",
-        "COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D)",
+        "COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY)",
         'REVERSE = router_code("round_robin_reverse")\n'
-        "COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, REVERSE)",
+        "COMPILED_ROUTERS = (\n    ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY, REVERSE,\n)",
     ),
     (
         "src/llmqueue/sim/router.py",
@@ -88,8 +88,8 @@ ROUTER: list[Edit] = [
     ),
     (
         "tests/reference_engine.py",
-        '"least_kv", "power_of_d")\n',
-        '"least_kv", "power_of_d", "round_robin_reverse")\n',
+        '"power_of_d", "prefix_affinity",\n',
+        '"power_of_d", "prefix_affinity", "round_robin_reverse",\n',
     ),
     (
         "tests/reference_engine.py",

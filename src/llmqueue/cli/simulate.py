@@ -102,6 +102,11 @@ def _check_flags(args: argparse.Namespace) -> None:
             f"--router {args.router} applies to --batching {', '.join(ROUTED_FORMERS)} "
             "(the others have one shared queue: --servers)"
         )
+    if args.router == "prefix_affinity" and not args.prefix_caching:
+        raise InputError(
+            "--router prefix_affinity scores replicas by the prompt blocks they hold cached: give "
+            "--prefix-caching"
+        )
     if args.router == "least_kv" and args.batching != "continuous":
         raise InputError("--router least_kv needs --batching continuous (the KV tokens held)")
     if args.router_d is not None and args.replicas is not None and args.router_d > args.replicas:
@@ -598,7 +603,7 @@ def register(subparsers: Any) -> None:
         choices=ROUTERS,
         default="central",
         help="how arrivals reach the replicas: central (one shared queue, default), round_robin, "
-        "random, jsq, least_work, least_kv, power_of_d",
+        "random, jsq, least_work, least_kv, power_of_d, prefix_affinity (with --prefix-caching)",
     )
     g.add_argument(
         "--router-d",

@@ -215,7 +215,9 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
     steps = srv[s, V_STEPS]
     if pc:  # the decode blocks of the iterations since the last boundary, in order
         PC.settle(cache, s, np.int64(srv[s, V_KVU] / bs))
-    # 1. completions
+    # 1. completions (with prefix caching their blocks go back after the loop, in admission order
+    # as vLLM frees a step's finished requests in its running order)
+    n_fin = 0
     while srv[s, V_DHN] > 0:
         sl = dheap[s, 0]
         if pool[sl, F.F_TARGET] > steps:
@@ -228,8 +230,9 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             phase[s, phase_of(pool[sl, F.F_HBASE], bs)] -= 1
         h = slots(held(pool, srv, s, sl, on_demand), bs)
         if pc:
-            fr = PC.release(cache, pool, s, sl, np.int64(pool[sl, F.F_ID]), np.int64(h / bs))
-            srv[s, V_KVU] -= bs * fr
+            sbuf[n_fin, 0] = sl
+            sbuf[n_fin, 1] = np.int64(h / bs)
+            n_fin += 1
         else:
             srv[s, V_KVU] -= h
         srv[s, V_RUN] -= 1.0
@@ -255,7 +258,24 @@ def _iteration(  # type: ignore[no-untyped-def]  # noqa: ANN001, C901
             rec[rid, 1] = pool[sl, F.F_TTFT]
             rec[rid, 2] = t
             rec[rid, 3] = s
-        Q.release(pool, free, qi, sl)
+        if not pc:
+            Q.release(pool, free, qi, sl)
+    if n_fin > 0:
+        for i in range(1, n_fin):  # insertion sort by admission number (few finish at once)
+            x0 = sbuf[i, 0]
+            x1 = sbuf[i, 1]
+            j = i - 1
+            while j >= 0 and pool[sbuf[j, 0], F.F_ADMSEQ] > pool[x0, F.F_ADMSEQ]:
+                sbuf[j + 1, 0] = sbuf[j, 0]
+                sbuf[j + 1, 1] = sbuf[j, 1]
+                j -= 1
+            sbuf[j + 1, 0] = x0
+            sbuf[j + 1, 1] = x1
+        for i in range(n_fin):
+            sl = sbuf[i, 0]
+            fr = PC.release(cache, pool, s, sl, np.int64(pool[sl, F.F_ID]), sbuf[i, 1])
+            srv[s, V_KVU] -= bs * fr
+            Q.release(pool, free, qi, sl)
     nstall = 0
     stall_ctx = 0.0
     if prm[P_CHUNK] == 1.0:
@@ -513,14 +533,32 @@ def run_continuous(  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst, arrival):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """Replica r's load of kind `kind` (:func:`llmqueue.sim.router.load_kind`) at time t. KV held:
     what the iteration running at t holds (a sequence takes its next token's KV when an iteration
-    starts); inside a pending run of decode-only iterations, those started before t count."""
+    starts); inside a pending run of decode-only iterations, those started before t count.
+    Prefix: requests - hit blocks x PREFIX_WEIGHT, the hits of `arrival` = (cache, request id,
+    prompt tokens, prefix caching on) in r's pool as it is at t (the decode blocks of the
+    iterations started by then taken first)."""
     if kind == R.LOAD_REQUESTS:
         return qis[r, Q.Q_LEN] + srv[r, V_RUN]
     if kind == R.LOAD_WORK:
         return srv[r, V_WORK]
+    if kind == R.LOAD_PREFIX:
+        cache, rid, prompt, pc = arrival
+        n = qis[r, Q.Q_LEN] + srv[r, V_RUN]
+        if not pc:
+            return n
+        u = _replica_kv(r, t, srv, phase, on_demand, bs, cst)
+        PC.settle(cache, r, np.int64(u / bs))
+        k, _ev = PC.lookup(cache, r, rid, prompt, bs)
+        return n - R.PREFIX_WEIGHT * k
+    return _replica_kv(r, t, srv, phase, on_demand, bs, cst)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _replica_kv(r, t, srv, phase, on_demand, bs, cst):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The KV tokens replica r holds at time t (:func:`_replica_load`)."""
     u = srv[r, V_KVU]
     m = srv[r, V_JM]
     if not on_demand or m == 0.0:
@@ -573,8 +611,11 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
                 S.on_rejected(sti, stf, qsamp, qtot, rid, a, warmup, n_req, nbat)
                 continue
             if kind != R.LOAD_NONE:
+                arrival = (cache, rid, prompt[pos], prm[P_PREFIX] == 1.0)
                 for j in range(c):
-                    load[j] = _replica_load(kind, j, a, srv, phase, qis, on_demand, bs, cst)
+                    load[j] = _replica_load(
+                        kind, j, a, srv, phase, qis, on_demand, bs, cst, arrival
+                    )
             r = R.choose(rcode, load, rst, perm)
             S.enqueue(
                 (pools[r], rings[r], heaps[r], frees[r], qis[r]), chunk, pos, a, rid, order, guard

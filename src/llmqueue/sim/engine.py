@@ -8,7 +8,7 @@ Where things live (one compiled part per concern):
 - the queue order (fcfs / sjf / spjf, starvation guard): :mod:`llmqueue.sim.queue`;
 - the time law (Eq. 18 / 26 batches, the iteration step law): :mod:`llmqueue.sim.timelaw`;
 - the router of replicas with a queue each (round_robin, random, jsq, least_work, least_kv,
-  power_of_d): :mod:`llmqueue.sim.router`, called by the routed loops of the static formers
+  power_of_d, prefix_affinity): :mod:`llmqueue.sim.router`, called by the routed loops of the static formers
   ``none``, ``dynamic``, ``elastic`` and of continuous batching;
 - the batch former: one compiled event loop and its Python driver per module,
   :mod:`llmqueue.sim.static` (``none``, ``dynamic``, ``fixed``, ``elastic``),

@@ -12,7 +12,12 @@ arrival time, to one replica:
   running sums are exact and idle replicas tie);
 - ``least_kv``: fewest KV tokens held now (continuous batching);
 - ``power_of_d``: d replicas sampled without replacement, the one with fewest requests
-  (Mitzenmacher's power of d choices).
+  (Mitzenmacher's power of d choices);
+- ``prefix_affinity`` (continuous batching): the replica whose block pool holds the longest
+  cached run of the arrival's leading prompt block ids now (with prefix caching; without it none
+  does and this is ``jsq``), ties by fewest requests: llm-d's precise prefix-cache scorer with its
+  queue scorer breaking ties. The routed loop folds both into one load, requests - hit blocks x
+  2**25 (exact in float64: requests < 2**24 and hit blocks < 2**28).
 
 Ties go to one of the tied replicas uniformly at random. The load a state-dependent router
 compares is measured by the batch former's routed loop (its :func:`load_kind` says which), at the
@@ -45,11 +50,14 @@ __all__ = [
     "LEAST_WORK",
     "LEAST_KV",
     "POWER_OF_D",
+    "PREFIX_AFFINITY",
+    "PREFIX_WEIGHT",
     "COMPILED_ROUTERS",
     "LOAD_NONE",
     "LOAD_REQUESTS",
     "LOAD_WORK",
     "LOAD_KV",
+    "LOAD_PREFIX",
     "check_router",
     "load_kind",
     "choose",
@@ -59,17 +67,21 @@ __all__ = [
     "RouterState",
 ]
 
-CENTRAL, ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D = (
+CENTRAL, ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY = (
     router_code(name)
-    for name in ("central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d")
-)
-COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D)
+    for name in (
+        "central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d",
+        "prefix_affinity",
+    )
+)  # fmt: skip
+COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY)
 
 # what a router compares (the former's routed loop measures it per replica): the codes of
 # llmqueue.policy.ROUTER_LOADS, and each router's, from its record
-LOAD_NONE, LOAD_REQUESTS, LOAD_WORK, LOAD_KV = (
-    ROUTER_LOADS.index(k) for k in ("none", "requests", "work", "kv")
+LOAD_NONE, LOAD_REQUESTS, LOAD_WORK, LOAD_KV, LOAD_PREFIX = (
+    ROUTER_LOADS.index(k) for k in ("none", "requests", "work", "kv", "prefix")
 )
+PREFIX_WEIGHT = float(2**25)  # prefix_affinity's load: requests - hit blocks x PREFIX_WEIGHT
 _LOAD_OF = np.array([ROUTER_LOADS.index(r.load) for r in ROUTER_RECORDS], dtype=np.int64)
 
 # rst: the router's state (uint64)
@@ -154,7 +166,7 @@ def choose(code, load, rst, perm):  # type: ignore[no-untyped-def]  # noqa: ANN0
         return r
     if code == RANDOM:
         return below(rst, c)
-    if code == JSQ or code == LEAST_WORK or code == LEAST_KV:
+    if code == JSQ or code == LEAST_WORK or code == LEAST_KV or code == PREFIX_AFFINITY:
         return _least(load, perm, c, rst)
     if code == POWER_OF_D:
         d = np.int64(rst[R_D])
