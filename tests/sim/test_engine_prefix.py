@@ -20,7 +20,14 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reference_engine import RefPolicy, RefRouter, Req, compare_times, run_continuous
+from reference_engine import (
+    RefPolicy,
+    RefRouter,
+    Req,
+    compare_times,
+    random_table,
+    run_continuous,
+)
 
 from llmqueue.blocks import PromptBlocks
 from llmqueue.errors import InputError
@@ -80,12 +87,8 @@ def _run(w: ReplayWorkload, pol: Policy, seed: int):  # type: ignore[no-untyped-
 def test_prefix_caching_matches_reference(  # type: ignore[no-untyped-def]
     seed, order, servers, max_batch, kv, chunked, whole, block, fan, rate
 ):
-    rng = np.random.default_rng(seed)
-    n = 70
-    arr = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
-    prompt = rng.integers(0, 41, n).astype(float)
-    out = rng.integers(1, 31, n).astype(float)
-    pb = _tree_blocks(rng, prompt, fan)
+    arr, prompt, out = random_table(seed, 70, rate, 40, 30)
+    pb = _tree_blocks(np.random.default_rng(seed + 1), prompt, fan)
     budget = chunked if chunked is not None else (64 if whole else None)
     guard = 1.5 if order != "fcfs" else None
     pol = Policy(
@@ -113,17 +116,14 @@ def test_prefix_caching_matches_reference(  # type: ignore[no-untyped-def]
     replicas=st.integers(2, 3),
     kv=st.sampled_from([120, 400]),
     block=st.sampled_from([1, 4]),
+    fan=st.integers(1, 3),
     rate=st.floats(2.0, 30.0),
 )
 def test_prefix_caching_behind_a_router_matches_reference(  # type: ignore[no-untyped-def]
-    seed, router, replicas, kv, block, rate
+    seed, router, replicas, kv, block, fan, rate
 ):
-    rng = np.random.default_rng(seed)
-    n = 70
-    arr = np.concatenate([[0.0], np.cumsum(rng.exponential(1.0 / rate, n - 1))])
-    prompt = rng.integers(0, 41, n).astype(float)
-    out = rng.integers(1, 31, n).astype(float)
-    pb = _tree_blocks(rng, prompt, 2)
+    arr, prompt, out = random_table(seed, 70, rate, 40, 30)
+    pb = _tree_blocks(np.random.default_rng(seed + 1), prompt, fan)
     pol = Policy(
         "continuous", kv_tokens=kv, admission="on_demand", block_size=block, replicas=replicas,
         router=router, max_batched_tokens=32, prefix_caching=True,
