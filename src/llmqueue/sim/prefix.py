@@ -136,22 +136,15 @@ def take(cache, pool, s, sl, rid, k, need):  # type: ignore[no-untyped-def]  # n
     free0 = top[s, BP.T_FREE]
     if k > 0:
         BP.touch(blk[s], idc[s], top[s], ids, lo, k, scratch, 0)
-    n_id = hi - lo
-    head = -1
-    prev = -1
-    for p in range(k, need):
-        b = top[s, BP.T_HEAD]
-        BP.allocate(blk[s], idc[s], top[s], 1, scratch, 0)
-        if p < n_id:
-            link[s, b] = -1
-            if prev >= 0:
-                link[s, prev] = b
-            else:
-                head = b
-            prev = b
-        else:
-            anon[s, acount[s]] = b
-            acount[s] += 1
+    # in position order: its blocks for ids k..n_id-1 (chained), then the rest (anonymous)
+    n_own = hi - lo - k
+    BP.allocate(blk[s], idc[s], top[s], n_own, scratch, 0)
+    for j in range(n_own):
+        link[s, scratch[j]] = scratch[j + 1] if j + 1 < n_own else -1
+    head = scratch[0] if n_own > 0 else -1
+    a = acount[s]
+    BP.allocate(blk[s], idc[s], top[s], need - (hi - lo), anon[s], a)
+    acount[s] = a + need - (hi - lo)
     pool[sl, F.F_HITS] = k
     pool[sl, F.F_CHAIN] = head
     pool[sl, F.F_REG] = k
