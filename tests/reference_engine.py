@@ -185,6 +185,7 @@ class RefRouter:
     # how each router chooses among the replicas; a router without a choice here is refused
     CHOICES = (
         "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d", "prefix_affinity",
+        "prefix_score", "prefix_index",
     )  # fmt: skip
 
     def __init__(self, name: str, replicas: int, word: int, d: int = 2) -> None:
@@ -194,6 +195,7 @@ class RefRouter:
         self.name, self.c, self.state, self.d = name, replicas, word, d
         self.next = 0
         self.perm = list(range(replicas))
+        self.sent: list[set[int]] = [set() for _ in range(replicas)]  # prefix_index's index
 
     def word(self) -> int:
         self.state = (self.state + 0x9E3779B97F4A7C15) & _MASK
@@ -219,6 +221,17 @@ class RefRouter:
                 if self.below(ties) == 0:
                     best = j
         return best
+
+    def score(self, hits: list[int], waiting: list[int], blocks: int) -> list[float]:
+        """prefix_score's loads: minus llm-d's default score, 3 x hits / blocks + 2 x (qmax - q)
+        / (qmax - qmin) (1 when every q is equal; the first term 0 without a full block)."""
+        lo, hi = min(waiting), max(waiting)
+        out = []
+        for k, q in zip(hits, waiting, strict=True):
+            hit = 3.0 * k / blocks if blocks > 0 else 0.0
+            queue = (hi - q) / (hi - lo) if hi > lo else 1.0
+            out.append(-(hit + 2.0 * queue))
+        return out
 
     def choose(self, load: list[float]) -> int:
         if self.name == "round_robin":
@@ -759,6 +772,8 @@ def run_continuous(
             if router is not None:
                 kind = router.load_kind()
                 load = []
+                hit_of: list[int] = []
+                waiting_of: list[int] = []
                 for j in range(nsrv):
                     mine = queues[j].reqs + running[j]
                     if kind == "work":
@@ -769,9 +784,23 @@ def run_continuous(
                         most = int(r.prompt - 1) // bs
                         hits = pools[j].cached_run(ids_of(r), most) if pc else 0
                         load.append(float(len(mine)) - hits * 2.0**25)
+                    elif kind == "prefix_queue":  # hits and waiting requests, scored below
+                        most = int(r.prompt - 1) // bs
+                        hit_of.append(pools[j].cached_run(ids_of(r), most) if pc else 0)
+                        waiting_of.append(len(queues[j].reqs))
+                    elif kind == "prefix_index":  # what the router sent there, scored below
+                        most, ids, k = int(r.prompt - 1) // bs, ids_of(r), 0
+                        while pc and k < min(most, len(ids)) and ids[k] in router.sent[j]:
+                            k += 1
+                        hit_of.append(k)
+                        waiting_of.append(len(queues[j].reqs))
                     else:
                         load.append(float(len(mine)))
+                if kind in ("prefix_queue", "prefix_index"):
+                    load = router.score(hit_of, waiting_of, int(r.prompt) // bs)
                 j = router.choose(load)
+                if kind == "prefix_index" and pc:
+                    router.sent[j].update(ids_of(r))
                 queues[j].reqs.append(r)
                 if t_next[j] == math.inf:
                     boundary(j, a)

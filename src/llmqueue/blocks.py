@@ -15,7 +15,9 @@ block floor(k b / B) of the list, at sub-position (k b mod B) / b, and gets the 
 ``id * (B / b) + sub-position``, so equal prefixes of the coarse list stay equal and different
 coarse ids never collide; only engine blocks wholly inside the prompt get an id (a partial
 engine block is never cached, as in vLLM). :meth:`PromptBlocks.dense` renumbers the ids
-0..U-1 in order of first appearance, so that the compiled pool indexes an array by id.
+0..U-1 in order of first appearance, so that the compiled pool indexes an array by id;
+:meth:`PromptBlocks.engine_ids` does both and remembers the answer on the (immutable) object, so
+the runs of one replay map its ids once.
 
 Units: tokens. Bad ids (not integers, negative, a list longer than its prompt's blocks, a block
 size that does not divide the coarse one) are one-line :class:`~llmqueue.errors.InputError` s
@@ -24,8 +26,9 @@ naming the field.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,6 +49,10 @@ class PromptBlocks:
     ids: np.ndarray
     block_tokens: int
     source: str = "blocks"
+    # engine_ids' answers by (engine block, digest of the prompts); the last two kept
+    _memo: dict[tuple[int, bytes], tuple[PromptBlocks, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         off = np.asarray(self.offsets, dtype=np.int64)
@@ -119,6 +126,19 @@ class PromptBlocks:
         k = np.arange(int(off[-1]), dtype=np.int64) - off[req]  # engine block index
         coarse = self.ids[self.offsets[req] + k // r]
         return PromptBlocks(off, coarse * r + k % r, b, self.source)
+
+    def engine_ids(self, engine_block: int, prompt_tokens: np.ndarray) -> tuple[PromptBlocks, int]:
+        """``on_blocks_of(engine_block, prompt_tokens).dense()``, computed once per engine block
+        and prompts (the object is immutable; the last two answers are kept)."""
+        p = np.ascontiguousarray(prompt_tokens, dtype=np.float64)
+        key = (int(engine_block), hashlib.blake2b(p.tobytes(), digest_size=16).digest())
+        hit = self._memo.get(key)
+        if hit is None:
+            hit = self.on_blocks_of(engine_block, p).dense()
+            while len(self._memo) >= 2:
+                self._memo.pop(next(iter(self._memo)))
+            self._memo[key] = hit
+        return hit
 
     def dense(self) -> tuple[PromptBlocks, int]:
         """The same lists with ids renumbered 0..U-1 in order of first appearance, and U."""

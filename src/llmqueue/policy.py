@@ -236,8 +236,10 @@ KV_ACCOUNTINGS = ("vllm", "dong")
 # the formers a router other than "central" applies to (a queue per replica)
 ROUTED_FORMERS = tuple(f.name for f in FORMER_RECORDS if f.routed)
 # what a router compares across the replicas: nothing (its choice ignores their state), the
-# requests in each (waiting + running), the predicted tokens outstanding, the KV tokens held
-ROUTER_LOADS = ("none", "requests", "work", "kv", "prefix")
+# requests in each (waiting + running), the predicted tokens outstanding, the KV tokens held, the
+# arrival's cached leading blocks (then the requests), those blocks beside the waiting requests,
+# and the leading blocks the router itself sent there beside the waiting requests
+ROUTER_LOADS = ("none", "requests", "work", "kv", "prefix", "prefix_queue", "prefix_index")
 
 
 @dataclass(frozen=True)
@@ -246,7 +248,9 @@ class Router:
     across the replicas (a name of :data:`ROUTER_LOADS`: ``none`` for a choice that ignores their
     state, ``requests`` waiting + running, ``work`` the predicted tokens outstanding, which reads
     each request's predicted length, ``kv`` the KV tokens held, ``prefix`` the arrival's leading
-    prompt blocks cached at the replica, then the requests) and the batch `formers` it applies
+    prompt blocks cached at the replica, then the requests, ``prefix_queue`` those blocks and the
+    replica's waiting requests, traded by a score, ``prefix_index`` the same with the blocks the
+    router's own index says it sent there in place of the cache's) and the batch `formers` it applies
     to (a subset of :data:`ROUTED_FORMERS`). ``central`` is the one shared queue, the limit every
     router approaches. Its integer `code` (what the compiled engine switches on) is its position
     in :data:`ROUTER_RECORDS`."""
@@ -270,6 +274,11 @@ class Router:
         """Whether it reads each request's predicted output length (its load is the work)."""
         return self.load == "work"
 
+    @property
+    def reads_cache(self) -> bool:
+        """Whether it reads the replicas' prefix caches (its policy needs ``prefix_caching``)."""
+        return self.load in ("prefix", "prefix_queue", "prefix_index")
+
 
 CENTRAL_ROUTER = Router("central", "none", BATCHING)
 ROUTER_RECORDS = (
@@ -281,6 +290,8 @@ ROUTER_RECORDS = (
     Router("least_kv", "kv", ("continuous",)),
     Router("power_of_d", "requests"),
     Router("prefix_affinity", "prefix", ("continuous",)),
+    Router("prefix_score", "prefix_queue", ("continuous",)),
+    Router("prefix_index", "prefix_index", ("continuous",)),
 )
 # how arrivals reach the replicas: "central" is one shared queue, the others a queue per replica
 ROUTERS = tuple(r.name for r in ROUTER_RECORDS)

@@ -387,6 +387,8 @@ def test_prefix_caching_on_the_command_line(capsys: pytest.CaptureFixture[str]) 
             "applies to --batching continuous",
         ),  # fmt: skip
         ({"--trace-format": "csv"}, "--trace"),
+        ({"--block-size": "48", "--kv-tokens": "480000"}, "--block-size 48: the block ids"),
+        ({"--kv-tokens": "400008"}, "--kv-tokens 400008: not a whole number of --block-size 16"),
     ],
 )
 def test_prefix_caching_refuses_bad_flags(
@@ -422,7 +424,20 @@ def test_prefix_caching_needs_block_ids(capsys: pytest.CaptureFixture[str], trac
     )  # fmt: skip
 
 
-def test_prefix_affinity_needs_prefix_caching(capsys: pytest.CaptureFixture[str]) -> None:
-    assert "give --prefix-caching" in fails(
-        capsys, *PREFIX, "--kv-tokens", "400000", "--replicas", "2", "--router", "prefix_affinity"
+@pytest.mark.parametrize("router", ["prefix_affinity", "prefix_score", "prefix_index"])
+def test_prefix_routers_need_prefix_caching(
+    capsys: pytest.CaptureFixture[str], router: str
+) -> None:
+    assert f"--router {router} scores replicas" in fails(
+        capsys, *PREFIX, "--kv-tokens", "400000", "--replicas", "2", "--router", router
     )
+
+
+@pytest.mark.parametrize("router", ["prefix_score", "prefix_index"])
+def test_prefix_routers_on_the_command_line(
+    capsys: pytest.CaptureFixture[str], router: str
+) -> None:
+    """Both scored routers run on Mooncake's trace with the cache on, and find some of it."""
+    out = simulate(capsys, *PREFIX, "--kv-tokens", "4000000", "--prefix-caching",
+                   "--replicas", "2", "--router", router)  # fmt: skip
+    assert out["router"] == router and 0.0 < out["prefix_hit_share"] < 1.0

@@ -43,6 +43,7 @@ from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACE = "data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv"
+MOONCAKE = "data/traces/mooncake-fast25/synthetic_trace.jsonl"  # with prompt block ids
 SECONDS = 60  # the most one call may take, the engine's kernels compiled (the fixture below)
 FUZZ = settings(
     max_examples=40,
@@ -346,6 +347,7 @@ SIM_EXTRA = st.sampled_from(
         LAWS.map(lambda law: ["--tokens", law]),
         st.just(["--trace", TRACE]),
         st.just(["--trace", TRACE, "--replay"]),
+        st.just(["--trace", MOONCAKE, "--replay"]),
         st.just(["--trace", "/etc/hostname"]),
     ),
     rate=number(0.01, 3.0),
@@ -388,7 +390,18 @@ SIM_EXTRA = st.sampled_from(
             ["--admission", "on_demand", "--kv-tokens", "4000", "--kv-accounting", "dong"],
             ["--kv-accounting", "dong"],
             ["--admission", "on_demand", "--kv-accounting", "x"],
-        ]
+            [
+                "--admission",
+                "on_demand",
+                "--kv-tokens",
+                "400000",
+                "--block-size",
+                "16",
+                "--prefix-caching",
+            ],
+            ["--prefix-caching"],
+            ["--admission", "on_demand", "--kv-tokens", "4000", "--prefix-caching"],
+        ]  # fmt: skip
     ),
 )
 @FUZZ
@@ -419,6 +432,50 @@ def test_simulate_flags(
     for flag, value in extra:
         argv += [flag, value]
     check_outcome([*argv, *kv, "--json"])
+
+
+@given(
+    trace=st.sampled_from(
+        [
+            ["--trace", MOONCAKE, "--replay"],
+            ["--trace", MOONCAKE],
+            ["--trace", TRACE, "--replay"],
+            ["--trace", MOONCAKE, "--replay", "--trace-format", "csv"],
+        ]
+    ),
+    rate=number(0.05, 2.0),
+    batching=st.sampled_from(["continuous", "continuous", "dynamic"]),
+    admission=st.sampled_from(["on_demand", "on_demand", "reserve", "x"]),
+    order=st.sampled_from(["fcfs", "sjf", "srpt"]),
+    router=st.sampled_from([None, "round_robin", "jsq", "prefix_affinity"]),
+    kv=st.one_of(count(16, 4_000_000), st.just(None)),
+    block=st.one_of(st.sampled_from(["1", "16", "32", "48", "512", "1024"]), count(1, 64)),
+    load=st.sampled_from([[], ["--load", "0.5"], ["--max-rate"]]),
+)
+@FUZZ
+def test_prefix_caching_flags(
+    trace: list,
+    rate: str,
+    batching: str,
+    admission: str,
+    order: str,
+    router: Any,
+    kv: Any,
+    block: str,
+    load: list,
+) -> None:
+    """--prefix-caching beside every flag its preconditions name: a trace with or without block
+    ids, replayed or not, the former, admission, order, router, KV budget and block size."""
+    argv = ["simulate", *trace, "--rate", rate, "--batching", batching, "--max-batch", "32"]
+    argv += ["--admission", admission, "--order", order, "--block-size", block, "--prefix-caching"]
+    argv += ["--step", "c0=0.01,c_tok=2e-5,c_ctx=1e-7", "--requests", "1500", "--warmup", "100"]
+    if batching == "dynamic":
+        argv += ["--latency", "a=0.02,b0=0.1"]
+    if router is not None:
+        argv += ["--router", router, "--replicas", "2"]
+    if kv is not None:
+        argv += ["--kv-tokens", kv]
+    check_outcome([*argv, *load, "--json"])
 
 
 @given(

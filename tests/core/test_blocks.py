@@ -58,6 +58,21 @@ def test_dense_ids_follow_first_appearance() -> None:
     assert d.ids.tolist() == [0, 1, 0, 2] and u == 3
 
 
+def test_engine_ids_are_the_dense_mapping_remembered_per_prompts() -> None:
+    """engine_ids = on_blocks_of(...).dense(), the same object again for the same engine block
+    and prompts, a fresh answer for other prompts or another block size."""
+    pb = PromptBlocks(np.array([0, 2, 3]), np.array([4, 9, 4]), 64)
+    prompt = np.array([128.0, 40.0])
+    d, u = pb.engine_ids(16, prompt)
+    want, wu = pb.on_blocks_of(16, prompt).dense()
+    assert d.ids.tolist() == want.ids.tolist() and d.offsets.tolist() == want.offsets.tolist()
+    assert u == wu
+    assert pb.engine_ids(16, prompt.copy())[0] is d
+    other = pb.engine_ids(16, np.array([100.0, 40.0]))[0]
+    assert other is not d and other.counts().tolist() == [6, 2]
+    assert pb.engine_ids(32, prompt)[0].block_tokens == 32
+
+
 def test_take_keeps_each_requests_ids() -> None:
     pb = PromptBlocks(np.array([0, 2, 2, 5]), np.array([1, 2, 3, 4, 5]), 16)
     t = pb.take(1, 3)

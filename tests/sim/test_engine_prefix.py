@@ -34,6 +34,7 @@ from llmqueue.errors import InputError
 from llmqueue.latency import StepLaw
 from llmqueue.policy import ROUTERS, Policy, order_names
 from llmqueue.policy_text import parse_policy, policy_spec
+from llmqueue.sim import router as R
 from llmqueue.sim.block_pool import replay_hits
 from llmqueue.sim.engine import run
 from llmqueue.sim.predictors import Noisy
@@ -137,6 +138,46 @@ def test_prefix_caching_behind_a_router_matches_reference(  # type: ignore[no-un
     reqs = [Req(int(r[0]), r[1], r[2], r[3], r[4]) for r in tab]
     rr = RefRouter(router, replicas, _router_word(seed), 2)
     compare_times(tab, run_continuous(reqs, ref, STEP, rr, blocks=_engine_ids(pb, block, prompt)))
+
+
+@pytest.mark.parametrize("router", ["prefix_score", "prefix_index"])
+@pytest.mark.parametrize("seed", range(5))
+def test_scored_prefix_routers_match_reference_under_queueing(seed: int, router: str) -> None:
+    """prefix_score and prefix_index where their two scorers disagree: arrivals faster than three
+    replicas serve (their waiting queues differ) in pools that evict (so the index, blind to
+    evictions, differs from the pools), on prompts that share a prefix tree; the reference scores
+    each replica from its own counts and its own index (RefRouter.score, RefRouter.sent)."""
+    arr, prompt, out = random_table(seed, 70, 25.0, 40, 30)
+    pb = _tree_blocks(np.random.default_rng(seed + 1), prompt, 2)
+    pol = Policy(
+        "continuous", bmax=3, kv_tokens=160, admission="on_demand", block_size=4, replicas=3,
+        router=router, max_batched_tokens=32, prefix_caching=True,
+    )  # fmt: skip
+    w = ReplayWorkload(arr, prompt, out, blocks=pb)
+    _, tab = _run(w, pol, seed)
+    ref = RefPolicy(
+        "continuous", bmax=3, servers=3, kv_tokens=160, admission="on_demand", block_size=4,
+        max_batched_tokens=32, prefix_caching=True,
+    )  # fmt: skip
+    reqs = [Req(int(r[0]), r[1], r[2], r[3], r[4]) for r in tab]
+    rr = RefRouter(router, 3, _router_word(seed), 2)
+    compare_times(tab, run_continuous(reqs, ref, STEP, rr, blocks=_engine_ids(pb, 4, prompt)))
+
+
+def test_prefix_scores_by_hand() -> None:
+    """llm-d's default profile on three replicas: (hits, waiting) = (4, 2), (0, 0), (4, 1) of an
+    arrival with 8 full blocks: 3 x 4/8 + 2 x 0 = 1.5, 0 + 2 x 1 = 2, 1.5 + 2 x 1/2 = 2.5; the
+    third wins. Equal queues score 1 each; an arrival without a full block scores no hits."""
+    w = R.PREFIX_WEIGHT
+    load = np.array([2.0 - 4 * w, 0.0, 1.0 - 4 * w])
+    R.prefix_scores(load, 8.0)
+    assert load.tolist() == [-1.5, -2.0, -2.5]
+    load = np.array([3.0 - 2 * w, 3.0])
+    R.prefix_scores(load, 4.0)
+    assert load.tolist() == [-(1.5 + 2.0), -2.0]
+    load = np.array([1.0, 0.0])
+    R.prefix_scores(load, 0.0)
+    assert load.tolist() == [-0.0, -2.0]
 
 
 def _router_word(seed: int) -> int:
@@ -312,3 +353,29 @@ def test_prefix_affinity_finds_more_of_the_cache_than_blind_routers() -> None:
     assert share["prefix_affinity"] > share["round_robin"] + 0.05
     assert share["prefix_affinity"] > share["jsq"] + 0.05
     assert ttft["prefix_affinity"] > max(ttft["round_robin"], ttft["jsq"])
+
+
+def test_scored_prefix_routers_trade_the_match_against_the_queue() -> None:
+    """The same four replicas under prefix_score (llm-d's 3 x prefix + 2 x queue) and
+    prefix_index (the same score over the router's own index of what it sent where): when a
+    session's replica has a queue, a replica without one outscores it, so no replica saturates:
+    their mean TTFT stays within twice jsq's while they find more of the cache than round robin
+    and jsq (pools this large seldom evict, so the index is seldom wrong)."""
+    n = 6000
+    rows = read_trace(MOONCAKE, format="mooncake").take(0, n)
+    w = ReplayWorkload(
+        rows.arrival_s, rows.prompt_tokens, rows.output_tokens, blocks=rows.blocks
+    ).at_rate(2.0)
+    share, ttft = {}, {}
+    for router in ("prefix_score", "prefix_index", "round_robin", "jsq"):
+        pol = Policy(
+            "continuous", bmax=32, kv_tokens=8_000_000, admission="on_demand", block_size=16,
+            max_batched_tokens=8192, replicas=4, router=router, prefix_caching=True,
+        )  # fmt: skip
+        res = run(w, pol, StepLaw(0.01, 2e-5, 0.0), requests=n - 500, warmup=500, seed=2)
+        assert not res.unstable
+        share[router] = res.prefix_hit_share
+        ttft[router] = res.ttft.mean
+    for scored in ("prefix_score", "prefix_index"):
+        assert share[scored] > max(share["round_robin"], share["jsq"]) + 0.05
+        assert ttft[scored] < 2.0 * ttft["jsq"]

@@ -72,9 +72,12 @@ ROUTER: list[Edit] = [
     ),
     (
         "src/llmqueue/sim/router.py",
-        "COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY)",
+        "COMPILED_ROUTERS = (\n"
+        "    ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY, PREFIX_SCORE,\n"
+        "    PREFIX_INDEX,\n)",
         'REVERSE = router_code("round_robin_reverse")\n'
-        "COMPILED_ROUTERS = (\n    ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY, REVERSE,\n)",
+        "COMPILED_ROUTERS = (\n    ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, "
+        "PREFIX_AFFINITY, PREFIX_SCORE,\n    PREFIX_INDEX, REVERSE,\n)",
     ),
     (
         "src/llmqueue/sim/router.py",
@@ -88,8 +91,8 @@ ROUTER: list[Edit] = [
     ),
     (
         "tests/reference_engine.py",
-        '"power_of_d", "prefix_affinity",\n',
-        '"power_of_d", "prefix_affinity", "round_robin_reverse",\n',
+        '        "prefix_score", "prefix_index",\n    )  # fmt: skip\n',
+        '        "prefix_score", "prefix_index", "round_robin_reverse",\n    )  # fmt: skip\n',
     ),
     (
         "tests/reference_engine.py",

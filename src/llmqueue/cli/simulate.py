@@ -74,6 +74,7 @@ from llmqueue.policy import (
     batch_former,
     predictions_needed,
     queue_order,
+    router,
 )
 from llmqueue.seeds import seed_sequence
 from llmqueue.sim.capacity import check_capacity_rows, exact_rate, max_rate
@@ -102,9 +103,9 @@ def _check_flags(args: argparse.Namespace) -> None:
             f"--router {args.router} applies to --batching {', '.join(ROUTED_FORMERS)} "
             "(the others have one shared queue: --servers)"
         )
-    if args.router == "prefix_affinity" and not args.prefix_caching:
+    if router(args.router).reads_cache and not args.prefix_caching:
         raise InputError(
-            "--router prefix_affinity scores replicas by the prompt blocks they hold cached: give "
+            f"--router {args.router} scores replicas by the prompt blocks they hold cached: give "
             "--prefix-caching"
         )
     if args.router == "least_kv" and args.batching != "continuous":
@@ -269,7 +270,12 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
         kw["K"] = args.batch
     if kind == "continuous":
         bs = args.block_size or 1
-        if kv is not None and kv % bs and args.kv_tokens == "auto":
+        if kv is not None and kv % bs:
+            if args.kv_tokens != "auto":
+                raise InputError(
+                    f"--kv-tokens {kv}: not a whole number of --block-size {bs}-token blocks; "
+                    f"allowed: a multiple of {bs}"
+                )
             kv = kv // bs * bs  # the budget in whole blocks
         kw.update(
             kv_tokens=kv,
@@ -334,6 +340,12 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError(
             f"--prefix-caching: --trace {args.trace} has no prompt block ids (the mooncake "
             "format's hash_ids); without them nothing is shared"
+        )
+    ids = getattr(workload, "blocks", None) if args.prefix_caching else None
+    if ids is not None and ids.block_tokens % (args.block_size or 1):
+        raise InputError(
+            f"--block-size {args.block_size}: the block ids of --trace {args.trace} name blocks of "
+            f"{ids.block_tokens} tokens; allowed: a divisor of {ids.block_tokens}"
         )
     latency, fit = inputs.latency_from(args, args.batching)
     policy = _policy(args, inputs.kv_tokens_from(args.kv_tokens, args.kv_memory_fraction, fit))
@@ -603,7 +615,8 @@ def register(subparsers: Any) -> None:
         choices=ROUTERS,
         default="central",
         help="how arrivals reach the replicas: central (one shared queue, default), round_robin, "
-        "random, jsq, least_work, least_kv, power_of_d, prefix_affinity (with --prefix-caching)",
+        "random, jsq, least_work, least_kv, power_of_d, prefix_affinity, prefix_score, "
+        "prefix_index (the last three with --prefix-caching)",
     )
     g.add_argument(
         "--router-d",

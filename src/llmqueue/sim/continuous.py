@@ -537,16 +537,20 @@ def _replica_load(kind, r, t, srv, phase, qis, on_demand, bs, cst, arrival):  # 
     """Replica r's load of kind `kind` (:func:`llmqueue.sim.router.load_kind`) at time t. KV held:
     what the iteration running at t holds (a sequence takes its next token's KV when an iteration
     starts); inside a pending run of decode-only iterations, those started before t count.
-    Prefix: requests - hit blocks x PREFIX_WEIGHT, the hits of `arrival` = (cache, request id,
-    prompt tokens, prefix caching on) in r's pool as it is at t (the decode blocks of the
-    iterations started by then taken first)."""
+    Prefix: requests (prefix_queue: the waiting ones) - hit blocks x PREFIX_WEIGHT, the hits of
+    `arrival` = (cache, request id, prompt tokens, prefix caching on) in r's pool as it is at t
+    (the decode blocks of the iterations started by then taken first)."""
     if kind == R.LOAD_REQUESTS:
         return qis[r, Q.Q_LEN] + srv[r, V_RUN]
     if kind == R.LOAD_WORK:
         return srv[r, V_WORK]
-    if kind == R.LOAD_PREFIX:
+    if kind == R.LOAD_PREFIX_INDEX:
         cache, rid, prompt, pc = arrival
-        n = qis[r, Q.Q_LEN] + srv[r, V_RUN]
+        k = PC.sent_run(cache, r, rid, prompt, bs) if pc else 0
+        return qis[r, Q.Q_LEN] - R.PREFIX_WEIGHT * k
+    if kind == R.LOAD_PREFIX or kind == R.LOAD_PREFIX_QUEUE:
+        cache, rid, prompt, pc = arrival
+        n = qis[r, Q.Q_LEN] + (srv[r, V_RUN] if kind == R.LOAD_PREFIX else 0.0)
         if not pc:
             return n
         u = _replica_kv(r, t, srv, phase, on_demand, bs, cst)
@@ -616,7 +620,11 @@ def run_continuous_routed(  # type: ignore[no-untyped-def]  # noqa: ANN001
                     load[j] = _replica_load(
                         kind, j, a, srv, phase, qis, on_demand, bs, cst, arrival
                     )
+                if kind == R.LOAD_PREFIX_QUEUE or kind == R.LOAD_PREFIX_INDEX:
+                    R.prefix_scores(load, np.floor(prompt[pos] / bs))
             r = R.choose(rcode, load, rst, perm)
+            if kind == R.LOAD_PREFIX_INDEX and prm[P_PREFIX] == 1.0:
+                PC.mark_sent(cache, r, rid)
             S.enqueue(
                 (pools[r], rings[r], heaps[r], frees[r], qis[r]), chunk, pos, a, rid, order, guard
             )
@@ -694,8 +702,11 @@ class ContinuousFormer(S.Former):
         if blocks is None:
             return PC.new_cache(self.c, capacity, np.zeros(1, np.int64), np.zeros(0, np.int64), 1)
         prompt = np.maximum(0.0, np.floor(np.asarray(setup.workload.prompt_tokens) + 0.5))
-        dense, n_ids = blocks.on_blocks_of(bs, prompt).dense()
-        return PC.new_cache(self.c, capacity, dense.offsets, dense.ids, n_ids)
+        dense, n_ids = blocks.engine_ids(bs, prompt)
+        index = bool(policy.routed) and (
+            R.load_kind(R.check_router(policy.router)) == R.LOAD_PREFIX_INDEX
+        )
+        return PC.new_cache(self.c, capacity, dense.offsets, dense.ids, n_ids, index=index)
 
     def _queue_cap(self, run: S.Run) -> int:
         return self.queues.cap if self.queues is not None else run.queue_cap

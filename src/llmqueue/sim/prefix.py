@@ -38,8 +38,9 @@ whole (the engine's on-demand rule), not chunk by chunk.
 The cache tuple (int64 arrays; per server s): ``blk[s]``, ``idc[s]``, ``top[s]`` the pool
 (:func:`~llmqueue.sim.block_pool.new_pool`), ``anon[s, :acount[s]]`` the anonymous blocks in use,
 ``link[s]`` the chains, ``offsets``/``ids`` the requests' dense ids by request id (a request id
-past them has none), ``scratch`` room for one request's blocks. Units: blocks, unless named
-tokens.
+past them has none), ``scratch`` room for one request's blocks, ``sent[s, id]`` (uint8) the
+``prefix_index`` router's index: 1 once it sent a request listing the id to server s (a
+one-entry stand-in for the other routers). Units: blocks, unless named tokens.
 """
 
 from __future__ import annotations
@@ -59,14 +60,23 @@ __all__ = [
     "register_upto",
     "release",
     "ids_of",
+    "sent_run",
+    "mark_sent",
 ]
 
 
 def new_cache(
-    servers: int, capacity_blocks: int, offsets: np.ndarray, ids: np.ndarray, n_ids: int
+    servers: int,
+    capacity_blocks: int,
+    offsets: np.ndarray,
+    ids: np.ndarray,
+    n_ids: int,
+    *,
+    index: bool = False,
 ) -> tuple[np.ndarray, ...]:
     """The cache tuple (module docstring) of `servers` empty pools of `capacity_blocks` blocks
-    each, for requests whose dense ids are ``ids[offsets[r]:offsets[r + 1]]``."""
+    each, for requests whose dense ids are ``ids[offsets[r]:offsets[r + 1]]``; with `index`, the
+    ``prefix_index`` router's empty index over the `n_ids` ids (servers x n_ids bytes)."""
     c, cap = int(servers), int(capacity_blocks)
     pools = [BP.new_pool(cap, n_ids) for _ in range(c)]
     off = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -82,6 +92,7 @@ def new_cache(
         off,
         idv if idv.size else np.zeros(1, dtype=np.int64),
         np.zeros(max(longest, 1), dtype=np.int64),
+        np.zeros((c, max(int(n_ids), 1)) if index else (1, 1), dtype=np.uint8),
     )
 
 
@@ -97,6 +108,28 @@ def ids_of(cache, rid):  # type: ignore[no-untyped-def]  # noqa: ANN001
     if rid + 1 >= off.size:
         return 0, 0
     return off[rid], off[rid + 1]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def sent_run(cache, s, rid, tokens, bs):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """How many leading ids of request rid, about to prefill `tokens` tokens, the router's index
+    holds for server s (at most (tokens - 1) // bs, as a cache hit)."""
+    lo, hi = ids_of(cache, rid)
+    sent, ids = cache[9], cache[7]
+    most = (np.int64(tokens) - 1) // np.int64(bs)
+    k = 0
+    while k < most and lo + k < hi and sent[s, ids[lo + k]] == 1:
+        k += 1
+    return k
+
+
+@njit(cache=True, nogil=True, inline="always")
+def mark_sent(cache, s, rid):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """The router sent request rid to server s: its index holds every id of its prompt there."""
+    lo, hi = ids_of(cache, rid)
+    sent, ids = cache[9], cache[7]
+    for j in range(lo, hi):
+        sent[s, ids[j]] = 1
 
 
 @njit(cache=True, nogil=True, inline="always")

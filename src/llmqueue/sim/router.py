@@ -17,7 +17,17 @@ arrival time, to one replica:
   cached run of the arrival's leading prompt block ids now (with prefix caching; without it none
   does and this is ``jsq``), ties by fewest requests: llm-d's precise prefix-cache scorer with its
   queue scorer breaking ties. The routed loop folds both into one load, requests - hit blocks x
-  2**25 (exact in float64: requests < 2**24 and hit blocks < 2**28).
+  2**25 (exact in float64: requests < 2**24 and hit blocks < 2**28);
+- ``prefix_score`` (continuous batching): llm-d's default scoring profile, the highest of
+  3 x prefix score + 2 x queue score, where the prefix score is the arrival's cached leading
+  blocks at the replica over its prompt's full blocks (llm-d's precise prefix-cache scorer) and
+  the queue score (qmax - q) / (qmax - qmin) over the replicas' waiting requests q (its queue
+  scorer; 1 for all when they are equal). The routed loop folds each replica's hit blocks and
+  waiting requests into one load as above; :func:`prefix_scores` turns them into the score;
+- ``prefix_index`` (continuous batching): the same score with llm-d's approximate prefix scorer
+  in place of the precise one: the router keeps an index of the prompt blocks it sent to each
+  replica (every id'ed full block of every arrival it routed there, never forgotten) and counts
+  the arrival's leading blocks the index holds for the replica, blind to evictions.
 
 Ties go to one of the tied replicas uniformly at random. The load a state-dependent router
 compares is measured by the batch former's routed loop (its :func:`load_kind` says which), at the
@@ -51,14 +61,21 @@ __all__ = [
     "LEAST_KV",
     "POWER_OF_D",
     "PREFIX_AFFINITY",
+    "PREFIX_SCORE",
+    "PREFIX_INDEX",
     "PREFIX_WEIGHT",
+    "PREFIX_SCORER_WEIGHT",
+    "QUEUE_SCORER_WEIGHT",
     "COMPILED_ROUTERS",
     "LOAD_NONE",
     "LOAD_REQUESTS",
     "LOAD_WORK",
     "LOAD_KV",
     "LOAD_PREFIX",
+    "LOAD_PREFIX_QUEUE",
+    "LOAD_PREFIX_INDEX",
     "check_router",
+    "prefix_scores",
     "load_kind",
     "choose",
     "next_word",
@@ -67,21 +84,30 @@ __all__ = [
     "RouterState",
 ]
 
-CENTRAL, ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY = (
+(
+    CENTRAL, ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY,
+    PREFIX_SCORE, PREFIX_INDEX,
+) = (
     router_code(name)
     for name in (
         "central", "round_robin", "random", "jsq", "least_work", "least_kv", "power_of_d",
-        "prefix_affinity",
+        "prefix_affinity", "prefix_score", "prefix_index",
     )
 )  # fmt: skip
-COMPILED_ROUTERS = (ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY)
+COMPILED_ROUTERS = (
+    ROUND_ROBIN, RANDOM, JSQ, LEAST_WORK, LEAST_KV, POWER_OF_D, PREFIX_AFFINITY, PREFIX_SCORE,
+    PREFIX_INDEX,
+)  # fmt: skip
 
 # what a router compares (the former's routed loop measures it per replica): the codes of
 # llmqueue.policy.ROUTER_LOADS, and each router's, from its record
-LOAD_NONE, LOAD_REQUESTS, LOAD_WORK, LOAD_KV, LOAD_PREFIX = (
-    ROUTER_LOADS.index(k) for k in ("none", "requests", "work", "kv", "prefix")
+LOAD_NONE, LOAD_REQUESTS, LOAD_WORK, LOAD_KV, LOAD_PREFIX, LOAD_PREFIX_QUEUE, LOAD_PREFIX_INDEX = (
+    ROUTER_LOADS.index(k)
+    for k in ("none", "requests", "work", "kv", "prefix", "prefix_queue", "prefix_index")
 )
-PREFIX_WEIGHT = float(2**25)  # prefix_affinity's load: requests - hit blocks x PREFIX_WEIGHT
+PREFIX_WEIGHT = float(2**25)  # the prefix loads: requests - hit blocks x PREFIX_WEIGHT
+PREFIX_SCORER_WEIGHT = 3.0  # prefix_score: llm-d's default weights of its two scorers
+QUEUE_SCORER_WEIGHT = 2.0
 _LOAD_OF = np.array([ROUTER_LOADS.index(r.load) for r in ROUTER_RECORDS], dtype=np.int64)
 
 # rst: the router's state (uint64)
@@ -154,6 +180,29 @@ def _least(load, cand, k, rst):  # type: ignore[no-untyped-def]  # noqa: ANN001
 
 
 @njit(cache=True, nogil=True, inline="always")
+def prefix_scores(load, blocks):  # type: ignore[no-untyped-def]  # noqa: ANN001
+    """``prefix_score``'s scores, in place: each ``load[j]`` = q - k x PREFIX_WEIGHT (q waiting
+    requests, k cached leading blocks of the arrival at replica j; exact, q < PREFIX_WEIGHT)
+    becomes -(PREFIX_SCORER_WEIGHT x k / blocks + QUEUE_SCORER_WEIGHT x (qmax - q) / (qmax -
+    qmin)), the queue term 1 when every q is equal and the prefix term 0 when the arrival has no
+    full block (`blocks` its prompt's full blocks), so the least load is the highest score."""
+    c = load.size
+    qmin = np.inf
+    qmax = -np.inf
+    for j in range(c):
+        k = np.ceil(-load[j] / PREFIX_WEIGHT)
+        q = load[j] + k * PREFIX_WEIGHT
+        qmin = min(qmin, q)
+        qmax = max(qmax, q)
+    for j in range(c):
+        k = np.ceil(-load[j] / PREFIX_WEIGHT)
+        q = load[j] + k * PREFIX_WEIGHT
+        hit = PREFIX_SCORER_WEIGHT * k / blocks if blocks > 0 else 0.0
+        queue = (qmax - q) / (qmax - qmin) if qmax > qmin else 1.0
+        load[j] = -(hit + QUEUE_SCORER_WEIGHT * queue)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def choose(code, load, rst, perm):  # type: ignore[no-untyped-def]  # noqa: ANN001
     """The replica the next arrival goes to under router `code`; ``load[c]`` holds each
     replica's load (:func:`load_kind`) for the state-dependent routers; ``perm`` (int64[c], a
@@ -166,7 +215,14 @@ def choose(code, load, rst, perm):  # type: ignore[no-untyped-def]  # noqa: ANN0
         return r
     if code == RANDOM:
         return below(rst, c)
-    if code == JSQ or code == LEAST_WORK or code == LEAST_KV or code == PREFIX_AFFINITY:
+    if (
+        code == JSQ
+        or code == LEAST_WORK
+        or code == LEAST_KV
+        or code == PREFIX_AFFINITY
+        or code == PREFIX_SCORE
+        or code == PREFIX_INDEX
+    ):
         return _least(load, perm, c, rst)
     if code == POWER_OF_D:
         d = np.int64(rst[R_D])
