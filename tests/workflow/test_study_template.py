@@ -25,10 +25,12 @@ import pandas as pd
 import pytest
 from worktree import copy_worktree
 
+from llmqueue.catalog import claim_titles
+
 pytestmark = pytest.mark.slow
 
 PACKAGE = "src/llmqueue/studies/toy"
-CLAIM = 13  # the next claim number after the catalogued studies'
+CLAIM = max(claim_titles()) + 1  # the next claim number after the catalogued studies'
 
 FILES = {
     # 1. the package: its record, its table (an M/M/1 queue's mean response time, exact), its

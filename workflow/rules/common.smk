@@ -35,6 +35,9 @@ CLAIM_TABLES = []
 # its own in its .smk file as DOC_BLOCKS["<name>"] = doc_block("<kind>", inputs, **options),
 # <kind> naming a render_<kind> function of its docs module (llmqueue.studies.Study.docs).
 DOC_BLOCKS = {}
+# the blocks of a study the config leaves out (its rule file appends their names): their pages
+# keep them as they are
+DOC_SKIPPED = []
 
 
 def doc_block(kind, inputs, **options):

@@ -214,8 +214,8 @@ DOC_BLOCKS |= {
         )
     },
 }
-# Blocks of a study this config leaves out: their pages keep them as they are.
-DOC_SKIPPED = []
+# Blocks of a study this config leaves out (DOC_SKIPPED, common.smk): their pages keep them as
+# they are.
 if VMS:
     DOC_BLOCKS["validation-machine-speed"] = doc_block(
         "validation_machine_speed",
