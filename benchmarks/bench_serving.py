@@ -9,7 +9,10 @@ Targets:
 2. every other batch former (none, dynamic, fixed, elastic; Eq. 18 law) >= 5 M requests/s;
 3. memory flat from 10^6 to 10^8 requests (``--memory``: a fresh subprocess per size);
 4. the plain-Python reference engine (tests/reference_engine.py) on the same request table in
-   the same run: the compiled engine >= 100x faster.
+   the same run: the compiled engine >= 100x faster;
+5. prefix caching (``--prefix``): Mooncake's conversation trace replayed through continuous
+   batching with on-demand KV in 16-token blocks, the cache off and on, alternated in the same
+   run: the cache on costs at most 2x the same run with it off.
 Rates are simulated requests (warm-up included) per CPU-second of this process after
 compilation; each run prints the load average, since other jobs share the machine.
 """
@@ -35,6 +38,8 @@ from llmqueue.tokens import parse_law
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "data/traces/azure-llm-trace-2023/AzureLLMInferenceTrace_conv.csv"
+MOONCAKE = ROOT / "data/traces/mooncake-fast25/conversation_trace.jsonl"
+A100 = StepLaw(0.00767, 6.31e-5, 2.58e-7, name="vidur a100")  # results/prefix/runs.csv's law
 OUTPUT = "lognormal:mu=5,sigma=1,cap=2048"
 STEP = StepLaw(0.00844, 6.5e-6, 1.80e-7, name="h100 graph")  # results/profiling/step_laws.csv
 EQ18 = BatchLatency(0.0, 0.0, 3.1e-4, 2.48e-3, name="paper_k8")
@@ -201,11 +206,51 @@ def part_memory(sizes: list[int]) -> None:
     )
 
 
+def part_prefix(rounds: int) -> None:
+    """Target 5: the same replay with the cache off and on, alternated `rounds` times; the
+    median CPU time of each, and their ratio."""
+    from dataclasses import replace
+
+    from llmqueue.traces import read_trace
+    from llmqueue.traces.base import TraceColumns
+
+    rows = read_trace(MOONCAKE, TraceColumns(), format="mooncake")
+    w = ReplayWorkload(
+        rows.arrival_s, rows.prompt_tokens, rows.output_tokens, 1.0, blocks=rows.blocks
+    )
+    n = int(w.total)
+    print(f"[5] prefix caching: Mooncake conversation, {n:,} requests per run ({load()})")
+    for kv in (1_948_000, 31_168_000):  # 16 x and 256 x an A100-80GB's KV of LLaMA-2-7B, in blocks
+        off = Policy("continuous", bmax=256, kv_tokens=kv, admission="on_demand", block_size=16,
+                     max_batched_tokens=8192)  # fmt: skip
+        on = replace(off, prefix_caching=True)
+        wl = w.at_rate(0.5 * max_rate(w, off, A100, requests=n, seed=1).rate_per_s)
+        times: dict[bool, list[float]] = {False: [], True: []}
+        share = float("nan")
+        for pol in (off, on):
+            run(wl, pol, A100, requests=n, warmup=0, seed=1)  # compile / load the cache
+        for _ in range(rounds):
+            for caching, pol in ((False, off), (True, on)):
+                t0 = time.process_time()
+                r = run(wl, pol, A100, requests=n, warmup=0, seed=2)
+                times[caching].append(time.process_time() - t0)
+                if caching:
+                    share = r.prefix_hit_share
+        t_off, t_on = float(np.median(times[False])), float(np.median(times[True]))
+        print(
+            f"    kv {kv:>10,} tokens: off {t_off * 1e3:7.1f} ms ({n / t_off / 1e3:7.1f} k req/s), "
+            f"on {t_on * 1e3:7.1f} ms ({n / t_on / 1e3:7.1f} k req/s, {share:.1%} from cache): "
+            f"on / off {t_on / t_off:.2f}; target <= 2: {'met' if t_on <= 2 * t_off else 'MISSED'}"
+        )
+    print(f"    ({load()})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--requests", type=int, default=5_000_000)
     ap.add_argument("--reference-requests", type=int, default=20_000)
     ap.add_argument("--memory", action="store_true", help="also part 3 (10^6 .. 10^8 requests)")
+    ap.add_argument("--prefix", action="store_true", help="also part 5 (prefix caching)")
     ap.add_argument("--quick", action="store_true", help="short runs (a smoke test of the script)")
     args = ap.parse_args()
     n = 200_000 if args.quick else args.requests
@@ -215,6 +260,8 @@ def main() -> None:
     )
     part_speed(n)
     part_reference(2_000 if args.quick else args.reference_requests)
+    if args.prefix:
+        part_prefix(2 if args.quick else 7)
     if args.memory:
         part_memory([10**5, 10**6] if args.quick else [10**6, 10**7, 10**8])
 
