@@ -279,6 +279,21 @@ class ClaimBook:
         """The scope of reference row `cid` (one of :data:`SCOPES`)."""
         return str(self._row(cid)["scope"])
 
+    def not_expressed(self, cid: str, reason: str) -> ClaimRow:
+        """Reference row `cid` as a row the engine does not express: ``not_reproduced``, no
+        number of ours, `reason` in its note."""
+        return ClaimRow(
+            cid,
+            self.claim(cid),
+            self.paper(cid),
+            "not expressed",
+            self.unit(cid),
+            str(self.tolerance(cid)),
+            "not_reproduced",
+            f"not expressed by the engine: {reason}",
+            self.scope(cid),
+        )
+
     def bound(
         self,
         cid: str,

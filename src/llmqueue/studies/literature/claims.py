@@ -64,19 +64,7 @@ def claims_rows(book: ClaimBook, reference: pd.DataFrame, table: pd.DataFrame) -
         cid = str(ref["id"])
         setting = ref.get("setting")
         if not isinstance(setting, str) or not setting:
-            rows.append(
-                ClaimRow(
-                    cid,
-                    book.claim(cid),
-                    book.paper(cid),
-                    "not expressed",
-                    book.unit(cid),
-                    str(book.tolerance(cid)),
-                    "not_reproduced",
-                    f"not expressed by the engine: {ref['reason']}",
-                    book.scope(cid),
-                )
-            )
+            rows.append(book.not_expressed(cid, str(ref["reason"])))
             continue
         r = by_point[(setting, str(ref["order"]), float(ref["rate_per_s"]))]
         note = _note(r)

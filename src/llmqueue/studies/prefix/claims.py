@@ -63,19 +63,7 @@ def claims_rows(book: ClaimBook, reference: pd.DataFrame, runs: pd.DataFrame) ->
         cid = str(ref["id"])
         trace = ref.get("trace")
         if not isinstance(trace, str) or not trace:
-            rows.append(
-                ClaimRow(
-                    cid,
-                    book.claim(cid),
-                    book.paper(cid),
-                    "not expressed",
-                    book.unit(cid),
-                    str(book.tolerance(cid)),
-                    "not_reproduced",
-                    f"not expressed by the engine: {ref['reason']}",
-                    book.scope(cid),
-                )
-            )
+            rows.append(book.not_expressed(cid, str(ref["reason"])))
             continue
         mine = runs[(runs["trace"] == trace) & (runs["profile"] == profile)]
         claim = mine[mine["table"] == "claim"].iloc[0].to_dict()

@@ -170,94 +170,52 @@ def prefix_runs(
                     note=c.note,
                 )
             )
+
+    def point(table: str, b: float, caching: bool, load: float, rate: float, res: SimResult,
+              **extra: Any) -> None:  # fmt: skip
+        rows.append(
+            _row(
+                res,
+                **{**base, **extra},
+                table=table,
+                budget=b,
+                kv_tokens=budgets[b],
+                prefix_caching=caching,
+                load=load,
+                rate_per_s=rate,
+            )  # fmt: skip
+        )
+
     unit = cap[1.0, False]
     for b in sorted(set(spec.budgets) | {math.inf}):
         for caching in (False, True):
             rate = spec.budget_load * unit
-            res = replay_at(
-                rate,
-                spec.with_budget(budgets[b], caching=caching),
-                ("budget", b, caching),
-                spec.warmup,
-            )
-            rows.append(
-                _row(
-                    res,
-                    **base,
-                    table="budget",
-                    budget=b,
-                    kv_tokens=budgets[b],
-                    prefix_caching=caching,
-                    load=spec.budget_load,
-                    rate_per_s=rate,
-                    max_rate_per_s=cap[b, caching],
-                )
-            )
+            pol = spec.with_budget(budgets[b], caching=caching)
+            res = replay_at(rate, pol, ("budget", b, caching), spec.warmup)
+            point("budget", b, caching, spec.budget_load, rate, res, max_rate_per_s=cap[b, caching])
     rb = spec.rate_budget
     for load in spec.loads:
         for caching in (False, True):
             rate = load * cap[rb, False]
-            res = replay_at(
-                rate,
-                spec.with_budget(budgets[rb], caching=caching),
-                ("rate", load, caching),
-                spec.warmup,
-            )
-            rows.append(
-                _row(
-                    res,
-                    **base,
-                    table="rate",
-                    budget=rb,
-                    kv_tokens=budgets[rb],
-                    prefix_caching=caching,
-                    load=load,
-                    rate_per_s=rate,
-                    max_rate_per_s=cap[rb, caching],
-                )
-            )
+            pol = spec.with_budget(budgets[rb], caching=caching)
+            res = replay_at(rate, pol, ("rate", load, caching), spec.warmup)
+            point("rate", rb, caching, load, rate, res, max_rate_per_s=cap[rb, caching])
     one: SimResult | None = None  # one replica: every router sends it everything
     for n in spec.replicas:
         for router in spec.routers:
             rate = n * spec.router_load * cap[rb, False]
             pol = spec.with_budget(budgets[rb], caching=True)
             if n > 1:
-                res = replay_at(
-                    rate,
-                    replace(pol, replicas=n, router=router),
-                    ("routers", n, router),
-                    spec.warmup,
-                )
+                pol = replace(pol, replicas=n, router=router)
+                res = replay_at(rate, pol, ("routers", n, router), spec.warmup)
             else:
                 one = one or replay_at(rate, pol, ("routers", 1), spec.warmup)
                 res = one
-            rows.append(
-                _row(
-                    res,
-                    **{**base, "router": router, "replicas": n},
-                    table="routers",
-                    budget=rb,
-                    kv_tokens=budgets[rb],
-                    prefix_caching=True,
-                    load=spec.router_load,
-                    rate_per_s=rate,
-                )
-            )
+            point("routers", rb, True, spec.router_load, rate, res, router=router, replicas=n)
     rate = spec.claim_load * unit
     res = replay_at(rate, spec.with_budget(never, caching=True), ("claim",), 0)
-    rows.append(
-        _row(
-            res,
-            **base,
-            table="claim",
-            budget=math.inf,
-            kv_tokens=never,
-            prefix_caching=True,
-            load=spec.claim_load,
-            rate_per_s=rate,
-            ideal_hit_share=ideal_hit_share(replay, bs),
-        )
-    )
+    point("claim", math.inf, True, spec.claim_load, rate, res,
+          ideal_hit_share=ideal_hit_share(replay, bs))  # fmt: skip
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
