@@ -388,7 +388,10 @@ def test_prefix_caching_on_the_command_line(capsys: pytest.CaptureFixture[str]) 
         ),  # fmt: skip
         ({"--trace-format": "csv"}, "--trace"),
         ({"--block-size": "48", "--kv-tokens": "480000"}, "--block-size 48: the block ids"),
-        ({"--kv-tokens": "400008"}, "--kv-tokens 400008: not a whole number of --block-size 16"),
+        (
+            {"--kv-tokens": "400008"},
+            "--kv-tokens 400008: not a whole number of blocks of --block-size 16",
+        ),
     ],
 )
 def test_prefix_caching_refuses_bad_flags(

@@ -35,7 +35,7 @@ CLAIM_TABLES = []
 # its own in its .smk file as DOC_BLOCKS["<name>"] = doc_block("<kind>", inputs, **options),
 # <kind> naming a render_<kind> function of its docs module (llmqueue.studies.Study.docs).
 DOC_BLOCKS = {}
-# the blocks of a study the config leaves out (its rule file appends their names): their pages
+# the blocks of a study the config leaves out (its .smk file appends their names); their pages
 # keep them as they are
 DOC_SKIPPED = []
 
@@ -89,10 +89,11 @@ def notebook_source(study):
 
 def notebook_source_code(study):
     """The library files a study's notebook imports: those of its source's code cells; for a
-    source not written yet, those of a committed notebook's (every notebook has the template's
-    code cells, only its introduction and parameters differ)."""
+    source the template writes, those of a committed notebook's (every notebook has the
+    template's code cells, only its introduction and parameters differ), whether or not it is
+    written yet (an empty or stale one is never parsed)."""
     path = notebook_source(study)
-    if not Path(path).is_file():
+    if not path.startswith("notebooks/"):
         path = min(str(p) for p in Path("notebooks").glob("*.ipynb"))
     return notebook_code(path)
 

@@ -273,8 +273,8 @@ def _policy(args: argparse.Namespace, kv: int | None) -> Policy:
         if kv is not None and kv % bs:
             if args.kv_tokens != "auto":
                 raise InputError(
-                    f"--kv-tokens {kv}: not a whole number of --block-size {bs}-token blocks; "
-                    f"allowed: a multiple of {bs}"
+                    f"--kv-tokens {kv}: not a whole number of blocks of --block-size {bs} "
+                    f"tokens; allowed: a multiple of {bs}"
                 )
             kv = kv // bs * bs  # the budget in whole blocks
         kw.update(
