@@ -328,54 +328,53 @@ def test_one_seat_with_a_shared_system_prompt_is_pollaczek_khinchine() -> None:
     assert abs(off.wait.mean - pk) > 5 * off.wait.ci95
 
 
-def test_prefix_affinity_finds_more_of_the_cache_than_blind_routers() -> None:
-    """Mooncake's conversation trace on four replicas, each with a pool of 8 M tokens (a session's
-    history survives between its turns): sending a request where its prefix is cached finds a
-    larger share of the prompt tokens cached than round robin, which spreads every session over
-    all four pools, and than jsq, the tie-break prefix_affinity falls back on. It pays in
-    balance: its sticky replicas queue, and its mean TTFT is the worst of the three (with pools
-    of 0.4-2 M tokens its hot replicas also evict sooner and it finds less than round robin)."""
+@pytest.fixture(scope="module")
+def four_replicas() -> dict[str, tuple[float, float]]:
+    """(share of prompt tokens from cache, mean TTFT) of every router but central on Mooncake's
+    conversation trace (its first 6,000 requests at 2/s) behind four replicas, each with a pool
+    of 8 M tokens (a session's history survives between its turns)."""
     n = 6000
     rows = read_trace(MOONCAKE, format="mooncake").take(0, n)
     w = ReplayWorkload(
         rows.arrival_s, rows.prompt_tokens, rows.output_tokens, blocks=rows.blocks
     ).at_rate(2.0)
-    share, ttft = {}, {}
-    for router in ("prefix_affinity", "round_robin", "jsq"):
+    out = {}
+    for router in ("prefix_affinity", "prefix_score", "prefix_index", "round_robin", "jsq"):
         pol = Policy(
             "continuous", bmax=32, kv_tokens=8_000_000, admission="on_demand", block_size=16,
             max_batched_tokens=8192, replicas=4, router=router, prefix_caching=True,
         )  # fmt: skip
         res = run(w, pol, StepLaw(0.01, 2e-5, 0.0), requests=n - 500, warmup=500, seed=2)
         assert not res.unstable
-        share[router] = res.prefix_hit_share
-        ttft[router] = res.ttft.mean
+        out[router] = (res.prefix_hit_share, res.ttft.mean)
+    return out
+
+
+def test_prefix_affinity_finds_more_of_the_cache_than_blind_routers(
+    four_replicas: dict[str, tuple[float, float]],
+) -> None:
+    """Sending a request where its prefix is cached finds a larger share of the prompt tokens
+    cached than round robin, which spreads every session over all four pools, and than jsq, the
+    tie-break prefix_affinity falls back on. It pays in balance: its sticky replicas queue, and
+    its mean TTFT is the worst of the three (with pools of 0.4-2 M tokens its hot replicas also
+    evict sooner and it finds less than round robin)."""
+    share = {r: v[0] for r, v in four_replicas.items()}
+    ttft = {r: v[1] for r, v in four_replicas.items()}
     assert share["prefix_affinity"] > share["round_robin"] + 0.05
     assert share["prefix_affinity"] > share["jsq"] + 0.05
     assert ttft["prefix_affinity"] > max(ttft["round_robin"], ttft["jsq"])
 
 
-def test_scored_prefix_routers_trade_the_match_against_the_queue() -> None:
-    """The same four replicas under prefix_score (llm-d's 3 x prefix + 2 x queue) and
-    prefix_index (the same score over the router's own index of what it sent where): when a
-    session's replica has a queue, a replica without one outscores it, so no replica saturates:
-    their mean TTFT stays within twice jsq's while they find more of the cache than round robin
-    and jsq (pools this large seldom evict, so the index is seldom wrong)."""
-    n = 6000
-    rows = read_trace(MOONCAKE, format="mooncake").take(0, n)
-    w = ReplayWorkload(
-        rows.arrival_s, rows.prompt_tokens, rows.output_tokens, blocks=rows.blocks
-    ).at_rate(2.0)
-    share, ttft = {}, {}
-    for router in ("prefix_score", "prefix_index", "round_robin", "jsq"):
-        pol = Policy(
-            "continuous", bmax=32, kv_tokens=8_000_000, admission="on_demand", block_size=16,
-            max_batched_tokens=8192, replicas=4, router=router, prefix_caching=True,
-        )  # fmt: skip
-        res = run(w, pol, StepLaw(0.01, 2e-5, 0.0), requests=n - 500, warmup=500, seed=2)
-        assert not res.unstable
-        share[router] = res.prefix_hit_share
-        ttft[router] = res.ttft.mean
+def test_scored_prefix_routers_trade_the_match_against_the_queue(
+    four_replicas: dict[str, tuple[float, float]],
+) -> None:
+    """prefix_score (llm-d's 3 x prefix + 2 x queue) and prefix_index (the same score over the
+    router's own index of what it sent where): when a session's replica has a queue, a replica
+    without one outscores it, so no replica saturates: their mean TTFT stays within twice jsq's
+    while they find more of the cache than round robin and jsq (pools this large seldom evict,
+    so the index is seldom wrong)."""
+    share = {r: v[0] for r, v in four_replicas.items()}
+    ttft = {r: v[1] for r, v in four_replicas.items()}
     for scored in ("prefix_score", "prefix_index"):
         assert share[scored] > max(share["round_robin"], share["jsq"]) + 0.05
         assert ttft[scored] < 2.0 * ttft["jsq"]
