@@ -75,7 +75,7 @@ def ideal_hit_share(replay: ReplayWorkload, block_size: int, *, first: int = 0) 
     assert replay.blocks is not None
     bs = int(block_size)
     prompts = np.asarray(replay.prompt_tokens, dtype=np.int64)
-    blocks = replay.blocks.on_blocks_of(bs, prompts)
+    blocks, _ = replay.blocks.engine_ids(bs, prompts)  # the engine's own mapping, once per replay
     seen: set[int] = set()
     hit = 0
     for i in range(blocks.n):
