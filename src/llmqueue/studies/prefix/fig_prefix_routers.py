@@ -1,8 +1,8 @@
 """Replicas behind cache-blind and prefix-affinity routers, the cache on.
 
-Left: the share of prompt tokens served from cache; right: mean TTFT; against the number of
-replicas (each with the same KV budget), the rate growing with them (the same load per
-replica). Round robin and JSQ scatter a conversation's turns and a system prompt's users over
+Left: the share of prompt tokens served from cache; right: mean TTFT with its 95% CI (batch
+means); against the number of replicas (each with the same KV budget), the rate growing with
+them (the same load per replica). Round robin and JSQ scatter a conversation's turns and a system prompt's users over
 the replicas, each of which must compute the prefix once; prefix affinity (the replica with the
 longest cached match, then the fewest requests) keeps them together and lets a session's replica
 saturate; prefix score (llm-d's default profile: 3 x the share of the prompt's blocks cached + 2 x
@@ -34,7 +34,8 @@ def plot(inputs: dict, params: dict):  # type: ignore[no-untyped-def]
             left.plot(
                 pts["replicas"], 100 * pts["prefix_hit_share"], label=f"{trace}, {router}", **kw
             )
-            right.plot(pts["replicas"], pts["ttft_mean_s"], **kw)
+            right.errorbar(pts["replicas"], pts["ttft_mean_s"], yerr=pts["ttft_ci95_s"],
+                           capsize=1.5, elinewidth=0.7, **kw)  # fmt: skip
     for ax in (left, right):
         ax.set_xscale("log", base=2)
         ticks = sorted({int(n) for n in rt["replicas"]})

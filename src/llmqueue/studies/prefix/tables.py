@@ -272,6 +272,7 @@ def example_runs() -> pd.DataFrame:
                         load=0.7,
                         prefix_hit_share=share,
                         ttft_mean_s=2.0 * (1 - share),
+                        ttft_ci95_s=0.1 * (1 - share),
                         jct_mean_s=8.0 * (1 - share),
                     )
                 )
